@@ -1,0 +1,76 @@
+//! API failures, all answered as problem+json.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+
+use crate::auth::accounts::AccountError;
+use crate::domain::FieldErrors;
+use crate::http::Problem;
+
+/// An API handler's error.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(FieldErrors),
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<AccountError> for ApiError {
+    fn from(e: AccountError) -> Self {
+        match e {
+            AccountError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
+            AccountError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            AccountError::Invalid(errors) => ApiError::Invalid(errors),
+            AccountError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            ApiError::Invalid(errors) => Problem::invalid(errors).response(),
+            ApiError::Internal(e) => {
+                tracing::error!(error = ?e, "API handler failed");
+                Problem::new(self.status_code(), "internal error; it has been logged").response()
+            }
+            other => Problem::new(other.status_code(), other.to_string()).response(),
+        }
+    }
+}
+
+/// JSON body errors (malformed, wrong types, too large) as problem+json naming what broke.
+pub fn json_error(
+    err: actix_web::error::JsonPayloadError,
+    _req: &actix_web::HttpRequest,
+) -> actix_web::Error {
+    use actix_web::error::JsonPayloadError as E;
+    let (status, detail) = match &err {
+        E::Overflow { limit } | E::OverflowKnownLength { limit, .. } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body: larger than the {limit}-byte limit"),
+        ),
+        E::ContentType => (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "body: Content-Type must be application/json".to_owned(),
+        ),
+        E::Deserialize(e) => (StatusCode::BAD_REQUEST, format!("body: invalid JSON ({e})")),
+        other => (StatusCode::BAD_REQUEST, format!("body: {other}")),
+    };
+    let res = Problem::new(status, detail).response();
+    actix_web::error::InternalError::from_response(err, res).into()
+}

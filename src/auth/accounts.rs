@@ -1,0 +1,417 @@
+//! Account management: users, roles, passwords and API tokens. Every operation checks the
+//! caller's role here (not only in the page or route), validates its input, and writes its
+//! audit entry in the same transaction as the change.
+
+use serde_json::json;
+use sqlx::SqliteConnection;
+
+use super::principal::{Caller, Forbidden};
+use super::{password, secret_token};
+use crate::audit::{self, NewEntry};
+use crate::db;
+use crate::db::tokens::TokenRow;
+use crate::db::users::User;
+use crate::domain::field_error::reject_control_chars;
+use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
+
+/// Why an account operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+    /// Input broke a rule; nothing was written.
+    #[error("{0}")]
+    Invalid(FieldErrors),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for AccountError {
+    fn from(e: sqlx::Error) -> Self {
+        AccountError::Internal(e.into())
+    }
+}
+
+impl From<FieldError> for AccountError {
+    fn from(e: FieldError) -> Self {
+        AccountError::Invalid(e.into())
+    }
+}
+
+/// A user to create, as submitted.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+pub struct NewUserInput {
+    pub username: String,
+    pub role: String,
+    pub password: String,
+}
+
+async fn write_audit(
+    conn: &mut SqliteConnection,
+    caller: &Caller,
+    now: UnixMillis,
+    action: &str,
+    target_kind: &str,
+    target_id: &str,
+    details: serde_json::Value,
+) -> sqlx::Result<()> {
+    audit::append(
+        conn,
+        now,
+        NewEntry {
+            actor: &caller.actor,
+            action,
+            target_kind,
+            target_id,
+            details,
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn find_user(
+    conn: &mut SqliteConnection,
+    field: &str,
+    raw: &str,
+) -> Result<User, AccountError> {
+    let name = Username::parse_field(field, raw)?;
+    db::users::by_name(conn, name.as_str())
+        .await?
+        .ok_or_else(|| AccountError::NotFound(format!("user {name}")))
+}
+
+/// Creates a user (admin only).
+pub async fn create_user(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    input: &NewUserInput,
+) -> Result<User, AccountError> {
+    caller.require(Role::Admin)?;
+    let mut errors = FieldErrors::default();
+    let username = errors.check(Username::parse(&input.username));
+    let role = errors.check(Role::parse_field("role", &input.role));
+    let pass = errors.check(NewPassword::parse_field("password", &input.password));
+    let (Some(username), Some(role), Some(pass)) = (username, role, pass) else {
+        return Err(AccountError::Invalid(errors));
+    };
+    let hash = password::hash(pass.expose().to_owned()).await?;
+    let mut tx = db::begin_write(pool).await?;
+    let Some(user) = db::users::insert(&mut tx, &username, role, &hash, now).await? else {
+        return Err(FieldError::new("username", "is already taken").into());
+    };
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "user.created",
+        "user",
+        user.username.as_str(),
+        json!({ "role": role }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(user)
+}
+
+/// Refuses a change that would leave no enabled admin.
+async fn keep_an_admin(
+    conn: &mut SqliteConnection,
+    target: &User,
+    field: &str,
+    what: &str,
+) -> Result<(), AccountError> {
+    if target.role == Role::Admin
+        && !target.disabled
+        && db::users::count_active_admins(conn).await? <= 1
+    {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{} is the last active admin and cannot be {what}",
+                target.username
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Changes a user's role (admin only); the last active admin cannot be demoted.
+pub async fn set_role(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    username: &str,
+    role: &str,
+) -> Result<User, AccountError> {
+    caller.require(Role::Admin)?;
+    let role = Role::parse_field("role", role)?;
+    let mut tx = db::begin_write(pool).await?;
+    let user = find_user(&mut tx, "username", username).await?;
+    if user.role == role {
+        return Ok(user);
+    }
+    if role != Role::Admin {
+        keep_an_admin(&mut tx, &user, "role", "demoted").await?;
+    }
+    db::users::set_role(&mut tx, user.id, role, now).await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "user.role_changed",
+        "user",
+        &user.username,
+        json!({ "from": user.role, "to": role }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(User { role, ..user })
+}
+
+/// Disables or re-enables a user (admin only). Disabling ends their sessions; their tokens stop
+/// working while disabled. The last active admin cannot be disabled.
+pub async fn set_disabled(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    username: &str,
+    disabled: bool,
+) -> Result<User, AccountError> {
+    caller.require(Role::Admin)?;
+    let mut tx = db::begin_write(pool).await?;
+    let user = find_user(&mut tx, "username", username).await?;
+    if user.disabled == disabled {
+        return Ok(user);
+    }
+    if disabled {
+        keep_an_admin(&mut tx, &user, "username", "disabled").await?;
+        db::sessions::delete_for_user(&mut tx, user.id, None).await?;
+    }
+    db::users::set_disabled(&mut tx, user.id, disabled, now).await?;
+    let action = if disabled {
+        "user.disabled"
+    } else {
+        "user.enabled"
+    };
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        action,
+        "user",
+        &user.username,
+        json!({}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(User { disabled, ..user })
+}
+
+/// A password change, as submitted.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+    pub confirm_password: String,
+}
+
+/// Changes the caller's own password after checking the current one; ends their other sessions.
+pub async fn change_own_password(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    keep_session: Option<i64>,
+    input: &PasswordChange,
+) -> Result<(), AccountError> {
+    caller.require(Role::Viewer)?;
+    let user_id = caller.user_id.ok_or(Forbidden {
+        required: Role::Viewer,
+    })?;
+    let mut errors = FieldErrors::default();
+    let new = errors.check(NewPassword::parse_field(
+        "new_password",
+        &input.new_password,
+    ));
+    if input.new_password != input.confirm_password {
+        errors.push("confirm_password", "does not match the new password");
+    }
+    if input.current_password.is_empty() {
+        errors.push("current_password", "is required");
+    }
+    let (Some(new), true) = (new, errors.is_empty()) else {
+        return Err(AccountError::Invalid(errors));
+    };
+    let mut conn = pool.acquire().await?;
+    let user = db::users::by_id(&mut conn, user_id)
+        .await?
+        .ok_or_else(|| AccountError::NotFound("user".into()))?;
+    let (_, stored) = db::users::credentials(&mut conn, &user.username)
+        .await?
+        .ok_or_else(|| AccountError::NotFound("user".into()))?;
+    drop(conn);
+    if input.current_password.len() > NewPassword::MAX_LEN * 4
+        || !password::verify(input.current_password.clone(), Some(stored)).await?
+    {
+        return Err(FieldError::new("current_password", "is not your current password").into());
+    }
+    let hash = password::hash(new.expose().to_owned()).await?;
+    let mut tx = db::begin_write(pool).await?;
+    db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
+    let ended = db::sessions::delete_for_user(&mut tx, user.id, keep_session).await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "user.password_changed",
+        "user",
+        &user.username,
+        json!({ "other_sessions_ended": ended }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Sets a user's password without the old one (CLI and demo seeding only: system caller).
+pub async fn reset_password(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    username: &str,
+    new_password: &str,
+) -> Result<(), AccountError> {
+    caller.require(Role::Admin)?;
+    let pass = NewPassword::parse_field("password", new_password)?;
+    let hash = password::hash(pass.expose().to_owned()).await?;
+    let mut tx = db::begin_write(pool).await?;
+    let user = find_user(&mut tx, "username", username).await?;
+    db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
+    db::sessions::delete_for_user(&mut tx, user.id, None).await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "user.password_reset",
+        "user",
+        &user.username,
+        json!({}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A token to create, as submitted.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct NewTokenInput {
+    pub username: String,
+    pub label: String,
+}
+
+/// Creates an API token acting as `username` (admin only). Returns the raw token, which is
+/// shown once and never stored.
+pub async fn create_token(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    input: &NewTokenInput,
+) -> Result<(String, TokenRow), AccountError> {
+    caller.require(Role::Admin)?;
+    let mut errors = FieldErrors::default();
+    let username = errors.check(Username::parse(&input.username));
+    let label = input.label.trim();
+    if label.is_empty() {
+        errors.push("label", "is required (say what the token is for)");
+    } else if label.chars().count() > 100 {
+        errors.push("label", "must be at most 100 characters");
+    } else {
+        errors.check(reject_control_chars("label", label));
+    }
+    let (Some(username), true) = (username, errors.is_empty()) else {
+        return Err(AccountError::Invalid(errors));
+    };
+    let mut tx = db::begin_write(pool).await?;
+    let user = find_user(&mut tx, "username", username.as_str()).await?;
+    if user.disabled {
+        return Err(FieldError::new("username", "is disabled").into());
+    }
+    let token = secret_token::generate("hr_");
+    let id = db::tokens::insert(
+        &mut tx,
+        user.id,
+        label,
+        &secret_token::digest(&token),
+        caller.actor.name(),
+        now,
+    )
+    .await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "token.created",
+        "token",
+        &id.to_string(),
+        json!({ "user": user.username, "label": label }),
+    )
+    .await?;
+    let row = db::tokens::by_id(&mut tx, id)
+        .await?
+        .ok_or_else(|| AccountError::NotFound("token".into()))?;
+    tx.commit().await?;
+    Ok((token, row))
+}
+
+/// Revokes an API token (admin only).
+pub async fn revoke_token(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    id: i64,
+) -> Result<TokenRow, AccountError> {
+    caller.require(Role::Admin)?;
+    let mut tx = db::begin_write(pool).await?;
+    let token = db::tokens::by_id(&mut tx, id)
+        .await?
+        .ok_or_else(|| AccountError::NotFound(format!("token {id}")))?;
+    if db::tokens::revoke(&mut tx, id, now).await? {
+        write_audit(
+            &mut tx,
+            caller,
+            now,
+            "token.revoked",
+            "token",
+            &id.to_string(),
+            json!({ "user": token.username, "label": token.label }),
+        )
+        .await?;
+    }
+    let token = db::tokens::by_id(&mut tx, id).await?.unwrap_or(token);
+    tx.commit().await?;
+    Ok(token)
+}
+
+/// Lists users (viewer may not: the list is an admin page).
+pub async fn list_users(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+) -> Result<Vec<User>, AccountError> {
+    caller.require(Role::Admin)?;
+    let mut conn = pool.acquire().await?;
+    Ok(db::users::list(&mut conn).await?)
+}
+
+/// Lists API tokens (admin only).
+pub async fn list_tokens(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+) -> Result<Vec<TokenRow>, AccountError> {
+    caller.require(Role::Admin)?;
+    let mut conn = pool.acquire().await?;
+    Ok(db::tokens::list(&mut conn).await?)
+}

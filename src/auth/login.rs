@@ -1,0 +1,170 @@
+//! Password login: throttling, verification, session creation and audit, in that order.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{password, secret_token, throttle};
+use crate::audit::{self, Actor, NewEntry};
+use crate::db;
+use crate::domain::{FieldErrors, Username};
+use crate::state::AppState;
+
+/// Why a login did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// Empty or oversized fields: safe to say which.
+    #[error("{0}")]
+    Invalid(FieldErrors),
+    /// Wrong name or password, or a disabled account: one generic answer for all.
+    #[error("wrong username or password")]
+    Rejected,
+    /// Too many recent failures for this account or address.
+    #[error("too many failed attempts; try again in {} s", .0.as_secs().max(1))]
+    Throttled(Duration),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for LoginError {
+    fn from(e: sqlx::Error) -> Self {
+        LoginError::Internal(e.into())
+    }
+}
+
+/// A successful login.
+#[derive(Debug)]
+pub struct LoggedIn {
+    pub username: String,
+    /// The raw session token for the cookie; only its digest is stored.
+    pub session_token: String,
+}
+
+/// Checks the credentials and opens a session. `client_addr` is the peer address.
+#[tracing::instrument(skip_all, fields(client.addr = %client_addr), err(level = "info"))]
+pub async fn login(
+    state: &AppState,
+    username: &str,
+    pass: &str,
+    client_addr: &str,
+) -> Result<LoggedIn, LoginError> {
+    let mut errors = FieldErrors::default();
+    if username.trim().is_empty() {
+        errors.push("username", "is required");
+    } else if username.len() > Username::MAX_LEN {
+        errors.push(
+            "username",
+            format!("must be at most {} characters", Username::MAX_LEN),
+        );
+    }
+    if pass.is_empty() {
+        errors.push("password", "is required");
+    } else if pass.len() > crate::domain::NewPassword::MAX_LEN * 4 {
+        errors.push("password", "is too long");
+    }
+    if !errors.is_empty() {
+        return Err(LoginError::Invalid(errors));
+    }
+    let username = username.trim();
+    let cfg = state.settings.throttle;
+    let now = state.clock.now();
+    let account_key = throttle::account_key(username);
+    let address_key = throttle::address_key(client_addr);
+
+    let mut conn = state.pool.acquire().await?;
+    let locked = [
+        throttle::locked_for(&mut conn, &account_key, now).await?,
+        throttle::locked_for(&mut conn, &address_key, now).await?,
+    ];
+    if let Some(wait) = locked.into_iter().flatten().max() {
+        return Err(LoginError::Throttled(wait));
+    }
+    let credentials = db::users::credentials(&mut conn, username).await?;
+    drop(conn);
+
+    let (user, hash) = match credentials {
+        Some((u, h)) => (Some(u), Some(h)),
+        None => (None, None),
+    };
+    let password_ok = password::verify(pass.to_owned(), hash).await?;
+    let enabled = user.as_ref().is_some_and(|u| !u.disabled);
+
+    let mut tx = db::begin_write(&state.pool).await?;
+    let result = match user {
+        Some(user) if password_ok && enabled => {
+            throttle::clear(&mut tx, &account_key).await?;
+            let token = secret_token::generate("hs_");
+            let session_id =
+                db::sessions::insert(&mut tx, &secret_token::digest(&token), user.id, now).await?;
+            audit::append(
+                &mut tx,
+                now,
+                NewEntry {
+                    actor: &Actor::User(user.username.clone()),
+                    action: "auth.login_succeeded",
+                    target_kind: "session",
+                    target_id: &session_id.to_string(),
+                    details: json!({ "client_addr": client_addr }),
+                },
+            )
+            .await?;
+            Ok(LoggedIn {
+                username: user.username,
+                session_token: token,
+            })
+        }
+        user => {
+            throttle::record_failure(&mut tx, &account_key, cfg.account_failures, &cfg, now)
+                .await?;
+            throttle::record_failure(&mut tx, &address_key, cfg.address_failures, &cfg, now)
+                .await?;
+            let reason = match &user {
+                None => "unknown user",
+                Some(u) if u.disabled => "account disabled",
+                Some(_) => "wrong password",
+            };
+            // The attempted name is attacker-controlled: keep it short and printable.
+            let attempted: String = username
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(64)
+                .collect();
+            audit::append(
+                &mut tx,
+                now,
+                NewEntry {
+                    actor: &Actor::Anonymous,
+                    action: "auth.login_failed",
+                    target_kind: "user",
+                    target_id: &attempted,
+                    details: json!({ "client_addr": client_addr, "reason": reason }),
+                },
+            )
+            .await?;
+            Err(LoginError::Rejected)
+        }
+    };
+    tx.commit().await?;
+    result
+}
+
+/// Ends a session, recording who logged out.
+pub async fn logout(state: &AppState, session_id: i64, username: &str) -> anyhow::Result<()> {
+    let now = state.clock.now();
+    let mut tx = db::begin_write(&state.pool).await?;
+    db::sessions::delete(&mut tx, session_id).await?;
+    audit::append(
+        &mut tx,
+        now,
+        NewEntry {
+            actor: &Actor::User(username.to_owned()),
+            action: "auth.logout",
+            target_kind: "session",
+            target_id: &session_id.to_string(),
+            details: json!({}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

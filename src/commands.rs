@@ -1,0 +1,221 @@
+//! What each CLI subcommand does (main.rs only dispatches).
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+
+use crate::auth::accounts::{self, AccountError, NewTokenInput, NewUserInput};
+use crate::auth::{sessions, Caller};
+use crate::cli::{AuditCommand, ExportFormat, TokenCommand, UserCommand};
+use crate::config::Settings;
+use crate::domain::{Clock, Role, SystemClock};
+use crate::startup::Application;
+use crate::{audit, db};
+
+fn report(e: AccountError) -> ExitCode {
+    match e {
+        AccountError::Invalid(errors) => {
+            for err in &errors.0 {
+                eprintln!("error: {}: {}", err.field, err.message);
+            }
+            ExitCode::from(2)
+        }
+        other => {
+            eprintln!("error: {other:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `headroom serve` (and the server half of `demo`): runs until SIGINT/SIGTERM, purging
+/// expired sessions in the background.
+pub async fn serve(settings: Settings, pool: SqlitePool) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let app = Application::build(settings, pool.clone(), clock.clone())?;
+    let life = sessions::Lifetimes {
+        idle: app.state().settings.session_idle,
+        absolute: app.state().settings.session_absolute,
+    };
+    tracing::info!(port = app.port(), "headroom is listening");
+    let purge = async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            match sessions::purge_expired(&pool, clock.now(), life).await {
+                Ok(n) if n > 0 => tracing::info!(sessions.purged = n, "expired sessions removed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "session purge failed"),
+            }
+        }
+    };
+    tokio::select! {
+        r = app.run_until_stopped() => r?,
+        () = purge => {}
+    }
+    tracing::info!("headroom stopped");
+    Ok(())
+}
+
+/// The demo's accounts: one per role a newcomer wants to try.
+pub const DEMO_USERS: [(&str, Role); 3] = [
+    ("admin", Role::Admin),
+    ("operator", Role::Operator),
+    ("approver", Role::Approver),
+];
+
+/// Creates the demo accounts (or gives them fresh passwords) and prints the credentials once.
+pub async fn seed_demo(pool: &SqlitePool, bind: &str) -> anyhow::Result<()> {
+    let caller = Caller::system();
+    let now = SystemClock.now();
+    let mut lines = Vec::new();
+    for (name, role) in DEMO_USERS {
+        let password = random_password();
+        let input = NewUserInput {
+            username: name.into(),
+            role: role.to_string(),
+            password: password.clone(),
+        };
+        match accounts::create_user(pool, &caller, now, &input).await {
+            Ok(_) => {}
+            Err(AccountError::Invalid(e)) if e.for_field("username").is_some() => {
+                accounts::set_disabled(pool, &caller, now, name, false).await?;
+                accounts::set_role(pool, &caller, now, name, role.as_str()).await?;
+                accounts::reset_password(pool, &caller, now, name, &password).await?;
+            }
+            Err(e) => return Err(anyhow::anyhow!("seeding {name}: {e}")),
+        }
+        lines.push(format!("  {name:<9} {role:<9} {password}"));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "\nheadroom demo — open http://{bind}/login and sign in as one of:\n"
+    )?;
+    writeln!(out, "  user      role      password (new on every start)")?;
+    for l in lines {
+        writeln!(out, "{l}")?;
+    }
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn random_password() -> String {
+    // 20 characters from 32 unambiguous symbols: 100 bits.
+    const ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789-";
+    let mut bytes = [0_u8; 20];
+    getrandom::getrandom(&mut bytes).expect("the OS random source is available");
+    bytes
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// `headroom user …`
+pub async fn user(pool: &SqlitePool, cmd: UserCommand) -> anyhow::Result<ExitCode> {
+    let caller = Caller::system();
+    let now = SystemClock.now();
+    let result = match cmd {
+        UserCommand::Add {
+            name,
+            role,
+            password_stdin: _,
+        } => {
+            let mut password = String::new();
+            std::io::stdin().lock().read_line(&mut password)?;
+            let password = password.trim_end_matches(['\n', '\r']).to_owned();
+            accounts::create_user(
+                pool,
+                &caller,
+                now,
+                &NewUserInput {
+                    username: name,
+                    role,
+                    password,
+                },
+            )
+            .await
+            .map(|u| println!("created {} ({})", u.username, u.role))
+        }
+        UserCommand::List => accounts::list_users(pool, &caller).await.map(|users| {
+            println!("{:<24} {:<9} {:<8} created", "user", "role", "state");
+            for u in users {
+                let state = if u.disabled { "disabled" } else { "active" };
+                println!(
+                    "{:<24} {:<9} {:<8} {}",
+                    u.username,
+                    u.role,
+                    state,
+                    crate::domain::clock::format_utc(u.created_at)
+                );
+            }
+        }),
+        UserCommand::SetRole { name, role } => accounts::set_role(pool, &caller, now, &name, &role)
+            .await
+            .map(|u| println!("{} is now {}", u.username, u.role)),
+        UserCommand::Disable { name } => accounts::set_disabled(pool, &caller, now, &name, true)
+            .await
+            .map(|u| println!("{} disabled", u.username)),
+    };
+    Ok(result.map_or_else(report, |()| ExitCode::SUCCESS))
+}
+
+/// `headroom token create`
+pub async fn token(pool: &SqlitePool, cmd: TokenCommand) -> anyhow::Result<ExitCode> {
+    let TokenCommand::Create { name, label } = cmd;
+    let input = NewTokenInput {
+        username: name,
+        label,
+    };
+    match accounts::create_token(pool, &Caller::system(), SystemClock.now(), &input).await {
+        Ok((token, row)) => {
+            eprintln!(
+                "token {} for {} created; it is shown only once:",
+                row.id, row.username
+            );
+            println!("{token}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(report(e)),
+    }
+}
+
+/// `headroom audit …`
+pub async fn audit(pool: &SqlitePool, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
+    let mut conn = pool.acquire().await?;
+    match cmd {
+        AuditCommand::Verify => match audit::verify(&mut conn).await? {
+            Ok(v) => {
+                println!("audit chain intact: {} entries", v.entries);
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(broken) => {
+                eprintln!("audit chain BROKEN: {broken}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        AuditCommand::Export { format } => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            if format == ExportFormat::Csv {
+                out.write_all(audit::CSV_HEADER.as_bytes())?;
+            }
+            let mut after = 0;
+            loop {
+                let rows = db::audit::after(&mut conn, after, 1000).await?;
+                let Some(last) = rows.last() else { break };
+                after = last.id;
+                for r in &rows {
+                    let line = match format {
+                        ExportFormat::Jsonl => audit::to_jsonl(r),
+                        ExportFormat::Csv => audit::to_csv(r),
+                    };
+                    out.write_all(line.as_bytes())?;
+                }
+            }
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Settings: defaults in code, then an optional TOML file, then `HEADROOM_*` environment
+//! variables, then command-line flags. Secrets come only from the environment or files.
+
+use std::path::Path;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use crate::cli::LogFormat;
+
+/// Everything the console needs to start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Listen address; port 0 picks a free port.
+    pub bind: String,
+    /// sqlx SQLite URL.
+    pub database_url: String,
+    /// HTTP worker threads (actix defaults to one per core; tests want one).
+    pub workers: usize,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// A session unused this long ends.
+    pub session_idle: Duration,
+    /// A session ends this long after login, however busy.
+    pub session_absolute: Duration,
+    /// Mark cookies `Secure` (set when served over TLS, directly or behind a proxy).
+    pub cookie_secure: bool,
+    /// Largest accepted request body.
+    pub body_limit: usize,
+    /// Login throttling.
+    pub throttle: ThrottleSettings,
+    /// Hetzner Cloud API base URL.
+    pub hetzner_api_url: String,
+    /// Hetzner Cloud API token, from `HETZNER_API_TOKEN` or `HETZNER_API_TOKEN_FILE`.
+    pub hetzner_api_token: Option<SecretString>,
+}
+
+/// When failed logins slow down and lock.
+#[derive(Debug, Clone, Copy)]
+pub struct ThrottleSettings {
+    /// Failures per account before delays start.
+    pub account_failures: u32,
+    /// Failures per client address before delays start.
+    pub address_failures: u32,
+    /// First delay; each further failure doubles it.
+    pub base_delay: Duration,
+    /// Longest lock.
+    pub max_lock: Duration,
+    /// Failures older than this are forgotten.
+    pub window: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            database_url: "sqlite:headroom.db".into(),
+            workers: 2,
+            log_format: LogFormat::Text,
+            session_idle: Duration::from_secs(30 * 60),
+            session_absolute: Duration::from_secs(12 * 3600),
+            cookie_secure: false,
+            body_limit: 256 * 1024,
+            throttle: ThrottleSettings {
+                account_failures: 5,
+                address_failures: 20,
+                base_delay: Duration::from_secs(2),
+                max_lock: Duration::from_secs(15 * 60),
+                window: Duration::from_secs(15 * 60),
+            },
+            hetzner_api_url: "https://api.hetzner.cloud/v1".into(),
+            hetzner_api_token: None,
+        }
+    }
+}
+
+/// The TOML file's shape: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    bind: Option<String>,
+    database_url: Option<String>,
+    workers: Option<usize>,
+    log_format: Option<LogFormat>,
+    session_idle_minutes: Option<u64>,
+    session_absolute_hours: Option<u64>,
+    cookie_secure: Option<bool>,
+    body_limit_bytes: Option<usize>,
+    hetzner_api_url: Option<String>,
+}
+
+/// Why settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("environment variable {name}: {message}")]
+    Env { name: String, message: String },
+}
+
+/// Flag values that beat everything else.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub bind: Option<String>,
+    pub database_url: Option<String>,
+    pub log_format: Option<LogFormat>,
+}
+
+impl Settings {
+    /// Layers file, environment (`env` is passed in so tests need not touch the process) and
+    /// flags over the defaults.
+    pub fn load(
+        base: Settings,
+        file: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let mut s = base;
+        if let Some(path) = file {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: shown.clone(),
+                source,
+            })?;
+            let f: FileSettings = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: shown,
+                message: e.to_string(),
+            })?;
+            s.apply_file(f);
+        }
+        s.apply_env(env)?;
+        if let Some(v) = &flags.bind {
+            s.bind.clone_from(v);
+        }
+        if let Some(v) = &flags.database_url {
+            s.database_url.clone_from(v);
+        }
+        if let Some(v) = flags.log_format {
+            s.log_format = v;
+        }
+        Ok(s)
+    }
+
+    fn apply_file(&mut self, f: FileSettings) {
+        if let Some(v) = f.bind {
+            self.bind = v;
+        }
+        if let Some(v) = f.database_url {
+            self.database_url = v;
+        }
+        if let Some(v) = f.workers {
+            self.workers = v.max(1);
+        }
+        if let Some(v) = f.log_format {
+            self.log_format = v;
+        }
+        if let Some(v) = f.session_idle_minutes {
+            self.session_idle = Duration::from_secs(v * 60);
+        }
+        if let Some(v) = f.session_absolute_hours {
+            self.session_absolute = Duration::from_secs(v * 3600);
+        }
+        if let Some(v) = f.cookie_secure {
+            self.cookie_secure = v;
+        }
+        if let Some(v) = f.body_limit_bytes {
+            self.body_limit = v;
+        }
+        if let Some(v) = f.hetzner_api_url {
+            self.hetzner_api_url = v;
+        }
+    }
+
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = env("HEADROOM_BIND") {
+            self.bind = v;
+        }
+        if let Some(v) = env("HEADROOM_DATABASE_URL") {
+            self.database_url = v;
+        }
+        if let Some(v) = env("HEADROOM_WORKERS") {
+            self.workers = parse_env("HEADROOM_WORKERS", &v)?;
+        }
+        if let Some(v) = env("HEADROOM_LOG_FORMAT") {
+            self.log_format = match v.as_str() {
+                "json" => LogFormat::Json,
+                "text" => LogFormat::Text,
+                _ => {
+                    return Err(ConfigError::Env {
+                        name: "HEADROOM_LOG_FORMAT".into(),
+                        message: "must be text or json".into(),
+                    })
+                }
+            };
+        }
+        if let Some(v) = env("HEADROOM_COOKIE_SECURE") {
+            self.cookie_secure = parse_env("HEADROOM_COOKIE_SECURE", &v)?;
+        }
+        if let Some(v) = env("HEADROOM_HETZNER_API_URL") {
+            self.hetzner_api_url = v;
+        }
+        if let Some(v) = env("HETZNER_API_TOKEN") {
+            self.hetzner_api_token = Some(SecretString::from(v));
+        } else if let Some(path) = env("HETZNER_API_TOKEN_FILE") {
+            let token = std::fs::read_to_string(&path).map_err(|e| ConfigError::Env {
+                name: "HETZNER_API_TOKEN_FILE".into(),
+                message: format!("cannot read {path}: {e}"),
+            })?;
+            self.hetzner_api_token = Some(SecretString::from(token.trim().to_owned()));
+        }
+        Ok(())
+    }
+}
+
+fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, ConfigError> {
+    raw.trim().parse().map_err(|_| ConfigError::Env {
+        name: name.into(),
+        message: format!("cannot parse {raw:?}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_env_beat_file_beat_defaults() {
+        let dir = std::env::temp_dir().join(format!("headroom-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("h.toml");
+        std::fs::write(
+            &file,
+            "bind = \"127.0.0.1:1\"\ndatabase_url = \"sqlite:file.db\"\nworkers = 3\n",
+        )
+        .unwrap();
+        let env = |k: &str| match k {
+            "HEADROOM_DATABASE_URL" => Some("sqlite:env.db".to_string()),
+            _ => None,
+        };
+        let flags = Overrides {
+            bind: Some("127.0.0.1:2".into()),
+            ..Overrides::default()
+        };
+        let s = Settings::load(Settings::default(), Some(&file), &env, &flags).unwrap();
+        assert_eq!(s.bind, "127.0.0.1:2");
+        assert_eq!(s.database_url, "sqlite:env.db");
+        assert_eq!(s.workers, 3);
+        assert_eq!(s.session_idle, Settings::default().session_idle);
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() {
+        let dir = std::env::temp_dir().join(format!("headroom-cfg2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("h.toml");
+        std::fs::write(&file, "bnd = \"x\"\n").unwrap();
+        let err = Settings::load(
+            Settings::default(),
+            Some(&file),
+            &|_| None,
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("bnd"), "{err}");
+    }
+}

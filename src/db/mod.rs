@@ -1,0 +1,49 @@
+//! Storage: pool set-up and one module per table family. Portable SQL where it costs nothing,
+//! so a PostgreSQL backend can be added behind the same functions later.
+
+pub mod audit;
+pub mod sessions;
+pub mod throttle;
+pub mod tokens;
+pub mod users;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{SqliteConnection, SqlitePool};
+
+/// Embedded migrations, applied on every start.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Opens (creating if needed) the database with WAL, a busy timeout and foreign keys, then
+/// applies migrations.
+#[tracing::instrument(skip_all, fields(db.url = %url), err)]
+pub async fn connect(url: &str) -> anyhow::Result<SqlitePool> {
+    let options = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await?;
+    MIGRATOR.run(&pool).await?;
+    Ok(pool)
+}
+
+/// Starts a write transaction that takes the write lock up front, so two writers never
+/// deadlock upgrading from a read lock (SQLite's SQLITE_BUSY on upgrade).
+pub async fn begin_write(
+    pool: &SqlitePool,
+) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    pool.begin_with("BEGIN IMMEDIATE").await
+}
+
+/// Whether the database answers.
+pub async fn ping(conn: &mut SqliteConnection) -> sqlx::Result<()> {
+    sqlx::query("SELECT 1").execute(conn).await.map(|_| ())
+}

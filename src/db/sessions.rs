@@ -1,0 +1,120 @@
+//! The `sessions` table. Rows hold the sha256 of the cookie token, never the token.
+
+use sqlx::SqliteConnection;
+
+use crate::domain::UnixMillis;
+
+/// A live session joined with its user.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SessionRow {
+    pub id: i64,
+    pub user_id: i64,
+    pub created_at: UnixMillis,
+    pub last_seen_at: UnixMillis,
+    pub username: String,
+    pub role: String,
+    pub disabled: bool,
+    pub has_flash: bool,
+}
+
+/// Stores a new session.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    token_hash: &str,
+    user_id: i64,
+    now: UnixMillis,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?3) RETURNING id",
+    )
+    .bind(token_hash)
+    .bind(user_id)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+}
+
+/// Finds the session for a token hash.
+pub async fn by_token_hash(
+    conn: &mut SqliteConnection,
+    token_hash: &str,
+) -> sqlx::Result<Option<SessionRow>> {
+    sqlx::query_as(
+        "SELECT s.id, s.user_id, s.created_at, s.last_seen_at, u.username, u.role, u.disabled,
+                s.flash IS NOT NULL AS has_flash
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = ?1",
+    )
+    .bind(token_hash)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Records activity (callers throttle this so a page view is not always a write).
+pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
+    sqlx::query("UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(id)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Ends one session.
+pub async fn delete(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM sessions WHERE id = ?1")
+        .bind(id)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Ends every session of a user except `keep`.
+pub async fn delete_for_user(
+    conn: &mut SqliteConnection,
+    user_id: i64,
+    keep: Option<i64>,
+) -> sqlx::Result<u64> {
+    sqlx::query("DELETE FROM sessions WHERE user_id = ?1 AND id IS NOT ?2")
+        .bind(user_id)
+        .bind(keep)
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected())
+}
+
+/// Removes sessions past either expiry.
+pub async fn delete_expired(
+    conn: &mut SqliteConnection,
+    idle_cutoff: UnixMillis,
+    absolute_cutoff: UnixMillis,
+) -> sqlx::Result<u64> {
+    sqlx::query("DELETE FROM sessions WHERE last_seen_at < ?1 OR created_at < ?2")
+        .bind(idle_cutoff)
+        .bind(absolute_cutoff)
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected())
+}
+
+/// Stores a one-shot message for the session's next page.
+pub async fn set_flash(conn: &mut SqliteConnection, id: i64, flash: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE sessions SET flash = ?2 WHERE id = ?1")
+        .bind(id)
+        .bind(flash)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Reads and clears the session's flash message.
+pub async fn take_flash(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<String>> {
+    let flash: Option<Option<String>> = sqlx::query_scalar(
+        "UPDATE sessions SET flash = NULL WHERE id = ?1 AND flash IS NOT NULL RETURNING flash",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(flash.flatten())
+}

@@ -1,0 +1,13 @@
+//! Newtypes and rules. No I/O: holding one of these types proves the value is valid.
+
+pub mod clock;
+pub mod field_error;
+pub mod password;
+pub mod role;
+pub mod username;
+
+pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
+pub use field_error::{FieldError, FieldErrors};
+pub use password::NewPassword;
+pub use role::Role;
+pub use username::Username;

@@ -1,0 +1,15 @@
+//! headroom: a self-hosted console that keeps yubaba fleets' warm-spare headroom restored.
+
+pub mod api;
+pub mod audit;
+pub mod auth;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod http;
+pub mod startup;
+pub mod state;
+pub mod telemetry;
+pub mod web;

@@ -1,0 +1,154 @@
+//! Builds the HTTP application (listener bound first, so port 0 works) and runs it.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_htmx::HtmxMiddleware;
+use actix_web::dev::Server;
+use actix_web::http::StatusCode;
+use actix_web::middleware::from_fn;
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use sqlx::SqlitePool;
+use tracing_actix_web::TracingLogger;
+
+use crate::config::Settings;
+use crate::domain::Clock;
+use crate::http::{guard, is_api_path, metrics, Endpoint, Problem};
+use crate::state::AppState;
+use crate::telemetry::HeadroomRootSpan;
+use crate::{api, web as pages};
+
+/// Both route tables: pages and API. Tests enumerate this.
+pub fn route_table() -> Vec<Endpoint> {
+    let mut all = pages::endpoints();
+    all.extend(api::endpoints());
+    all
+}
+
+/// A bound, not yet running, console.
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: AppState,
+}
+
+impl Application {
+    /// Binds `settings.bind` and prepares the server over an open pool.
+    pub fn build(
+        settings: Settings,
+        pool: SqlitePool,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(&settings.bind)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.bind))?;
+        let port = listener.local_addr()?.port();
+        let state = AppState {
+            pool,
+            clock,
+            settings: Arc::new(settings),
+            metrics: Arc::default(),
+        };
+        let server = run(listener, state.clone())?;
+        Ok(Self {
+            port,
+            server,
+            state,
+        })
+    }
+
+    /// The port actually bound.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Shared state (for background loops started beside the server).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until SIGINT/SIGTERM (graceful: in-flight requests finish).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
+    let workers = state.settings.workers.max(1);
+    let limit = state.settings.body_limit;
+    let data = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(web::PayloadConfig::new(limit))
+            .app_data(
+                web::FormConfig::default()
+                    .limit(limit)
+                    .error_handler(form_error),
+            )
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(limit)
+                    .error_handler(api::errors::json_error),
+            )
+            .app_data(web::QueryConfig::default().error_handler(query_error))
+            .app_data(web::PathConfig::default().error_handler(path_error))
+            .configure(|cfg| {
+                for endpoint in route_table() {
+                    endpoint.register(cfg);
+                }
+            })
+            .default_service(web::to(not_found))
+            .wrap(from_fn(guard::authenticate))
+            .wrap(HtmxMiddleware)
+            .wrap(from_fn(metrics::record))
+            .wrap(TracingLogger::<HeadroomRootSpan>::new())
+    })
+    .workers(workers)
+    .shutdown_timeout(10)
+    .listen(listener)?
+    .run();
+    Ok(server)
+}
+
+fn error_for(req: &HttpRequest, status: StatusCode, detail: &str) -> HttpResponse {
+    if is_api_path(req.path()) {
+        Problem::new(status, detail).response()
+    } else {
+        crate::http::html_error(status, detail)
+    }
+}
+
+fn form_error(err: actix_web::error::UrlencodedError, req: &HttpRequest) -> actix_web::Error {
+    use actix_web::error::UrlencodedError as E;
+    let (status, detail) = match &err {
+        E::Overflow { .. } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "form: the body is larger than the limit".to_owned(),
+        ),
+        E::ContentType => (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "form: Content-Type must be application/x-www-form-urlencoded".to_owned(),
+        ),
+        other => (StatusCode::BAD_REQUEST, format!("form: {other}")),
+    };
+    let res = error_for(req, status, &detail);
+    actix_web::error::InternalError::from_response(err, res).into()
+}
+
+fn query_error(err: actix_web::error::QueryPayloadError, req: &HttpRequest) -> actix_web::Error {
+    let res = error_for(
+        req,
+        StatusCode::BAD_REQUEST,
+        &format!("query string: {err}"),
+    );
+    actix_web::error::InternalError::from_response(err, res).into()
+}
+
+fn path_error(err: actix_web::error::PathError, req: &HttpRequest) -> actix_web::Error {
+    let res = error_for(req, StatusCode::NOT_FOUND, &format!("path: {err}"));
+    actix_web::error::InternalError::from_response(err, res).into()
+}
+
+async fn not_found(req: HttpRequest) -> HttpResponse {
+    error_for(&req, StatusCode::NOT_FOUND, "nothing here")
+}

@@ -1,0 +1,3 @@
+//! The signed-in user's own account: password change.
+pub mod handlers;
+pub mod views;

@@ -1,0 +1,60 @@
+//! How page handlers fail. Status is decided here, once; 5xx bodies are opaque while the cause
+//! goes to the log.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+
+use crate::auth::accounts::AccountError;
+
+/// A page handler's error.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for WebError {
+    fn from(e: sqlx::Error) -> Self {
+        WebError::Internal(e.into())
+    }
+}
+
+impl From<AccountError> for WebError {
+    fn from(e: AccountError) -> Self {
+        match e {
+            AccountError::Forbidden(f) => WebError::Forbidden(f.to_string()),
+            AccountError::NotFound(what) => WebError::NotFound(format!("{what} not found")),
+            AccountError::Invalid(errors) => WebError::BadRequest(errors.to_string()),
+            AccountError::Internal(e) => WebError::Internal(e),
+        }
+    }
+}
+
+impl ResponseError for WebError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            WebError::Forbidden(_) => StatusCode::FORBIDDEN,
+            WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let detail = match self {
+            WebError::Internal(e) => {
+                tracing::error!(error = ?e, "page handler failed");
+                "Something went wrong on our side; it has been logged.".to_owned()
+            }
+            other => other.to_string(),
+        };
+        crate::http::html_error(status, &detail)
+    }
+}

@@ -1,0 +1,3 @@
+//! The overview page.
+pub mod handlers;
+pub mod views;

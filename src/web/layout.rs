@@ -1,0 +1,170 @@
+//! The page shell: head, navigation filtered by role, flash message, and the one helper that
+//! decides between a full page and an htmx partial.
+
+use actix_htmx::Htmx;
+use actix_web::http::header;
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use super::paths;
+use crate::auth::{Principal, Via};
+use crate::db;
+use crate::domain::Role;
+use crate::state::AppState;
+
+/// Served htmx build (vendored, never fetched from a CDN).
+pub const HTMX_JS: &str = "/static/htmx-2.0.11.min.js";
+
+// htmx 2 swaps only 2xx by default; 422 carries a re-rendered form with its messages, so it is
+// swapped too. Other errors are not swapped and show as a toast (static/app.js).
+const HTMX_CONFIG: &str = r#"{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"422","swap":true},{"code":"[45]..","swap":false,"error":true}],"allowEval":false,"includeIndicatorStyles":false}"#;
+
+/// What every full page needs besides its content.
+pub struct Frame {
+    pub title: String,
+    pub principal: Option<Principal>,
+    pub flash: Option<String>,
+    /// Which navigation entry is current.
+    pub section: &'static str,
+}
+
+impl Frame {
+    /// A frame for a signed-in page; consumes the session's waiting flash message.
+    pub async fn load(
+        state: &AppState,
+        principal: &Principal,
+        title: impl Into<String>,
+        section: &'static str,
+    ) -> Frame {
+        let flash = match principal.via {
+            Via::Session {
+                session_id,
+                has_flash: true,
+                ..
+            } => match state.pool.acquire().await {
+                Ok(mut conn) => db::sessions::take_flash(&mut conn, session_id)
+                    .await
+                    .ok()
+                    .flatten(),
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        Frame {
+            title: title.into(),
+            principal: Some(principal.clone()),
+            flash,
+            section,
+        }
+    }
+
+    /// A frame for a page seen before login.
+    pub fn anonymous(title: impl Into<String>) -> Frame {
+        Frame {
+            title: title.into(),
+            principal: None,
+            flash: None,
+            section: "",
+        }
+    }
+}
+
+/// Full page or partial: htmx requests get only `partial`, except history restores and boosted
+/// navigations, which need the whole document. Sets `Vary: HX-Request` so caches keep both.
+pub fn respond(
+    htmx: &Htmx,
+    status: StatusCode,
+    frame: Frame,
+    full: impl FnOnce() -> Markup,
+    partial: impl FnOnce() -> Markup,
+) -> HttpResponse {
+    let wants_partial = htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request;
+    let body = if wants_partial {
+        partial()
+    } else {
+        page(&frame, full())
+    };
+    HttpResponse::build(status)
+        .insert_header((header::VARY, "HX-Request"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(body.into_string())
+}
+
+/// The whole document around `content`.
+pub fn page(frame: &Frame, content: Markup) -> Markup {
+    let csrf = frame
+        .principal
+        .as_ref()
+        .and_then(Principal::csrf_token)
+        .unwrap_or("");
+    // htmx sends the session's CSRF token on every request it makes.
+    let hx_headers =
+        (!csrf.is_empty()).then(|| serde_json::json!({ "X-CSRF-Token": csrf }).to_string());
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="htmx-config" content=(HTMX_CONFIG);
+                title { (frame.title) " · headroom" }
+                link rel="stylesheet" href="/static/app.css";
+                script src=(HTMX_JS) defer {}
+                script src="/static/app.js" defer {}
+            }
+            body hx-headers=[hx_headers] {
+                header.topbar {
+                    a.brand href=(paths::HOME) { "headroom" }
+                    @if let Some(p) = &frame.principal {
+                        nav aria-label="Main" { (nav(p.role, frame.section)) }
+                        div.whoami {
+                            a href=(paths::ACCOUNT) title="Your account" { (p.username) " · " span.badge { (p.role) } }
+                            form method="post" action=(paths::LOGOUT) {
+                                input type="hidden" name="csrf_token" value=(csrf);
+                                button.linklike type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                }
+                main {
+                    @if let Some(f) = &frame.flash { div.flash role="status" { (f) } }
+                    (content)
+                }
+                div #toasts aria-live="polite" {}
+            }
+        }
+    }
+}
+
+fn nav(role: Role, current: &str) -> Markup {
+    let entries: [(&str, &str, Role); 4] = [
+        ("home", paths::HOME, Role::Viewer),
+        ("audit", paths::AUDIT, Role::Viewer),
+        ("users", paths::USERS, Role::Admin),
+        ("tokens", paths::TOKENS, Role::Admin),
+    ];
+    html! {
+        @for (name, href, needs) in entries {
+            @if role.includes(needs) {
+                a href=(href) aria-current=[(name == current).then_some("page")] { (label(name)) }
+            }
+        }
+    }
+}
+
+fn label(name: &str) -> &'static str {
+    match name {
+        "home" => "Overview",
+        "audit" => "Audit log",
+        "users" => "Users",
+        "tokens" => "API tokens",
+        _ => "",
+    }
+}
+
+/// Inline text that must not be escaped (static strings only).
+pub fn raw(s: &'static str) -> PreEscaped<&'static str> {
+    PreEscaped(s)
+}

@@ -1,0 +1,150 @@
+//! Login and logout handlers.
+
+use actix_web::cookie::{time::Duration as CookieDuration, Cookie, SameSite};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::forms::{safe_next, LoginForm};
+use super::views;
+use crate::auth::login::{self, LoginError};
+use crate::auth::{csrf, sessions, Principal, Via};
+use crate::domain::FieldErrors;
+use crate::http::extract::MaybePrincipal;
+use crate::state::AppState;
+use crate::web::errors::WebError;
+use crate::web::{paths, see_other};
+
+#[derive(serde::Deserialize)]
+pub struct NextQuery {
+    #[serde(default)]
+    next: String,
+}
+
+fn cookie<'a>(state: &AppState, name: &'a str, value: String) -> Cookie<'a> {
+    Cookie::build(name, value)
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(state.settings.cookie_secure)
+        .finish()
+}
+
+fn render_form(
+    state: &AppState,
+    req: &HttpRequest,
+    status: StatusCode,
+    username: &str,
+    next: &str,
+    message: Option<&str>,
+    errors: &FieldErrors,
+) -> HttpResponse {
+    // Reuse the visitor's pre-login CSRF cookie so several open tabs keep working.
+    let token = req
+        .cookie(csrf::LOGIN_COOKIE)
+        .map(|c| c.value().to_owned())
+        .filter(|v| v.len() == 64)
+        .unwrap_or_else(csrf::new_login_token);
+    let body = views::login_page(&token, username, next, message, errors);
+    HttpResponse::build(status)
+        .cookie(cookie(state, csrf::LOGIN_COOKIE, token))
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(body.into_string())
+}
+
+/// GET /login
+pub async fn form(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    who: MaybePrincipal,
+    query: web::Query<NextQuery>,
+) -> HttpResponse {
+    if who.0.is_some() {
+        return see_other(safe_next(&query.next));
+    }
+    render_form(
+        &state,
+        &req,
+        StatusCode::OK,
+        "",
+        safe_next(&query.next),
+        None,
+        &FieldErrors::default(),
+    )
+}
+
+/// POST /login
+pub async fn submit(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, WebError> {
+    let addr = req
+        .peer_addr()
+        .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string());
+    let next = safe_next(&form.next).to_owned();
+    let shown_name: String = form.username.chars().take(64).collect();
+    match login::login(&state, &form.username, &form.password, &addr).await {
+        Ok(done) => {
+            let mut res = see_other(&next);
+            res.add_cookie(&cookie(&state, sessions::COOKIE, done.session_token))
+                .map_err(|e| WebError::Internal(e.into()))?;
+            let mut expired = cookie(&state, csrf::LOGIN_COOKIE, String::new());
+            expired.set_max_age(CookieDuration::ZERO);
+            res.add_cookie(&expired)
+                .map_err(|e| WebError::Internal(e.into()))?;
+            Ok(res)
+        }
+        Err(LoginError::Invalid(errors)) => Ok(render_form(
+            &state,
+            &req,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &shown_name,
+            &next,
+            None,
+            &errors,
+        )),
+        Err(LoginError::Rejected) => Ok(render_form(
+            &state,
+            &req,
+            StatusCode::UNAUTHORIZED,
+            &shown_name,
+            &next,
+            Some("Wrong username or password."),
+            &FieldErrors::default(),
+        )),
+        Err(e @ LoginError::Throttled(wait)) => {
+            let mut res = render_form(
+                &state,
+                &req,
+                StatusCode::TOO_MANY_REQUESTS,
+                &shown_name,
+                &next,
+                Some(&e.to_string()),
+                &FieldErrors::default(),
+            );
+            res.headers_mut().insert(
+                actix_web::http::header::RETRY_AFTER,
+                actix_web::http::header::HeaderValue::from(wait.as_secs().max(1)),
+            );
+            Ok(res)
+        }
+        Err(LoginError::Internal(e)) => Err(WebError::Internal(e)),
+    }
+}
+
+/// POST /logout
+pub async fn logout(
+    state: web::Data<AppState>,
+    principal: Principal,
+) -> Result<HttpResponse, WebError> {
+    if let Via::Session { session_id, .. } = principal.via {
+        login::logout(&state, session_id, &principal.username).await?;
+    }
+    let mut res = see_other(paths::LOGIN);
+    let mut gone = cookie(&state, sessions::COOKIE, String::new());
+    gone.set_max_age(CookieDuration::ZERO);
+    res.add_cookie(&gone)
+        .map_err(|e| WebError::Internal(e.into()))?;
+    Ok(res)
+}

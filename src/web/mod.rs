@@ -1,0 +1,139 @@
+//! HTML pages. `endpoints()` is the one route table; `paths` holds every path once so views
+//! link with the same constants the table registers.
+
+pub mod account;
+pub mod audit;
+pub mod components;
+pub mod errors;
+pub mod home;
+pub mod layout;
+pub mod login;
+pub mod ops;
+pub mod tokens;
+pub mod users;
+
+use actix_web::http::Method;
+use actix_web::web;
+
+use crate::domain::Role;
+use crate::http::{Access, Endpoint};
+
+/// Every page path, defined once.
+pub mod paths {
+    pub const HOME: &str = "/";
+    pub const LOGIN: &str = "/login";
+    pub const LOGOUT: &str = "/logout";
+    pub const ACCOUNT: &str = "/account";
+    pub const ACCOUNT_PASSWORD: &str = "/account/password";
+    pub const USERS: &str = "/users";
+    pub const USER_ROLE: &str = "/users/{username}/role";
+    pub const USER_DISABLE: &str = "/users/{username}/disable";
+    pub const USER_ENABLE: &str = "/users/{username}/enable";
+    pub const TOKENS: &str = "/tokens";
+    pub const TOKEN_REVOKE: &str = "/tokens/{id}/revoke";
+    pub const AUDIT: &str = "/audit";
+    pub const AUDIT_EXPORT: &str = "/audit/export";
+    pub const HEALTHZ: &str = "/healthz";
+    pub const READYZ: &str = "/readyz";
+    pub const METRICS: &str = "/metrics";
+    pub const STATIC: &str = "/static/{file}";
+
+    /// Fills `{name}`-style placeholders in a path pattern, percent-encoding each value.
+    pub fn fill(pattern: &str, values: &[(&str, &str)]) -> String {
+        values.iter().fold(pattern.to_owned(), |p, (k, v)| {
+            p.replace(
+                &format!("{{{k}}}"),
+                &crate::http::guard::urlencode(v).replace('/', "%2F"),
+            )
+        })
+    }
+}
+
+/// The HTML route table.
+pub fn endpoints() -> Vec<Endpoint> {
+    use paths::*;
+    let viewer = Access::AtLeast(Role::Viewer);
+    let admin = Access::AtLeast(Role::Admin);
+    vec![
+        Endpoint::new(Method::GET, HOME, viewer, || {
+            web::route().to(home::handlers::show)
+        }),
+        Endpoint::new(Method::GET, LOGIN, Access::Public, || {
+            web::route().to(login::handlers::form)
+        }),
+        Endpoint::new(Method::POST, LOGIN, Access::Public, || {
+            web::route().to(login::handlers::submit)
+        }),
+        Endpoint::new(Method::POST, LOGOUT, viewer, || {
+            web::route().to(login::handlers::logout)
+        }),
+        Endpoint::new(Method::GET, ACCOUNT, viewer, || {
+            web::route().to(account::handlers::show)
+        }),
+        Endpoint::new(Method::POST, ACCOUNT_PASSWORD, viewer, || {
+            web::route().to(account::handlers::change_password)
+        }),
+        Endpoint::new(Method::GET, USERS, admin, || {
+            web::route().to(users::handlers::list)
+        }),
+        Endpoint::new(Method::POST, USERS, admin, || {
+            web::route().to(users::handlers::create)
+        }),
+        Endpoint::new(Method::POST, USER_ROLE, admin, || {
+            web::route().to(users::handlers::set_role)
+        }),
+        Endpoint::new(Method::POST, USER_DISABLE, admin, || {
+            web::route().to(users::handlers::disable)
+        }),
+        Endpoint::new(Method::POST, USER_ENABLE, admin, || {
+            web::route().to(users::handlers::enable)
+        }),
+        Endpoint::new(Method::GET, TOKENS, admin, || {
+            web::route().to(tokens::handlers::list)
+        }),
+        Endpoint::new(Method::POST, TOKENS, admin, || {
+            web::route().to(tokens::handlers::create)
+        }),
+        Endpoint::new(Method::POST, TOKEN_REVOKE, admin, || {
+            web::route().to(tokens::handlers::revoke)
+        }),
+        Endpoint::new(Method::GET, AUDIT, viewer, || {
+            web::route().to(audit::handlers::list)
+        }),
+        Endpoint::new(Method::GET, AUDIT_EXPORT, viewer, || {
+            web::route().to(audit::handlers::export)
+        }),
+        Endpoint::new(Method::GET, HEALTHZ, Access::Public, || {
+            web::route().to(ops::healthz)
+        }),
+        Endpoint::new(Method::GET, READYZ, Access::Public, || {
+            web::route().to(ops::readyz)
+        }),
+        Endpoint::new(Method::GET, METRICS, Access::Public, || {
+            web::route().to(ops::metrics)
+        }),
+        Endpoint::new(Method::GET, STATIC, Access::Public, || {
+            web::route().to(ops::static_file)
+        }),
+    ]
+}
+
+/// Stores a message for the next full page of this session (after a redirect).
+pub async fn flash(
+    state: &crate::state::AppState,
+    principal: &crate::auth::Principal,
+    message: &str,
+) {
+    if let crate::auth::Via::Session { session_id, .. } = principal.via {
+        if let Ok(mut conn) = state.pool.acquire().await {
+            let _ = crate::db::sessions::set_flash(&mut conn, session_id, message).await;
+        }
+    }
+}
+
+/// A 303 to `location` (post/redirect/get).
+pub fn see_other(location: &str) -> actix_web::HttpResponse {
+    actix_web::HttpResponse::SeeOther()
+        .insert_header((actix_web::http::header::LOCATION, location))
+        .finish()
+}

@@ -1,0 +1,123 @@
+//! API token administration handlers.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use super::views;
+use crate::auth::accounts::{self, AccountError, NewTokenInput};
+use crate::auth::Principal;
+use crate::domain::FieldErrors;
+use crate::state::AppState;
+use crate::web::errors::WebError;
+use crate::web::layout::{respond, Frame};
+use crate::web::{flash, paths, see_other};
+
+async fn page(
+    state: &AppState,
+    principal: &Principal,
+    htmx: &Htmx,
+    status: StatusCode,
+    created: Option<&str>,
+    draft: &NewTokenInput,
+    errors: &FieldErrors,
+) -> Result<HttpResponse, WebError> {
+    let caller = principal.caller();
+    let tokens = accounts::list_tokens(&state.pool, &caller).await?;
+    let users = accounts::list_users(&state.pool, &caller).await?;
+    let frame = Frame::load(state, principal, "API tokens", "tokens").await;
+    let body = || views::tokens_page(principal, &tokens, &users, created, draft, errors);
+    Ok(respond(htmx, status, frame, body, body))
+}
+
+/// GET /tokens
+pub async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+) -> Result<HttpResponse, WebError> {
+    page(
+        &state,
+        &principal,
+        &htmx,
+        StatusCode::OK,
+        None,
+        &NewTokenInput::default(),
+        &FieldErrors::default(),
+    )
+    .await
+}
+
+/// The create-token form as submitted.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CreateForm {
+    username: String,
+    label: String,
+}
+
+/// POST /tokens: answers with the page showing the new token once (no redirect: the secret
+/// must not travel through a flash message stored in the database).
+pub async fn create(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    form: web::Form<CreateForm>,
+) -> Result<HttpResponse, WebError> {
+    let input = NewTokenInput {
+        username: form.username.clone(),
+        label: form.label.clone(),
+    };
+    match accounts::create_token(&state.pool, &principal.caller(), state.clock.now(), &input).await
+    {
+        Ok((token, _)) => {
+            page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::CREATED,
+                Some(&token),
+                &NewTokenInput::default(),
+                &FieldErrors::default(),
+            )
+            .await
+        }
+        Err(AccountError::Invalid(errors)) => {
+            page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+                &input,
+                &errors,
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// POST /tokens/{id}/revoke
+pub async fn revoke(
+    state: web::Data<AppState>,
+    principal: Principal,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let id: i64 = path.parse().map_err(|_| {
+        WebError::NotFound(format!(
+            "token {:?} not found (id must be a number)",
+            path.chars().take(40).collect::<String>()
+        ))
+    })?;
+    let token =
+        accounts::revoke_token(&state.pool, &principal.caller(), state.clock.now(), id).await?;
+    flash(
+        &state,
+        &principal,
+        &format!("Token {} ({}) revoked.", token.id, token.label),
+    )
+    .await;
+    Ok(see_other(paths::TOKENS))
+}

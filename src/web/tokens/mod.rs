@@ -1,0 +1,3 @@
+//! API token administration (admin).
+pub mod handlers;
+pub mod views;

@@ -1,0 +1,207 @@
+//! User administration handlers.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use super::views;
+use crate::auth::accounts::{self, AccountError, NewUserInput};
+use crate::auth::Principal;
+use crate::domain::FieldErrors;
+use crate::state::AppState;
+use crate::web::errors::WebError;
+use crate::web::layout::{respond, Frame};
+use crate::web::{flash, paths, see_other};
+
+async fn page(
+    state: &AppState,
+    principal: &Principal,
+    htmx: &Htmx,
+    status: StatusCode,
+    draft: &NewUserInput,
+    errors: &FieldErrors,
+) -> Result<HttpResponse, WebError> {
+    let users = accounts::list_users(&state.pool, &principal.caller()).await?;
+    let frame = Frame::load(state, principal, "Users", "users").await;
+    let full = || views::users_page(principal, &users, draft, errors);
+    let partial = || views::create_form(principal, draft, errors);
+    Ok(respond(htmx, status, frame, full, partial))
+}
+
+/// GET /users
+pub async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+) -> Result<HttpResponse, WebError> {
+    page(
+        &state,
+        &principal,
+        &htmx,
+        StatusCode::OK,
+        &NewUserInput::default(),
+        &FieldErrors::default(),
+    )
+    .await
+}
+
+/// The create-user form as submitted (missing fields arrive empty and are named).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CreateForm {
+    username: String,
+    role: String,
+    password: String,
+}
+
+/// POST /users
+pub async fn create(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    form: web::Form<CreateForm>,
+) -> Result<HttpResponse, WebError> {
+    let input = NewUserInput {
+        username: form.username.clone(),
+        role: form.role.clone(),
+        password: form.password.clone(),
+    };
+    match accounts::create_user(&state.pool, &principal.caller(), state.clock.now(), &input).await {
+        Ok(user) => {
+            flash(
+                &state,
+                &principal,
+                &format!(
+                    "User {} created with the {} role.",
+                    user.username, user.role
+                ),
+            )
+            .await;
+            if htmx.is_htmx {
+                htmx.redirect(paths::USERS);
+                return Ok(HttpResponse::Ok().finish());
+            }
+            Ok(see_other(paths::USERS))
+        }
+        Err(AccountError::Invalid(errors)) => {
+            let draft = NewUserInput {
+                password: String::new(),
+                ..input
+            };
+            page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &draft,
+                &errors,
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The role form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RoleForm {
+    role: String,
+}
+
+/// Answers a row action: the updated row for htmx, a redirect with a flash otherwise; a
+/// refused change re-renders the row with its message (422).
+async fn row_result(
+    state: &AppState,
+    principal: &Principal,
+    htmx: &Htmx,
+    username: &str,
+    result: Result<crate::db::users::User, AccountError>,
+    done: String,
+) -> Result<HttpResponse, WebError> {
+    match result {
+        Ok(user) => {
+            if htmx.is_htmx {
+                let row = views::user_row(principal, &user, None);
+                return Ok(HttpResponse::Ok()
+                    .content_type("text/html; charset=utf-8")
+                    .body(row.into_string()));
+            }
+            flash(state, principal, &done).await;
+            Ok(see_other(paths::USERS))
+        }
+        Err(AccountError::Invalid(errors)) => {
+            let mut conn = state.pool.acquire().await?;
+            let user = crate::db::users::by_name(&mut conn, username)
+                .await?
+                .ok_or_else(|| WebError::NotFound(format!("user {username} not found")))?;
+            if htmx.is_htmx {
+                let row = views::user_row(principal, &user, Some(&errors.to_string()));
+                return Ok(HttpResponse::UnprocessableEntity()
+                    .content_type("text/html; charset=utf-8")
+                    .body(row.into_string()));
+            }
+            Err(WebError::BadRequest(errors.to_string()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// POST /users/{username}/role
+pub async fn set_role(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    path: web::Path<String>,
+    form: web::Form<RoleForm>,
+) -> Result<HttpResponse, WebError> {
+    let result = accounts::set_role(
+        &state.pool,
+        &principal.caller(),
+        state.clock.now(),
+        &path,
+        &form.role,
+    )
+    .await;
+    let done = format!("{} is now {}.", path, form.role.trim());
+    row_result(&state, &principal, &htmx, &path, result, done).await
+}
+
+/// POST /users/{username}/disable
+pub async fn disable(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let result = accounts::set_disabled(
+        &state.pool,
+        &principal.caller(),
+        state.clock.now(),
+        &path,
+        true,
+    )
+    .await;
+    let done = format!("{} is disabled; their sessions ended.", path);
+    row_result(&state, &principal, &htmx, &path, result, done).await
+}
+
+/// POST /users/{username}/enable
+pub async fn enable(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let result = accounts::set_disabled(
+        &state.pool,
+        &principal.caller(),
+        state.clock.now(),
+        &path,
+        false,
+    )
+    .await;
+    let done = format!("{} is enabled again.", path);
+    row_result(&state, &principal, &htmx, &path, result, done).await
+}

@@ -1,0 +1,3 @@
+//! User administration (admin).
+pub mod handlers;
+pub mod views;
