@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{password, secret_token, throttle};
 use crate::audit::{self, Actor, NewEntry};
 use crate::db;
-use crate::domain::{FieldErrors, Username};
+use crate::domain::{FieldErrors, NewPassword, Username};
 use crate::state::AppState;
 
 /// Why a login did not succeed.
@@ -48,19 +48,19 @@ pub async fn login(
     pass: &str,
     client_addr: &str,
 ) -> Result<LoggedIn, LoginError> {
+    // Syntax checks first: a name that could never exist or a password that breaks the policy
+    // is a field error (naming the field), not a failed attempt against an account.
     let mut errors = FieldErrors::default();
-    if username.trim().is_empty() {
-        errors.push("username", "is required");
-    } else if username.len() > Username::MAX_LEN {
-        errors.push(
-            "username",
-            format!("must be at most {} characters", Username::MAX_LEN),
-        );
-    }
+    errors.check(Username::parse(username));
     if pass.is_empty() {
         errors.push("password", "is required");
-    } else if pass.len() > crate::domain::NewPassword::MAX_LEN * 4 {
-        errors.push("password", "is too long");
+    } else if pass.chars().count() > NewPassword::MAX_LEN {
+        errors.push(
+            "password",
+            format!("must be at most {} characters", NewPassword::MAX_LEN),
+        );
+    } else if pass.chars().any(char::is_control) {
+        errors.push("password", "must not contain control characters");
     }
     if !errors.is_empty() {
         return Err(LoginError::Invalid(errors));

@@ -110,11 +110,18 @@ pub async fn set_flash(conn: &mut SqliteConnection, id: i64, flash: &str) -> sql
 
 /// Reads and clears the session's flash message.
 pub async fn take_flash(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<String>> {
-    let flash: Option<Option<String>> = sqlx::query_scalar(
-        "UPDATE sessions SET flash = NULL WHERE id = ?1 AND flash IS NOT NULL RETURNING flash",
-    )
-    .bind(id)
-    .fetch_optional(conn)
-    .await?;
-    Ok(flash.flatten())
+    // Two statements: SQLite's RETURNING yields the row after the update (NULL by then).
+    let flash: Option<Option<String>> =
+        sqlx::query_scalar("SELECT flash FROM sessions WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let flash = flash.flatten();
+    if flash.is_some() {
+        sqlx::query("UPDATE sessions SET flash = NULL WHERE id = ?1")
+            .bind(id)
+            .execute(conn)
+            .await?;
+    }
+    Ok(flash)
 }

@@ -1,0 +1,320 @@
+//! The audit chain: entries for every change, `headroom audit verify` against tampering, the
+//! audit page's filters and cursor, and export.
+
+use std::process::Command;
+
+use headroom::domain::Role;
+
+use crate::helpers::{texts, TestApp, PASSWORD};
+
+fn headroom_cli(app: &TestApp, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("--database-url")
+        .arg(format!("sqlite:{}", app.db_path.display()))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run headroom")
+}
+
+async fn busy_app() -> TestApp {
+    let app = TestApp::spawn().await;
+    let admin = app.session_for(Role::Admin).await;
+    app.post_login("admin-user", "wrong password!!").await;
+    app.post_form(
+        "/users",
+        &admin,
+        &[
+            ("username", "frank"),
+            ("role", "viewer"),
+            ("password", PASSWORD),
+        ],
+    )
+    .await;
+    app.htmx_post("/users/frank/role", &admin, &[("role", "operator")])
+        .await;
+    app.post_form("/users/frank/disable", &admin, &[]).await;
+    app.post_form(
+        "/tokens",
+        &admin,
+        &[("username", "admin-user"), ("label", "t")],
+    )
+    .await;
+    app.post_form("/tokens/1/revoke", &admin, &[]).await;
+    app.post_form(
+        "/account/password",
+        &admin,
+        &[
+            ("current_password", PASSWORD),
+            ("new_password", "a new password!!"),
+            ("confirm_password", "a new password!!"),
+        ],
+    )
+    .await;
+    app.post_form("/logout", &admin, &[]).await;
+    app
+}
+
+#[tokio::test]
+async fn every_state_change_writes_an_audit_entry() {
+    let app = busy_app().await;
+    let actions = app.audit_actions().await;
+    for expected in [
+        "user.created",
+        "auth.login_succeeded",
+        "auth.login_failed",
+        "user.role_changed",
+        "user.disabled",
+        "token.created",
+        "token.revoked",
+        "user.password_changed",
+        "auth.logout",
+    ] {
+        assert!(
+            actions.contains(&expected.to_owned()),
+            "{expected} missing from {actions:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_untouched_chain_verifies() {
+    let app = busy_app().await;
+    let out = headroom_cli(&app, &["audit", "verify"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("audit chain intact"));
+}
+
+async fn tamper(app: &TestApp, sql: &str) {
+    // An attacker with the file can drop the append-only triggers; the chain still tells.
+    sqlx::query("DROP TRIGGER IF EXISTS audit_log_no_update")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query("DROP TRIGGER IF EXISTS audit_log_no_delete")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(&app.pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_table_refuses_updates_and_deletes_outright() {
+    let app = busy_app().await;
+    assert!(sqlx::query("UPDATE audit_log SET actor = 'x' WHERE id = 1")
+        .execute(&app.pool)
+        .await
+        .is_err());
+    assert!(sqlx::query("DELETE FROM audit_log WHERE id = 1")
+        .execute(&app.pool)
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn changing_any_field_of_an_entry_breaks_verification_naming_it() {
+    for (column, value) in [
+        ("actor", "'mallory'"),
+        ("action", "'user.nothing'"),
+        ("details", "'{}'"),
+        ("at", "at + 1"),
+        ("target_id", "'x'"),
+    ] {
+        let app = busy_app().await;
+        tamper(
+            &app,
+            &format!("UPDATE audit_log SET {column} = {value} WHERE id = 3"),
+        )
+        .await;
+        let out = headroom_cli(&app, &["audit", "verify"]);
+        assert!(!out.status.success(), "{column}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("audit entry 3"), "{column}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn rewriting_an_entry_with_a_fresh_hash_still_breaks_the_next_link() {
+    let app = busy_app().await;
+    let mut row: headroom::db::audit::AuditRow =
+        sqlx::query_as("SELECT * FROM audit_log WHERE id = 2")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    row.actor = "mallory".into();
+    let forged = headroom::audit::entry_hash(&row);
+    tamper(
+        &app,
+        &format!("UPDATE audit_log SET actor = 'mallory', hash = '{forged}' WHERE id = 2"),
+    )
+    .await;
+    let out = headroom_cli(&app, &["audit", "verify"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("audit entry 3"));
+}
+
+#[tokio::test]
+async fn deleting_an_entry_in_the_middle_or_at_the_end_is_noticed() {
+    let app = busy_app().await;
+    tamper(&app, "DELETE FROM audit_log WHERE id = 4").await;
+    let out = headroom_cli(&app, &["audit", "verify"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("audit entry 4"));
+
+    let app = busy_app().await;
+    tamper(
+        &app,
+        "DELETE FROM audit_log WHERE id = (SELECT MAX(id) FROM audit_log)",
+    )
+    .await;
+    let out = headroom_cli(&app, &["audit", "verify"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cut off"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn export_writes_every_entry_as_jsonl_or_csv() {
+    let app = busy_app().await;
+    let total = app.count("audit_log").await as usize;
+    let out = headroom_cli(&app, &["audit", "export", "--format", "jsonl"]);
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), total);
+    assert_eq!(lines[0]["id"], 1);
+    assert_eq!(lines[0]["prev_hash"], headroom::audit::GENESIS);
+    let out = headroom_cli(&app, &["audit", "export", "--format", "csv"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("id,time,actor,action,target_kind,target_id,details,prev_hash,hash\n"));
+    assert_eq!(text.lines().count(), total + 1);
+}
+
+#[tokio::test]
+async fn the_audit_page_filters_and_pages_with_a_cursor() {
+    let app = TestApp::spawn_with(|s| s.throttle.address_failures = 10_000).await;
+    for i in 0..120 {
+        app.post_login(&format!("ghost{i}"), "wrong password!!")
+            .await;
+        app.clock.advance(std::time::Duration::from_secs(20));
+    }
+    let viewer = app.session_for(Role::Viewer).await;
+    let page1 = app.get("/audit?action=auth.login_failed", &viewer).await;
+    assert_eq!(page1.status(), 200);
+    let html = page1.text().await.unwrap();
+    let ids: Vec<i64> = texts(&html, "#audit-results tbody tr td:first-child")
+        .iter()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 50);
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first");
+    let doc = scraper::Html::parse_document(&html);
+    let older = doc
+        .select(&scraper::Selector::parse(".pager a").unwrap())
+        .find(|a| a.text().collect::<String>().contains("Older"))
+        .unwrap();
+    let href = older.value().attr("href").unwrap();
+    assert!(href.contains(&format!("before={}", ids[49])), "{href}");
+    let page2 = app.get(href, &viewer).await.text().await.unwrap();
+    let ids2: Vec<i64> = texts(&page2, "#audit-results tbody tr td:first-child")
+        .iter()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(ids2.len(), 50);
+    assert!(ids2[0] < ids[49]);
+
+    // Prefix, target and actor filters.
+    let by_prefix = app
+        .get("/audit?action=auth.", &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(texts(&by_prefix, "#audit-results tbody tr").len(), 50);
+    let by_target = app
+        .get("/audit?target=user:ghost7", &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(texts(&by_target, "#audit-results tbody tr").len(), 1);
+    let by_actor = app
+        .get("/audit?actor=viewer-user", &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&by_actor, "#audit-results tbody tr td:nth-child(4)"),
+        ["auth.login_succeeded"]
+    );
+
+    // Time range: the first ten failures happened in the first 200 seconds.
+    let start = headroom::domain::clock::format_utc(app.clock_start());
+    let end = headroom::domain::clock::format_utc(app.clock_start() + 200_000);
+    let ranged = app
+        .get(
+            &format!("/audit?action=auth.login_failed&from={start}&to={end}"),
+            &viewer,
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(texts(&ranged, "#audit-results tbody tr").len(), 10);
+
+    // htmx filter requests get only the results section.
+    let partial = app
+        .client
+        .get(app.url("/audit?actor=system"))
+        .header("Cookie", &viewer.cookie)
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(partial.headers()["vary"], "HX-Request");
+    let body = partial.text().await.unwrap();
+    assert!(body.starts_with("<section"), "{body}");
+
+    // Page export with the same filters.
+    let csv = app
+        .get("/audit/export?action=auth.login_failed&format=csv", &viewer)
+        .await;
+    assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
+    assert_eq!(csv.text().await.unwrap().lines().count(), 121);
+}
+
+#[tokio::test]
+async fn bad_filters_name_the_field() {
+    let app = TestApp::spawn().await;
+    let viewer = app.session_for(Role::Viewer).await;
+    for (query, field) in [
+        ("from=yesterday", "from"),
+        ("before=-3", "before"),
+        ("from=2026-12-02T10:00&to=2026-12-02T09:00", "to"),
+        ("actor=ev%00il", "actor"),
+    ] {
+        let res = app.get(&format!("/audit?{query}"), &viewer).await;
+        assert_eq!(res.status(), 422, "{query}");
+        let html = res.text().await.unwrap();
+        assert!(
+            texts(&html, ".error-summary li strong").contains(&field.to_owned()),
+            "{query}: {html}"
+        );
+    }
+    let res = app.get("/audit/export?format=xml", &viewer).await;
+    assert_eq!(res.status(), 422);
+}

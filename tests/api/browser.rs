@@ -1,0 +1,175 @@
+//! Real-browser flows through WebDriver (Debian's chromium + chromium-driver). Skipped only
+//! when HEADROOM_SKIP_BROWSER=1; otherwise a missing driver fails the test loudly.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{ClientBuilder, Locator};
+use headroom::domain::Role;
+
+use crate::helpers::{TestApp, PASSWORD};
+
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_driver() -> Option<Driver> {
+    if std::env::var("HEADROOM_SKIP_BROWSER").as_deref() == Ok("1") {
+        eprintln!("browser test skipped: HEADROOM_SKIP_BROWSER=1");
+        return None;
+    }
+    let bin = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+    let port = free_port();
+    // Killed and waited for in Driver's Drop (also when the port never opens).
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(&bin).arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn()
+        .unwrap_or_else(|e| panic!("cannot start {bin} ({e}); install Debian's chromium and chromium-driver (scripts/test.sh does)"));
+    let driver = Driver { child, port };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Some(driver);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not start listening");
+}
+
+async fn browser(driver: &Driver) -> fantoccini::Client {
+    // fantoccini and reqwest pull different rustls back-ends; pick one for the process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let profile = tempfile::tempdir().unwrap().keep();
+    let caps = serde_json::json!({
+        "goog:chromeOptions": {
+            "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--window-size=1280,900", format!("--user-data-dir={}", profile.display())]
+        }
+    });
+    let caps = caps.as_object().unwrap().clone();
+    ClientBuilder::rustls()
+        .unwrap()
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("WebDriver session")
+}
+
+async fn sign_in(c: &fantoccini::Client, app: &TestApp, user: &str) {
+    c.goto(&app.url("/login")).await.unwrap();
+    c.find(Locator::Css("#f-username"))
+        .await
+        .unwrap()
+        .send_keys(user)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#f-password"))
+        .await
+        .unwrap()
+        .send_keys(PASSWORD)
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait().for_element(Locator::Css(".whoami")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_person_signs_in_and_sees_the_overview() {
+    let Some(driver) = start_driver().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "alice").await;
+    let h1 = c
+        .find(Locator::Css("main h1"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(h1, "Overview");
+    let who = c
+        .find(Locator::Css(".whoami a"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(who.contains("alice"), "{who}");
+    // The vendored htmx loaded (no network needed).
+    let version = c
+        .execute("return window.htmx && window.htmx.version", vec![])
+        .await
+        .unwrap();
+    assert_eq!(version, serde_json::json!("2.0.11"));
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_admin_changes_a_role_inline_through_htmx() {
+    let Some(driver) = start_driver().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    app.create_user("bob", Role::Viewer).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "alice").await;
+    c.goto(&app.url("/users")).await.unwrap();
+    let bob_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE username = 'bob'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let select = c
+        .find(Locator::Css(&format!("#role-{bob_id}")))
+        .await
+        .unwrap();
+    select.select_by_value("approver").await.unwrap();
+    // htmx posts with the CSRF header from <body hx-headers> and swaps the row in place.
+    for _ in 0..50 {
+        let role: String = sqlx::query_scalar("SELECT role FROM users WHERE username = 'bob'")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+        if role == "approver" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let role: String = sqlx::query_scalar("SELECT role FROM users WHERE username = 'bob'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(role, "approver");
+    assert!(
+        c.current_url().await.unwrap().path().ends_with("/users"),
+        "no full navigation"
+    );
+    c.close().await.unwrap();
+}

@@ -1,0 +1,161 @@
+//! CSRF on every unsafe route, enumerated from the route table so a new route cannot skip it.
+
+use headroom::domain::Role;
+use headroom::startup::route_table;
+
+use crate::helpers::TestApp;
+
+/// A concrete path for a route pattern.
+pub fn sample_path(pattern: &str) -> String {
+    headroom::web::paths::fill(
+        pattern,
+        &[("username", "target"), ("id", "1"), ("file", "app.css")],
+    )
+}
+
+/// Plausible bodies so that only the CSRF token decides the outcome.
+fn plausible_fields() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("username", "newuser"),
+        ("role", "operator"),
+        ("password", "a perfectly fine password"),
+        ("label", "automation"),
+        ("current_password", crate::helpers::PASSWORD),
+        ("new_password", "a perfectly fine password"),
+        ("confirm_password", "a perfectly fine password"),
+    ]
+}
+
+async fn setup() -> (TestApp, crate::helpers::Session) {
+    let app = TestApp::spawn().await;
+    app.create_user("target", Role::Viewer).await;
+    let admin = app.session_for(Role::Admin).await;
+    // A token with id 1 exists so the revoke route has something to act on.
+    headroom::auth::accounts::create_token(
+        &app.pool,
+        &headroom::auth::Caller::system(),
+        0,
+        &headroom::auth::accounts::NewTokenInput {
+            username: "target".into(),
+            label: "x".into(),
+        },
+    )
+    .await
+    .unwrap();
+    (app, admin)
+}
+
+#[tokio::test]
+async fn every_unsafe_route_refuses_a_missing_or_wrong_csrf_token_and_changes_nothing() {
+    let (app, admin) = setup().await;
+    let unsafe_routes: Vec<_> = route_table()
+        .into_iter()
+        .filter(|e| e.is_unsafe())
+        .collect();
+    assert!(
+        unsafe_routes.len() >= 9,
+        "the table lists the unsafe routes: {unsafe_routes:?}"
+    );
+    for route in &unsafe_routes {
+        let path = sample_path(route.path);
+        let before = app.snapshot().await;
+        let fields = plausible_fields();
+
+        // Form body without the token.
+        let res = app
+            .client
+            .request(crate::helpers::method(&route.method), app.url(&path))
+            .header("Cookie", &admin.cookie)
+            .form(&fields)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{route:?} without token");
+        // Form body with a wrong token.
+        let mut wrong = fields.clone();
+        wrong.push((
+            "csrf_token",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+        ));
+        let res = app
+            .client
+            .request(crate::helpers::method(&route.method), app.url(&path))
+            .header("Cookie", &admin.cookie)
+            .form(&wrong)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{route:?} with a wrong token");
+        // Header with a wrong token (the htmx path), JSON body (the API path).
+        let res = app.client.request(crate::helpers::method(&route.method), app.url(&path)).header("Cookie", &admin.cookie).header("X-CSRF-Token", "forged").json(&serde_json::json!({"username": "x", "role": "admin", "password": "a perfectly fine password"})).send().await.unwrap();
+        assert_eq!(res.status(), 403, "{route:?} with a wrong header token");
+        // Another session's token is wrong too.
+        let other = app.quick_session("target").await;
+        let res = app
+            .client
+            .request(crate::helpers::method(&route.method), app.url(&path))
+            .header("Cookie", &admin.cookie)
+            .header("X-CSRF-Token", &other.csrf)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{route:?} with another session's token");
+        sqlx::query(
+            "DELETE FROM sessions WHERE user_id = (SELECT id FROM users WHERE username = 'target')",
+        )
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+        assert_eq!(
+            app.snapshot().await,
+            before,
+            "{route:?} changed something without a valid token"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_same_requests_with_the_right_token_pass_the_csrf_check() {
+    let (app, admin) = setup().await;
+    for route in route_table()
+        .into_iter()
+        .filter(|e| e.is_unsafe() && e.path != "/logout")
+    {
+        let path = sample_path(route.path);
+        let mut fields = plausible_fields();
+        fields.push(("csrf_token", &admin.csrf));
+        let res = app
+            .client
+            .request(crate::helpers::method(&route.method), app.url(&path))
+            .header("Cookie", &admin.cookie)
+            .form(&fields)
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(res.status(), 403, "{route:?} refused a valid token");
+    }
+}
+
+#[tokio::test]
+async fn pages_carry_the_session_token_in_forms_and_htmx_headers() {
+    let app = TestApp::spawn().await;
+    let s = app.session_for(Role::Admin).await;
+    let html = app.get("/users", &s).await.text().await.unwrap();
+    let doc = scraper::Html::parse_document(&html);
+    let body = doc
+        .select(&scraper::Selector::parse("body").unwrap())
+        .next()
+        .unwrap();
+    let hx: serde_json::Value =
+        serde_json::from_str(body.value().attr("hx-headers").unwrap()).unwrap();
+    assert_eq!(hx["X-CSRF-Token"], s.csrf.as_str());
+    let forms = doc
+        .select(&scraper::Selector::parse("form[method=post]").unwrap())
+        .count();
+    let with_token = doc
+        .select(&scraper::Selector::parse("form[method=post] input[name=csrf_token]").unwrap())
+        .count();
+    assert!(forms > 0);
+    assert_eq!(forms, with_token, "every POST form carries csrf_token");
+}

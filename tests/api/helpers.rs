@@ -1,0 +1,309 @@
+//! TestApp: the real application on port 0 with its own SQLite file and a manual clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use headroom::auth::accounts::{self, NewUserInput};
+use headroom::auth::{csrf, secret_token, Caller};
+use headroom::config::Settings;
+use headroom::domain::{Clock, ManualClock, Role};
+use headroom::startup::Application;
+use reqwest::header::{HeaderMap, SET_COOKIE};
+use reqwest::{Response, StatusCode};
+use scraper::{Html, Selector};
+use sqlx::SqlitePool;
+
+/// A running console.
+pub struct TestApp {
+    pub address: String,
+    pub pool: SqlitePool,
+    pub clock: ManualClock,
+    pub client: reqwest::Client,
+    pub db_path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A browser-like signed-in session: cookie plus the CSRF token its pages carry.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub cookie: String,
+    pub csrf: String,
+}
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+impl TestApp {
+    /// Spawns with default settings.
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(|_| {}).await
+    }
+
+    /// Spawns after letting the test adjust settings.
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db_path = dir.path().join("headroom.db");
+        let mut settings = Settings {
+            bind: "127.0.0.1:0".into(),
+            database_url: format!("sqlite:{}", db_path.display()),
+            workers: 1,
+            ..Settings::default()
+        };
+        adjust(&mut settings);
+        let pool = headroom::db::connect(&settings.database_url)
+            .await
+            .expect("database");
+        let clock = ManualClock::new(1_796_000_000_000);
+        let app =
+            Application::build(settings, pool.clone(), Arc::new(clock.clone())).expect("build");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        tokio::spawn(app.run_until_stopped());
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        TestApp {
+            address,
+            pool,
+            clock,
+            client,
+            db_path,
+            _dir: dir,
+        }
+    }
+
+    /// Full URL of a path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// Creates a user directly through the domain layer (as the CLI would).
+    pub async fn create_user(&self, name: &str, role: Role) {
+        let input = NewUserInput {
+            username: name.into(),
+            role: role.to_string(),
+            password: PASSWORD.into(),
+        };
+        accounts::create_user(&self.pool, &Caller::system(), self.clock.now(), &input)
+            .await
+            .expect("create user");
+    }
+
+    /// A session for an existing user without going through argon2 (for matrices that need
+    /// hundreds of sessions); `login` exercises the real form.
+    pub async fn quick_session(&self, name: &str) -> Session {
+        let mut conn = self.pool.acquire().await.unwrap();
+        let user = headroom::db::users::by_name(&mut conn, name)
+            .await
+            .unwrap()
+            .expect("user exists");
+        let token = secret_token::generate("hs_");
+        headroom::db::sessions::insert(
+            &mut conn,
+            &secret_token::digest(&token),
+            user.id,
+            self.clock.now(),
+        )
+        .await
+        .unwrap();
+        Session {
+            cookie: format!("headroom_session={token}"),
+            csrf: csrf::for_session(&token),
+        }
+    }
+
+    /// Creates a user with `role` (named after it) and signs in through the login form.
+    pub async fn session_for(&self, role: Role) -> Session {
+        let name = format!("{role}-user");
+        self.create_user(&name, role).await;
+        self.login(&name, PASSWORD).await.expect("login works")
+    }
+
+    /// GETs /login, keeping the pre-login CSRF cookie and the form's token.
+    pub async fn login_form(&self) -> (String, String) {
+        let res = self.client.get(self.url("/login")).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let cookie = cookie_value(res.headers(), "headroom_login_csrf").expect("login csrf cookie");
+        let html = res.text().await.unwrap();
+        let token = input_value(&html, "csrf_token").expect("csrf_token field");
+        (format!("headroom_login_csrf={cookie}"), token)
+    }
+
+    /// Posts the login form; the raw response.
+    pub async fn post_login(&self, username: &str, password: &str) -> Response {
+        let (cookie, token) = self.login_form().await;
+        self.client
+            .post(self.url("/login"))
+            .header("Cookie", cookie)
+            .form(&[
+                ("username", username),
+                ("password", password),
+                ("csrf_token", &token),
+            ])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Signs in like a browser: the session cookie and the CSRF token from a page.
+    pub async fn login(&self, username: &str, password: &str) -> Result<Session, Response> {
+        let res = self.post_login(username, password).await;
+        if res.status() != StatusCode::SEE_OTHER {
+            return Err(res);
+        }
+        let token = cookie_value(res.headers(), "headroom_session").expect("session cookie");
+        let cookie = format!("headroom_session={token}");
+        let page = self
+            .client
+            .get(self.url("/account"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        let html = page.text().await.unwrap();
+        let csrf = input_value(&html, "csrf_token").expect("pages carry csrf_token");
+        Ok(Session { cookie, csrf })
+    }
+
+    /// GET as a session.
+    pub async fn get(&self, path: &str, s: &Session) -> Response {
+        self.client
+            .get(self.url(path))
+            .header("Cookie", &s.cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// POST a form as a session, adding its CSRF token.
+    pub async fn post_form(&self, path: &str, s: &Session, fields: &[(&str, &str)]) -> Response {
+        let mut all: Vec<(&str, &str)> = fields.to_vec();
+        all.push(("csrf_token", &s.csrf));
+        self.client
+            .post(self.url(path))
+            .header("Cookie", &s.cookie)
+            .form(&all)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// POST as htmx would: CSRF in the header.
+    pub async fn htmx_post(&self, path: &str, s: &Session, fields: &[(&str, &str)]) -> Response {
+        self.client
+            .post(self.url(path))
+            .header("Cookie", &s.cookie)
+            .header("X-CSRF-Token", &s.csrf)
+            .header("HX-Request", "true")
+            .form(fields)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Number of rows in a table.
+    pub async fn count(&self, table: &str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Row counts of every table a request could write to, to prove nothing changed.
+    pub async fn snapshot(&self) -> Vec<(String, i64, String)> {
+        let mut out = Vec::new();
+        for table in [
+            "users",
+            "sessions",
+            "api_tokens",
+            "audit_log",
+            "login_throttle",
+        ] {
+            // Count plus every row's contents, so an UPDATE is noticed as well as an INSERT.
+            out.push((
+                table.to_owned(),
+                self.count(table).await,
+                table_digest(&self.pool, table).await,
+            ));
+        }
+        out
+    }
+
+    /// Every audit action recorded, oldest first.
+    pub async fn audit_actions(&self) -> Vec<String> {
+        sqlx::query_scalar("SELECT action FROM audit_log ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .unwrap()
+    }
+}
+
+async fn table_digest(pool: &SqlitePool, table: &str) -> String {
+    let cols: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT name FROM pragma_table_info('{table}')"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let expr = cols
+        .iter()
+        .map(|c| format!("quote({c})"))
+        .collect::<Vec<_>>()
+        .join(" || ',' || ");
+    let sql = format!("SELECT COALESCE(group_concat({expr}, '\n'), '') FROM {table}");
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The value of a cookie set by a response.
+pub fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get_all(SET_COOKIE).iter().find_map(|v| {
+        let s = v.to_str().ok()?;
+        let (pair, _) = s.split_once(';').unwrap_or((s, ""));
+        let (k, val) = pair.split_once('=')?;
+        (k.trim() == name).then(|| val.trim().to_owned())
+    })
+}
+
+/// The value of the first `<input name=…>` in a page.
+pub fn input_value(html: &str, name: &str) -> Option<String> {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse(&format!("input[name=\"{name}\"]")).unwrap();
+    doc.select(&sel)
+        .next()
+        .and_then(|e| e.value().attr("value"))
+        .map(str::to_owned)
+}
+
+/// Text of every element matching `selector`.
+pub fn texts(html: &str, selector: &str) -> Vec<String> {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse(selector).unwrap();
+    doc.select(&sel)
+        .map(|e| e.text().collect::<String>().trim().to_owned())
+        .collect()
+}
+
+/// Where a redirect points.
+pub fn location(res: &Response) -> String {
+    res.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+impl TestApp {
+    /// The time the manual clock started at.
+    pub fn clock_start(&self) -> i64 {
+        1_796_000_000_000
+    }
+}
+
+/// The route table's method as reqwest's type (actix and reqwest use different `http` majors).
+pub fn method(m: &actix_web::http::Method) -> reqwest::Method {
+    reqwest::Method::from_bytes(m.as_str().as_bytes()).expect("standard method")
+}
