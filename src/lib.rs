@@ -4,6 +4,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod cloud_init;
 pub mod commands;
 pub mod config;
 pub mod db;

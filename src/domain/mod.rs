@@ -2,6 +2,7 @@
 
 pub mod clock;
 pub mod field_error;
+pub mod machine;
 pub mod password;
 pub mod role;
 pub mod username;

@@ -1,0 +1,26 @@
+//! What a new machine boots with: tera rendering with the project's escaping filters, the
+//! blocking validation of every payload, the raw-insertion lint for templates, cloud-init's own
+//! JSON schema, and the tarball pin pre-flight.
+
+pub mod filters;
+pub mod known_keys;
+pub mod lint;
+pub mod pin;
+pub mod render;
+pub mod schema;
+pub mod validate;
+
+pub use render::{render, RenderRequest, Rendered, Secrets};
+pub use validate::{Finding, Severity};
+
+/// Hetzner's `user_data` cap.
+pub const MAX_PAYLOAD_BYTES: usize = 32_768;
+
+/// Name of the template loaded from `templates/` on first start.
+pub const DEFAULT_TEMPLATE: &str = "yubaba-node";
+
+/// Its text, compiled in so the binary needs nothing beside it.
+pub const DEFAULT_TEMPLATE_BODY: &str = include_str!("../../templates/yubaba-node.yaml.tera");
+
+/// What stored and shown copies carry instead of a secret.
+pub const REDACTED: &str = "«redacted»";

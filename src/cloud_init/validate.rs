@@ -1,0 +1,477 @@
+//! The blocking checks on a rendered payload (DESIGN.md "Validation"): leftover template
+//! markers, header, YAML mapping and runcmd shape, known top-level keys, size against the cap,
+//! the sha256 check of the tarball, and cloud-init's own JSON schema when available.
+
+use serde::Serialize;
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::known_keys::KNOWN_KEYS;
+use super::MAX_PAYLOAD_BYTES;
+
+/// How serious a finding is; any error blocks sending the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One result of validation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    /// Which check produced it (stable identifier).
+    pub check: &'static str,
+    pub message: String,
+    /// 1-based line, in the payload (or in the template when `in_template`).
+    pub line: Option<usize>,
+    pub in_template: bool,
+}
+
+fn finding(
+    severity: Severity,
+    check: &'static str,
+    message: String,
+    line: Option<usize>,
+) -> Finding {
+    Finding {
+        severity,
+        check,
+        message,
+        line,
+        in_template: false,
+    }
+}
+
+/// Runs every payload check.
+pub fn validate(payload: &str, pin: &str, schema: Option<&jsonschema::Validator>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    leftovers(payload, &mut out);
+    header(payload, &mut out);
+    size(payload, &mut out);
+    let Some(doc) = parse(payload, &mut out) else {
+        return out;
+    };
+    runcmd_shape(payload, &doc, &mut out);
+    known_keys(payload, &doc, &mut out);
+    tarball_check(payload, &doc, pin, &mut out);
+    if let Some(schema) = schema {
+        schema_check(payload, &doc, schema, &mut out);
+    }
+    out
+}
+
+fn leftovers(payload: &str, out: &mut Vec<Finding>) {
+    for (i, line) in payload.lines().enumerate() {
+        if let Some(marker) = ["{{", "{%", "{#"].into_iter().find(|m| line.contains(m)) {
+            out.push(finding(
+                Severity::Error,
+                "leftover-markup",
+                format!("template markup {marker} is left in the output"),
+                Some(i + 1),
+            ));
+        }
+    }
+}
+
+fn header(payload: &str, out: &mut Vec<Finding>) {
+    let first = payload.lines().next().unwrap_or("");
+    if first != "#cloud-config" {
+        let shown: String = first.chars().take(40).collect();
+        out.push(finding(Severity::Error, "header", format!("the first line must be exactly #cloud-config (found {shown:?}); cloud-init ignores the payload otherwise"), Some(1)));
+    }
+}
+
+fn size(payload: &str, out: &mut Vec<Finding>) {
+    let n = payload.len();
+    if n > MAX_PAYLOAD_BYTES {
+        out.push(finding(Severity::Error, "size", format!("{n} bytes is over Hetzner's user_data cap of {MAX_PAYLOAD_BYTES} bytes; fetch large files at boot instead of embedding them"), None));
+    } else if n * 10 > MAX_PAYLOAD_BYTES * 9 {
+        out.push(finding(
+            Severity::Warning,
+            "size",
+            format!("{n} bytes is over 90 % of the {MAX_PAYLOAD_BYTES}-byte cap"),
+            None,
+        ));
+    }
+}
+
+fn parse(payload: &str, out: &mut Vec<Finding>) -> Option<Yaml> {
+    match YamlLoader::load_from_str(payload) {
+        Err(e) => {
+            out.push(finding(
+                Severity::Error,
+                "yaml",
+                format!("not valid YAML: {}", e.info()),
+                Some(e.marker().line()),
+            ));
+            None
+        }
+        Ok(docs) if docs.len() != 1 => {
+            out.push(finding(
+                Severity::Error,
+                "yaml",
+                format!("expected one YAML document, found {}", docs.len()),
+                None,
+            ));
+            None
+        }
+        Ok(mut docs) => {
+            let doc = docs.remove(0);
+            if doc.as_hash().is_none() {
+                out.push(finding(
+                    Severity::Error,
+                    "yaml",
+                    "the document must be a mapping of cloud-config keys".into(),
+                    Some(2),
+                ));
+                return None;
+            }
+            Some(doc)
+        }
+    }
+}
+
+/// Line of a top-level key (block mappings put them at column 0).
+fn key_line(payload: &str, key: &str) -> Option<usize> {
+    payload
+        .lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| i + 1)
+}
+
+/// Line of the `index`-th item of a top-level block sequence.
+fn item_line(payload: &str, key: &str, index: usize) -> Option<usize> {
+    let start = key_line(payload, key)?;
+    let lines: Vec<&str> = payload.lines().collect();
+    let indent = lines
+        .iter()
+        .skip(start)
+        .find(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.len() - l.trim_start().len())?;
+    let mut seen = 0;
+    for (i, l) in lines.iter().enumerate().skip(start) {
+        let this = l.len() - l.trim_start().len();
+        if !l.trim().is_empty() && this < indent && !l.trim_start().starts_with('#') {
+            break;
+        }
+        if this == indent && l.trim_start().starts_with('-') {
+            if seen == index {
+                return Some(i + 1);
+            }
+            seen += 1;
+        }
+    }
+    Some(start)
+}
+
+fn describe(y: &Yaml) -> &'static str {
+    match y {
+        Yaml::Hash(_) => {
+            "a mapping (a bare `key: value` inside a command becomes one: quote the command)"
+        }
+        Yaml::Array(_) => "a list containing something other than strings",
+        Yaml::Integer(_) | Yaml::Real(_) => "a number",
+        Yaml::Boolean(_) => "a boolean",
+        Yaml::Null => "empty",
+        _ => "not a string",
+    }
+}
+
+fn runcmd_shape(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
+    let runcmd = &doc["runcmd"];
+    if runcmd.is_badvalue() {
+        return;
+    }
+    let Some(items) = runcmd.as_vec() else {
+        out.push(finding(
+            Severity::Error,
+            "runcmd",
+            "runcmd must be a list".into(),
+            key_line(payload, "runcmd"),
+        ));
+        return;
+    };
+    for (i, item) in items.iter().enumerate() {
+        let ok = match item {
+            Yaml::String(_) => true,
+            Yaml::Array(parts) => parts.iter().all(|p| matches!(p, Yaml::String(_))),
+            _ => false,
+        };
+        if !ok {
+            out.push(finding(
+                Severity::Error,
+                "runcmd",
+                format!(
+                    "runcmd item {} is {}; cloud-init would skip the whole list",
+                    i + 1,
+                    describe(item)
+                ),
+                item_line(payload, "runcmd", i),
+            ));
+        }
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn known_keys(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
+    let Some(map) = doc.as_hash() else { return };
+    for key in map.keys() {
+        let name = match key {
+            Yaml::String(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        if KNOWN_KEYS.binary_search(&name.as_str()).is_ok() {
+            continue;
+        }
+        let hint = KNOWN_KEYS
+            .iter()
+            .map(|k| (edit_distance(&name, k), *k))
+            .min()
+            .filter(|(d, _)| *d <= 3)
+            .map(|(_, k)| format!("; did you mean `{k}`?"))
+            .unwrap_or_default();
+        out.push(finding(
+            Severity::Error,
+            "unknown-key",
+            format!("`{name}` is not a cloud-config module key{hint}"),
+            key_line(payload, &name),
+        ));
+    }
+}
+
+fn item_text(item: &Yaml) -> String {
+    match item {
+        Yaml::String(s) => s.clone(),
+        Yaml::Array(parts) => parts
+            .iter()
+            .filter_map(Yaml::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+fn tarball_check(payload: &str, doc: &Yaml, pin: &str, out: &mut Vec<Finding>) {
+    let items = doc["runcmd"].as_vec().cloned().unwrap_or_default();
+    let found = items
+        .iter()
+        .map(item_text)
+        .any(|t| t.contains("sha256sum -c") && t.contains(pin));
+    if !found {
+        out.push(finding(Severity::Error, "tarball-pin", format!("no runcmd item checks the downloaded tarball with `sha256sum -c` against the pinned sha256 {pin}"), key_line(payload, "runcmd")));
+    }
+}
+
+/// YAML as JSON, for the schema check.
+pub fn to_json(y: &Yaml) -> serde_json::Value {
+    use serde_json::Value;
+    match y {
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Integer(i) => Value::from(*i),
+        Yaml::Real(r) => r
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::String(r.clone()), Value::Number),
+        Yaml::Boolean(b) => Value::Bool(*b),
+        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Yaml::Hash(h) => Value::Object(
+            h.iter()
+                .map(|(k, v)| (item_text_key(k), to_json(v)))
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
+
+fn item_text_key(k: &Yaml) -> String {
+    match k {
+        Yaml::String(s) => s.clone(),
+        Yaml::Integer(i) => i.to_string(),
+        Yaml::Boolean(b) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn schema_check(payload: &str, doc: &Yaml, schema: &jsonschema::Validator, out: &mut Vec<Finding>) {
+    let instance = to_json(doc);
+    for err in schema.iter_errors(&instance).take(20) {
+        let path = err.instance_path.to_string();
+        let top = path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        let line = if top.is_empty() {
+            None
+        } else {
+            key_line(payload, &top)
+        };
+        let at = if path.is_empty() {
+            "the document".to_owned()
+        } else {
+            path
+        };
+        out.push(finding(
+            Severity::Error,
+            "schema",
+            format!("cloud-init schema: {at}: {err}"),
+            line,
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PIN: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn good() -> String {
+        format!("#cloud-config\nhostname: \"x\"\nruncmd:\n  - \"echo '{PIN}  /tmp/t.tgz' | sha256sum -c -\"\n")
+    }
+
+    fn checks(payload: &str) -> Vec<&'static str> {
+        validate(payload, PIN, None)
+            .into_iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.check)
+            .collect()
+    }
+
+    #[test]
+    fn a_good_payload_passes() {
+        assert!(
+            checks(&good()).is_empty(),
+            "{:?}",
+            validate(&good(), PIN, None)
+        );
+    }
+
+    #[test]
+    fn header_must_be_exact() {
+        assert_eq!(
+            checks(&good().replacen("#cloud-config", "#cloud-config ", 1)),
+            ["header"]
+        );
+        assert_eq!(
+            checks(&good().replacen("#cloud-config\n", "", 1)),
+            ["header"]
+        );
+    }
+
+    #[test]
+    fn leftover_markup_is_an_error_with_its_line() {
+        let p = format!("{}packages: [\"{{{{ x }}}}\"]\n", good());
+        let f = validate(&p, PIN, None);
+        assert!(
+            f.iter()
+                .any(|f| f.check == "leftover-markup" && f.line == Some(5)),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn yaml_errors_carry_a_line() {
+        let f = validate("#cloud-config\nhostname: [unclosed\n", PIN, None);
+        assert!(
+            f.iter().any(|f| f.check == "yaml" && f.line.is_some()),
+            "{f:?}"
+        );
+        assert!(checks("#cloud-config\n- a list\n").contains(&"yaml"));
+    }
+
+    #[test]
+    fn runcmd_items_must_be_strings_or_string_lists() {
+        let p = format!("{}  - echo a: b\n  - [ls, 5]\n  - [ls, -l]\n", good());
+        let f: Vec<_> = validate(&p, PIN, None)
+            .into_iter()
+            .filter(|f| f.check == "runcmd")
+            .collect();
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f[0].line, Some(5));
+        assert!(f[0].message.contains("mapping"));
+        assert_eq!(f[1].line, Some(6));
+    }
+
+    #[test]
+    fn unknown_keys_get_a_did_you_mean() {
+        let p = good().replace("runcmd:", "runcmds:");
+        let f: Vec<_> = validate(&p, PIN, None)
+            .into_iter()
+            .filter(|f| f.check == "unknown-key")
+            .collect();
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message.contains("did you mean `runcmd`"),
+            "{}",
+            f[0].message
+        );
+        assert_eq!(f[0].line, Some(3));
+    }
+
+    #[test]
+    fn size_cap_is_an_error_and_ninety_percent_a_warning() {
+        let pad = |n: usize| {
+            let base = good();
+            let filler = n - base.len() - "final_message: \"\"\n".len();
+            format!("{base}final_message: \"{}\"\n", "x".repeat(filler))
+        };
+        let over = pad(32_769);
+        assert_eq!(over.len(), 32_769);
+        assert_eq!(checks(&over), ["size"]);
+        let near = pad(30_000);
+        assert_eq!(near.len(), 30_000);
+        let f = validate(&near, PIN, None);
+        assert!(f
+            .iter()
+            .any(|f| f.check == "size" && f.severity == Severity::Warning));
+        assert!(checks(&near).is_empty());
+        assert!(validate(&pad(29_000), PIN, None)
+            .iter()
+            .all(|f| f.check != "size"));
+    }
+
+    #[test]
+    fn the_pinned_sha256_check_must_be_present() {
+        assert_eq!(
+            checks(&good().replace("sha256sum -c", "sha256sum")),
+            ["tarball-pin"]
+        );
+        assert_eq!(
+            checks(&good().replace(PIN, &"b".repeat(64))),
+            ["tarball-pin"]
+        );
+    }
+}
