@@ -32,9 +32,13 @@ fn report(e: AccountError) -> ExitCode {
 
 /// `headroom serve` (and the server half of `demo`): runs until SIGINT/SIGTERM, purging
 /// expired sessions in the background.
-pub async fn serve(settings: Settings, pool: SqlitePool) -> anyhow::Result<()> {
+pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let app = Application::build(settings, pool.clone(), clock.clone())?;
+    let app = Application::build(settings, pool.clone(), clock.clone()).await?;
+    if demo {
+        seed_demo_config(app.state()).await?;
+        seed_demo(&pool, &app.state().settings.bind).await?;
+    }
     let life = sessions::Lifetimes {
         idle: app.state().settings.session_idle,
         absolute: app.state().settings.session_absolute,
@@ -56,6 +60,36 @@ pub async fn serve(settings: Settings, pool: SqlitePool) -> anyhow::Result<()> {
     }
     tracing::info!("headroom stopped");
     Ok(())
+}
+
+/// The demo's ready machine config (simulated provider), created once.
+pub async fn seed_demo_config(state: &crate::state::AppState) -> anyhow::Result<()> {
+    let input = crate::domain::machine::MachineInput {
+        name: "spare-fsn1".into(),
+        provider: "simulated".into(),
+        location: "fsn1".into(),
+        server_type: "cx22".into(),
+        image: "debian-12".into(),
+        region: "eu-central".into(),
+        zone: "fsn1-dc14".into(),
+        mesh_tags: vec!["tag:spare".into()],
+        labels: [("team".to_owned(), "infra".to_owned())]
+            .into_iter()
+            .collect(),
+        yubaba_channel: "stable".into(),
+        yubaba_url: "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz".into(),
+        yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
+        ..Default::default()
+    };
+    match crate::configs::machines::create(state, &Caller::system(), &input).await {
+        Ok(_) => Ok(()),
+        Err(crate::configs::ConfigError::Invalid(e))
+            if e.for_field("name") == Some("is already taken") =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!("seeding the demo machine config: {e}")),
+    }
 }
 
 /// The demo's accounts: one per role a newcomer wants to try.

@@ -34,6 +34,12 @@ pub struct Settings {
     pub hetzner_api_url: String,
     /// Hetzner Cloud API token, from `HETZNER_API_TOKEN` or `HETZNER_API_TOKEN_FILE`.
     pub hetzner_api_token: Option<SecretString>,
+    /// Offer the simulated cloud (the demo).
+    pub simulated_provider: bool,
+    /// cloud-init's JSON schema file; default: where Debian's cloud-init installs it.
+    pub cloud_init_schema: Option<std::path::PathBuf>,
+    /// Size and time limits of pin pre-flights.
+    pub pin_limits: crate::cloud_init::pin::PinLimits,
 }
 
 /// When failed logins slow down and lock.
@@ -71,6 +77,9 @@ impl Default for Settings {
             },
             hetzner_api_url: "https://api.hetzner.cloud/v1".into(),
             hetzner_api_token: None,
+            simulated_provider: false,
+            cloud_init_schema: None,
+            pin_limits: crate::cloud_init::pin::PinLimits::default(),
         }
     }
 }
@@ -88,6 +97,9 @@ struct FileSettings {
     cookie_secure: Option<bool>,
     body_limit_bytes: Option<usize>,
     hetzner_api_url: Option<String>,
+    cloud_init_schema: Option<std::path::PathBuf>,
+    pin_max_bytes: Option<u64>,
+    pin_timeout_seconds: Option<u64>,
 }
 
 /// Why settings could not be loaded.
@@ -175,6 +187,15 @@ impl Settings {
         if let Some(v) = f.hetzner_api_url {
             self.hetzner_api_url = v;
         }
+        if let Some(v) = f.cloud_init_schema {
+            self.cloud_init_schema = Some(v);
+        }
+        if let Some(v) = f.pin_max_bytes {
+            self.pin_limits.max_bytes = v;
+        }
+        if let Some(v) = f.pin_timeout_seconds {
+            self.pin_limits.timeout = Duration::from_secs(v);
+        }
     }
 
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
@@ -201,6 +222,9 @@ impl Settings {
         }
         if let Some(v) = env("HEADROOM_COOKIE_SECURE") {
             self.cookie_secure = parse_env("HEADROOM_COOKIE_SECURE", &v)?;
+        }
+        if let Some(v) = env("HEADROOM_CLOUD_INIT_SCHEMA") {
+            self.cloud_init_schema = Some(v.into());
         }
         if let Some(v) = env("HEADROOM_HETZNER_API_URL") {
             self.hetzner_api_url = v;

@@ -33,6 +33,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if matches!(cli.command, Command::Demo(_)) {
         // The demo keeps its own file so it never touches a production database by accident.
         base.database_url = "sqlite:headroom-demo.db".into();
+        base.simulated_provider = true;
     }
     let env = |k: &str| std::env::var(k).ok();
     let settings = Settings::load(base, cli.config.as_deref(), &env, &flags)?;
@@ -41,12 +42,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
     Ok(match cli.command {
         Command::Serve(_) => {
-            commands::serve(settings, pool).await?;
+            commands::serve(settings, pool, false).await?;
             ExitCode::SUCCESS
         }
         Command::Demo(_) => {
-            commands::seed_demo(&pool, &settings.bind).await?;
-            commands::serve(settings, pool).await?;
+            commands::serve(settings, pool, true).await?;
             ExitCode::SUCCESS
         }
         Command::Migrate => {

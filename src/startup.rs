@@ -33,8 +33,9 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds `settings.bind` and prepares the server over an open pool.
-    pub fn build(
+    /// Loads first-start data (the default template; the simulated catalogue in the demo),
+    /// binds `settings.bind` and prepares the server over an open pool.
+    pub async fn build(
         settings: Settings,
         pool: SqlitePool,
         clock: Arc<dyn Clock>,
@@ -42,12 +43,46 @@ impl Application {
         let listener = TcpListener::bind(&settings.bind)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.bind))?;
         let port = listener.local_addr()?.port();
+        let hetzner = settings.hetzner_api_token.clone().map(|token| {
+            Arc::new(crate::provider::hetzner::Hetzner::new(
+                &settings.hetzner_api_url,
+                token,
+            )) as Arc<dyn crate::provider::MachineProvider>
+        });
+        let schema = match crate::cloud_init::schema::locate(settings.cloud_init_schema.as_deref())
+        {
+            Some(path) => {
+                let v = crate::cloud_init::schema::load(&path)?;
+                tracing::info!(schema = %path.display(), "cloud-init schema check enabled");
+                Some(Arc::new(v))
+            }
+            None => {
+                tracing::warn!("cloud-init schema not found: payloads are checked without it (install Debian's cloud-init or set cloud_init_schema)");
+                None
+            }
+        };
+        let pin_client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .user_agent(concat!("headroom/", env!("CARGO_PKG_VERSION")))
+            .build()?;
         let state = AppState {
             pool,
             clock,
+            providers: crate::provider::Providers::new(hetzner, settings.simulated_provider),
             settings: Arc::new(settings),
             metrics: Arc::default(),
+            cloud_init_schema: schema,
+            pin_client,
         };
+        crate::configs::templates::ensure_default(&state.pool, state.clock.now()).await?;
+        if state.settings.simulated_provider {
+            crate::configs::catalogue::refresh(
+                &state,
+                &crate::auth::Caller::system(),
+                crate::domain::machine::ProviderKind::Simulated,
+            )
+            .await?;
+        }
         let server = run(listener, state.clone())?;
         Ok(Self {
             port,

@@ -7,6 +7,7 @@ use sqlx::SqlitePool;
 use crate::config::Settings;
 use crate::domain::Clock;
 use crate::http::metrics::Metrics;
+use crate::provider::Providers;
 
 /// Shared application state, cheap to clone.
 #[derive(Clone)]
@@ -19,4 +20,10 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Request counters and latency histograms for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Enabled cloud providers.
+    pub providers: Providers,
+    /// cloud-init's JSON schema, when found.
+    pub cloud_init_schema: Option<Arc<jsonschema::Validator>>,
+    /// Client for pin pre-flights (tarball downloads).
+    pub pin_client: reqwest::Client,
 }

@@ -16,6 +16,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Invalid(FieldErrors),
+    /// The provider failed; not the caller's fault.
+    #[error("{0}")]
+    Upstream(String),
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -37,6 +40,7 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Upstream(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -1,6 +1,7 @@
 //! The JSON API under `/api/v1`: bearer token or session (with CSRF), errors as
 //! problem+json, documented at `/api/openapi.json`.
 
+pub mod configs;
 pub mod errors;
 pub mod me;
 pub mod users;
@@ -17,11 +18,20 @@ pub mod paths {
     pub const ME: &str = "/api/v1/me";
     pub const USERS: &str = "/api/v1/users";
     pub const OPENAPI: &str = "/api/openapi.json";
+    pub const MACHINE_CONFIGS: &str = "/api/v1/machine-configs";
+    pub const MACHINE_CONFIG: &str = "/api/v1/machine-configs/{name}";
+    pub const MACHINE_CONFIG_VERSIONS: &str = "/api/v1/machine-configs/{name}/versions";
+    pub const TEMPLATES: &str = "/api/v1/templates";
+    pub const TEMPLATE: &str = "/api/v1/templates/{name}";
+    pub const TEMPLATE_VERSIONS: &str = "/api/v1/templates/{name}/versions";
+    pub const RENDER: &str = "/api/v1/render";
 }
 
 /// The API route table.
 pub fn endpoints() -> Vec<Endpoint> {
     use paths::*;
+    let viewer = Access::AtLeast(Role::Viewer);
+    let operator = Access::AtLeast(Role::Operator);
     vec![
         Endpoint::new(Method::GET, ME, Access::AtLeast(Role::Viewer), || {
             web::route().to(me::me)
@@ -31,6 +41,39 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         Endpoint::new(Method::POST, USERS, Access::AtLeast(Role::Admin), || {
             web::route().to(users::create)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIGS, viewer, || {
+            web::route().to(configs::list_configs)
+        }),
+        Endpoint::new(Method::POST, MACHINE_CONFIGS, operator, || {
+            web::route().to(configs::create_config)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIG, viewer, || {
+            web::route().to(configs::get_config)
+        }),
+        Endpoint::new(Method::PUT, MACHINE_CONFIG, operator, || {
+            web::route().to(configs::put_config)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIG_VERSIONS, viewer, || {
+            web::route().to(configs::config_versions)
+        }),
+        Endpoint::new(Method::GET, TEMPLATES, viewer, || {
+            web::route().to(configs::list_templates)
+        }),
+        Endpoint::new(Method::POST, TEMPLATES, operator, || {
+            web::route().to(configs::create_template)
+        }),
+        Endpoint::new(Method::GET, TEMPLATE, viewer, || {
+            web::route().to(configs::get_template)
+        }),
+        Endpoint::new(Method::PUT, TEMPLATE, operator, || {
+            web::route().to(configs::put_template)
+        }),
+        Endpoint::new(Method::GET, TEMPLATE_VERSIONS, viewer, || {
+            web::route().to(configs::template_versions)
+        }),
+        Endpoint::new(Method::POST, RENDER, operator, || {
+            web::route().to(configs::render)
         }),
         Endpoint::new(Method::GET, OPENAPI, Access::Public, || {
             web::route().to(openapi_json)
@@ -42,8 +85,14 @@ pub fn endpoints() -> Vec<Endpoint> {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "headroom API", description = "Warm-spare headroom for yubaba fleets."),
-    paths(me::me, users::list, users::create),
-    components(schemas(me::MeResponse, users::UserJson, users::CreateUserRequest, crate::http::Problem)),
+    paths(me::me, users::list, users::create,
+        configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions,
+        configs::list_templates, configs::create_template, configs::get_template, configs::put_template, configs::template_versions,
+        configs::render),
+    components(schemas(me::MeResponse, users::UserJson, users::CreateUserRequest, crate::http::Problem,
+        configs::MachineConfigJson, configs::MachineConfigVersionJson, configs::TemplateJson, configs::TemplateRequest,
+        configs::RenderRequestJson, configs::RenderResponse, configs::FindingJson, configs::SecretsJson,
+        crate::domain::machine::MachineInput, crate::domain::machine::MachineSpec)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]

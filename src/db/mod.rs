@@ -2,10 +2,13 @@
 //! so a PostgreSQL backend can be added behind the same functions later.
 
 pub mod audit;
+pub mod catalogue;
+pub mod pins;
 pub mod sessions;
 pub mod throttle;
 pub mod tokens;
 pub mod users;
+pub mod versions;
 
 use std::str::FromStr;
 use std::time::Duration;

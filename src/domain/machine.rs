@@ -33,8 +33,33 @@ pub fn rfc1123_label(field: &str, raw: &str) -> Result<String, FieldError> {
     Ok(v.to_owned())
 }
 
+/// A name for a machine config or template: an RFC 1123 label other than `new` (which the
+/// pages use for their creation forms).
+pub fn document_name(field: &str, raw: &str) -> Result<String, FieldError> {
+    let name = rfc1123_label(field, raw)?;
+    if name == "new" {
+        return Err(FieldError::new(
+            field,
+            "\"new\" is reserved; choose another name",
+        ));
+    }
+    Ok(name)
+}
+
 /// Which cloud creates the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// Hetzner Cloud.
@@ -70,7 +95,7 @@ impl std::fmt::Display for ProviderKind {
 }
 
 /// CPU architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Arch {
     #[serde(rename = "x86_64")]
@@ -110,7 +135,7 @@ impl std::fmt::Display for Arch {
 }
 
 /// yubaba release channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Channel {
     Stable,
@@ -128,7 +153,7 @@ impl Channel {
 }
 
 /// Declared allocatable capacity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 pub struct Allocatable {
     pub memory_mb: Option<u64>,
     pub cpu_millis: Option<u64>,
@@ -265,7 +290,7 @@ pub struct CatalogueView {
 }
 
 /// A machine config version's content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MachineSpec {
     pub name: String,
     pub provider: ProviderKind,
@@ -367,7 +392,7 @@ impl MachineSpec {
         default_template: &str,
     ) -> Result<MachineSpec, FieldErrors> {
         let mut e = FieldErrors::default();
-        let name = e.check(rfc1123_label("name", &input.name));
+        let name = e.check(document_name("name", &input.name));
         let provider = e.check(ProviderKind::parse_field("provider", &input.provider));
 
         let location = text_field(&mut e, "location", &input.location, 64).and_then(|l| {
@@ -759,7 +784,8 @@ mod tests {
 
     #[test]
     fn each_rule_names_its_field() {
-        let cases: Vec<(fn(&mut MachineInput), &str)> = vec![
+        type Mutation = fn(&mut MachineInput);
+        let cases: Vec<(Mutation, &str)> = vec![
             (|i| i.name = "Bad_Name".into(), "name"),
             (|i| i.name = "a".repeat(64), "name"),
             (|i| i.name = "-lead".into(), "name"),

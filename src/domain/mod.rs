@@ -5,6 +5,7 @@ pub mod field_error;
 pub mod machine;
 pub mod password;
 pub mod role;
+pub mod textdiff;
 pub mod username;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};

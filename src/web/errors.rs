@@ -58,3 +58,16 @@ impl ResponseError for WebError {
         crate::http::html_error(status, &detail)
     }
 }
+
+impl From<crate::configs::ConfigError> for WebError {
+    fn from(e: crate::configs::ConfigError) -> Self {
+        use crate::configs::ConfigError as C;
+        match e {
+            C::Forbidden(f) => WebError::Forbidden(f.to_string()),
+            C::NotFound(what) => WebError::NotFound(format!("{what} not found")),
+            C::Invalid(errors) => WebError::BadRequest(errors.to_string()),
+            C::Provider(p) => WebError::BadRequest(p.to_string()),
+            C::Internal(e) => WebError::Internal(e),
+        }
+    }
+}

@@ -139,8 +139,11 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
 }
 
 fn nav(role: Role, current: &str) -> Markup {
-    let entries: [(&str, &str, Role); 4] = [
+    let entries: [(&str, &str, Role); 7] = [
         ("home", paths::HOME, Role::Viewer),
+        ("machines", paths::MACHINE_CONFIGS, Role::Viewer),
+        ("templates", paths::TEMPLATES, Role::Viewer),
+        ("catalogue", paths::CATALOGUE, Role::Viewer),
         ("audit", paths::AUDIT, Role::Viewer),
         ("users", paths::USERS, Role::Admin),
         ("tokens", paths::TOKENS, Role::Admin),
@@ -158,6 +161,9 @@ fn label(name: &str) -> &'static str {
     match name {
         "home" => "Overview",
         "audit" => "Audit log",
+        "machines" => "Machine configs",
+        "templates" => "Templates",
+        "catalogue" => "Catalogue",
         "users" => "Users",
         "tokens" => "API tokens",
         _ => "",

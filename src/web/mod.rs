@@ -3,12 +3,15 @@
 
 pub mod account;
 pub mod audit;
+pub mod catalogue;
 pub mod components;
 pub mod errors;
 pub mod home;
 pub mod layout;
 pub mod login;
+pub mod machines;
 pub mod ops;
+pub mod templates;
 pub mod tokens;
 pub mod users;
 
@@ -33,6 +36,18 @@ pub mod paths {
     pub const TOKEN_REVOKE: &str = "/tokens/{id}/revoke";
     pub const AUDIT: &str = "/audit";
     pub const AUDIT_EXPORT: &str = "/audit/export";
+    pub const MACHINE_CONFIGS: &str = "/machine-configs";
+    pub const MACHINE_CONFIG_NEW: &str = "/machine-configs/new";
+    pub const MACHINE_CONFIG: &str = "/machine-configs/{name}";
+    pub const MACHINE_CONFIG_EDIT: &str = "/machine-configs/{name}/edit";
+    pub const MACHINE_CONFIG_PIN: &str = "/machine-configs/{name}/pin-check";
+    pub const TEMPLATES: &str = "/templates";
+    pub const TEMPLATE_NEW: &str = "/templates/new";
+    pub const TEMPLATE: &str = "/templates/{name}";
+    pub const TEMPLATE_EDIT: &str = "/templates/{name}/edit";
+    pub const PREVIEW: &str = "/preview";
+    pub const CATALOGUE: &str = "/catalogue";
+    pub const CATALOGUE_REFRESH: &str = "/catalogue/{provider}/refresh";
     pub const HEALTHZ: &str = "/healthz";
     pub const READYZ: &str = "/readyz";
     pub const METRICS: &str = "/metrics";
@@ -53,6 +68,7 @@ pub mod paths {
 pub fn endpoints() -> Vec<Endpoint> {
     use paths::*;
     let viewer = Access::AtLeast(Role::Viewer);
+    let operator = Access::AtLeast(Role::Operator);
     let admin = Access::AtLeast(Role::Admin);
     vec![
         Endpoint::new(Method::GET, HOME, viewer, || {
@@ -102,6 +118,54 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         Endpoint::new(Method::GET, AUDIT_EXPORT, viewer, || {
             web::route().to(audit::handlers::export)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIGS, viewer, || {
+            web::route().to(machines::handlers::list)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIG_NEW, operator, || {
+            web::route().to(machines::handlers::new)
+        }),
+        Endpoint::new(Method::POST, MACHINE_CONFIGS, operator, || {
+            web::route().to(machines::handlers::create)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIG, viewer, || {
+            web::route().to(machines::handlers::show)
+        }),
+        Endpoint::new(Method::GET, MACHINE_CONFIG_EDIT, operator, || {
+            web::route().to(machines::handlers::edit)
+        }),
+        Endpoint::new(Method::POST, MACHINE_CONFIG, operator, || {
+            web::route().to(machines::handlers::update)
+        }),
+        Endpoint::new(Method::POST, MACHINE_CONFIG_PIN, operator, || {
+            web::route().to(machines::handlers::pin_check)
+        }),
+        Endpoint::new(Method::GET, TEMPLATES, viewer, || {
+            web::route().to(templates::handlers::list)
+        }),
+        Endpoint::new(Method::GET, TEMPLATE_NEW, operator, || {
+            web::route().to(templates::handlers::new)
+        }),
+        Endpoint::new(Method::POST, TEMPLATES, operator, || {
+            web::route().to(templates::handlers::create)
+        }),
+        Endpoint::new(Method::GET, TEMPLATE, viewer, || {
+            web::route().to(templates::handlers::show)
+        }),
+        Endpoint::new(Method::GET, TEMPLATE_EDIT, operator, || {
+            web::route().to(templates::handlers::edit)
+        }),
+        Endpoint::new(Method::POST, TEMPLATE, operator, || {
+            web::route().to(templates::handlers::update)
+        }),
+        Endpoint::new(Method::POST, PREVIEW, operator, || {
+            web::route().to(templates::handlers::live_preview)
+        }),
+        Endpoint::new(Method::GET, CATALOGUE, viewer, || {
+            web::route().to(catalogue::handlers::show)
+        }),
+        Endpoint::new(Method::POST, CATALOGUE_REFRESH, operator, || {
+            web::route().to(catalogue::handlers::refresh)
         }),
         Endpoint::new(Method::GET, HEALTHZ, Access::Public, || {
             web::route().to(ops::healthz)

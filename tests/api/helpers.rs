@@ -53,8 +53,9 @@ impl TestApp {
             .await
             .expect("database");
         let clock = ManualClock::new(1_796_000_000_000);
-        let app =
-            Application::build(settings, pool.clone(), Arc::new(clock.clone())).expect("build");
+        let app = Application::build(settings, pool.clone(), Arc::new(clock.clone()))
+            .await
+            .expect("build");
         let address = format!("http://127.0.0.1:{}", app.port());
         tokio::spawn(app.run_until_stopped());
         let client = reqwest::Client::builder()

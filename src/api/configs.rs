@@ -1,0 +1,345 @@
+//! Machine configs, templates and render over JSON.
+
+use actix_web::web::{self, Json};
+use actix_web::HttpResponse;
+use serde::{Deserialize, Serialize};
+
+use super::errors::ApiError;
+use crate::auth::Principal;
+use crate::cloud_init::Secrets;
+use crate::configs::machines::{self, ConfigVersion};
+use crate::configs::preview::{preview, PreviewRequest};
+use crate::configs::{templates, ConfigError};
+use crate::db::versions::Version;
+use crate::domain::clock::format_utc;
+use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
+use crate::domain::Role;
+use crate::state::AppState;
+
+impl From<ConfigError> for ApiError {
+    fn from(e: ConfigError) -> Self {
+        match e {
+            ConfigError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
+            ConfigError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            ConfigError::Invalid(errors) => ApiError::Invalid(errors),
+            ConfigError::Provider(p) => ApiError::Upstream(p.to_string()),
+            ConfigError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+/// A machine config version.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MachineConfigJson {
+    pub version: i64,
+    pub author: String,
+    /// RFC 3339, UTC.
+    pub saved_at: String,
+    #[serde(flatten)]
+    pub spec: MachineSpec,
+}
+
+impl From<ConfigVersion> for MachineConfigJson {
+    fn from(v: ConfigVersion) -> Self {
+        Self {
+            version: v.version,
+            author: v.author,
+            saved_at: format_utc(v.created_at),
+            spec: v.spec,
+        }
+    }
+}
+
+/// A version with its field changes against the one before.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MachineConfigVersionJson {
+    #[serde(flatten)]
+    pub config: MachineConfigJson,
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<FieldChange>,
+}
+
+/// Every machine config (latest versions).
+#[utoipa::path(get, path = "/api/v1/machine-configs", tag = "machine configs", responses((status = 200, body = Vec<MachineConfigJson>)))]
+pub async fn list_configs(
+    state: web::Data<AppState>,
+    _p: Principal,
+) -> Result<Json<Vec<MachineConfigJson>>, ApiError> {
+    Ok(Json(
+        machines::list(&state.pool)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+    ))
+}
+
+/// Creates a machine config (operator).
+#[utoipa::path(post, path = "/api/v1/machine-configs", tag = "machine configs", request_body = MachineInput,
+    responses((status = 201, body = MachineConfigJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn create_config(
+    state: web::Data<AppState>,
+    p: Principal,
+    body: Json<MachineInput>,
+) -> Result<HttpResponse, ApiError> {
+    let v = machines::create(&state, &p.caller(), &body).await?;
+    Ok(HttpResponse::Created().json(MachineConfigJson::from(v)))
+}
+
+/// The latest version of a machine config.
+#[utoipa::path(get, path = "/api/v1/machine-configs/{name}", tag = "machine configs", responses((status = 200, body = MachineConfigJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn get_config(
+    state: web::Data<AppState>,
+    _p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<MachineConfigJson>, ApiError> {
+    Ok(Json(machines::latest(&state.pool, &name).await?.into()))
+}
+
+/// Saves a new version of a machine config (operator); an identical body makes none.
+#[utoipa::path(put, path = "/api/v1/machine-configs/{name}", tag = "machine configs", request_body = MachineInput,
+    responses((status = 200, body = MachineConfigJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn put_config(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+    body: Json<MachineInput>,
+) -> Result<Json<MachineConfigJson>, ApiError> {
+    let (v, _) = machines::update(&state, &p.caller(), &name, &body).await?;
+    Ok(Json(v.into()))
+}
+
+/// Every version of a machine config, newest first, with field changes.
+#[utoipa::path(get, path = "/api/v1/machine-configs/{name}/versions", tag = "machine configs", responses((status = 200, body = Vec<MachineConfigVersionJson>)))]
+pub async fn config_versions(
+    state: web::Data<AppState>,
+    _p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<Vec<MachineConfigVersionJson>>, ApiError> {
+    let h = machines::history(&state.pool, &name).await?;
+    Ok(Json(
+        h.into_iter()
+            .map(|(v, changes)| MachineConfigVersionJson {
+                config: v.into(),
+                changes,
+            })
+            .collect(),
+    ))
+}
+
+/// A template version.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TemplateJson {
+    pub name: String,
+    pub version: i64,
+    pub author: String,
+    pub saved_at: String,
+    pub body: String,
+}
+
+impl From<Version> for TemplateJson {
+    fn from(v: Version) -> Self {
+        Self {
+            name: v.name,
+            version: v.version,
+            author: v.author,
+            saved_at: format_utc(v.created_at),
+            body: v.content,
+        }
+    }
+}
+
+/// A template to create or save.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateRequest {
+    /// Required on create; on PUT it must be absent or equal to the path.
+    #[serde(default)]
+    pub name: String,
+    pub body: String,
+}
+
+/// Every template (latest versions).
+#[utoipa::path(get, path = "/api/v1/templates", tag = "templates", responses((status = 200, body = Vec<TemplateJson>)))]
+pub async fn list_templates(
+    state: web::Data<AppState>,
+    _p: Principal,
+) -> Result<Json<Vec<TemplateJson>>, ApiError> {
+    Ok(Json(
+        templates::list(&state.pool)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+    ))
+}
+
+/// Creates a template (operator).
+#[utoipa::path(post, path = "/api/v1/templates", tag = "templates", request_body = TemplateRequest,
+    responses((status = 201, body = TemplateJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn create_template(
+    state: web::Data<AppState>,
+    p: Principal,
+    body: Json<TemplateRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let v = templates::create(
+        &state.pool,
+        &p.caller(),
+        state.clock.now(),
+        &body.name,
+        &body.body,
+    )
+    .await?;
+    Ok(HttpResponse::Created().json(TemplateJson::from(v)))
+}
+
+/// The latest version of a template.
+#[utoipa::path(get, path = "/api/v1/templates/{name}", tag = "templates", responses((status = 200, body = TemplateJson)))]
+pub async fn get_template(
+    state: web::Data<AppState>,
+    _p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<TemplateJson>, ApiError> {
+    Ok(Json(
+        templates::history(&state.pool, &name)
+            .await?
+            .remove(0)
+            .into(),
+    ))
+}
+
+/// Saves a new version of a template (operator).
+#[utoipa::path(put, path = "/api/v1/templates/{name}", tag = "templates", request_body = TemplateRequest,
+    responses((status = 200, body = TemplateJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn put_template(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+    body: Json<TemplateRequest>,
+) -> Result<Json<TemplateJson>, ApiError> {
+    if !body.name.is_empty() && body.name != *name {
+        return Err(ApiError::Invalid(
+            crate::domain::FieldError::new(
+                "name",
+                "cannot be changed; create a new template instead",
+            )
+            .into(),
+        ));
+    }
+    let (v, _) = templates::update(
+        &state.pool,
+        &p.caller(),
+        state.clock.now(),
+        &name,
+        &body.body,
+    )
+    .await?;
+    Ok(Json(v.into()))
+}
+
+/// Every version of a template, newest first.
+#[utoipa::path(get, path = "/api/v1/templates/{name}/versions", tag = "templates", responses((status = 200, body = Vec<TemplateJson>)))]
+pub async fn template_versions(
+    state: web::Data<AppState>,
+    _p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<Vec<TemplateJson>>, ApiError> {
+    Ok(Json(
+        templates::history(&state.pool, &name)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+    ))
+}
+
+/// Render-time secrets.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsJson {
+    pub mesh_preauth_key: Option<String>,
+    pub tunnel_token: Option<String>,
+}
+
+/// What to render.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequestJson {
+    pub machine_config: String,
+    /// Defaults to the config's template.
+    #[serde(default)]
+    pub template: Option<String>,
+    #[serde(default)]
+    pub secrets: SecretsJson,
+}
+
+/// One validation finding.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FindingJson {
+    /// error, warning or info.
+    pub severity: String,
+    pub message: String,
+    pub line: Option<usize>,
+}
+
+/// A render: the redacted payload, the real payload's size and sha256, and the findings.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RenderResponse {
+    pub ok: bool,
+    pub payload: String,
+    pub size_bytes: usize,
+    pub sha256: String,
+    pub findings: Vec<FindingJson>,
+}
+
+/// Renders and validates a template for a machine config (operator). Secrets are used for
+/// this render only and appear redacted in the answer.
+#[utoipa::path(post, path = "/api/v1/render", tag = "templates", request_body = RenderRequestJson,
+    responses((status = 200, body = RenderResponse), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn render(
+    state: web::Data<AppState>,
+    p: Principal,
+    body: Json<RenderRequestJson>,
+) -> Result<Json<RenderResponse>, ApiError> {
+    p.caller()
+        .require(Role::Operator)
+        .map_err(|f| ApiError::Forbidden(f.to_string()))?;
+    let secrets = Secrets::parse(
+        body.secrets.mesh_preauth_key.as_deref(),
+        body.secrets.tunnel_token.as_deref(),
+    )
+    .map_err(|e| {
+        ApiError::Invalid(crate::domain::FieldErrors(
+            e.0.into_iter()
+                .map(|f| crate::domain::FieldError::new(format!("secrets.{}", f.field), f.message))
+                .collect(),
+        ))
+    })?;
+    let result = preview(
+        &state,
+        &p.caller(),
+        &PreviewRequest {
+            machine_config: &body.machine_config,
+            template: body.template.as_deref(),
+            body: None,
+            secrets: &secrets,
+        },
+    )
+    .await?;
+    let r = result.rendered;
+    Ok(Json(RenderResponse {
+        ok: r.ok,
+        payload: r.redacted,
+        size_bytes: r.size_bytes,
+        sha256: r.sha256,
+        findings: r
+            .findings
+            .into_iter()
+            .map(|f| FindingJson {
+                severity: f.severity.as_str().into(),
+                message: f.message,
+                line: f.line,
+            })
+            .collect(),
+    }))
+}

@@ -1,0 +1,262 @@
+//! Machine configs: each save is a new immutable version.
+
+use serde_json::json;
+
+use super::{catalogue, ConfigError};
+use crate::audit::{self, NewEntry};
+use crate::auth::Caller;
+use crate::cloud_init::DEFAULT_TEMPLATE;
+use crate::db;
+use crate::db::versions::{self, Family, Version};
+use crate::domain::machine::{diff_specs, FieldChange, MachineInput, MachineSpec, ProviderKind};
+use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
+use crate::state::AppState;
+
+/// A stored version with its parsed spec.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConfigVersion {
+    pub version: i64,
+    pub author: String,
+    pub created_at: UnixMillis,
+    pub spec: MachineSpec,
+}
+
+impl TryFrom<Version> for ConfigVersion {
+    type Error = ConfigError;
+    fn try_from(v: Version) -> Result<Self, ConfigError> {
+        let spec = serde_json::from_str(&v.content).map_err(|e| {
+            ConfigError::Internal(anyhow::anyhow!(
+                "stored spec of {} v{}: {e}",
+                v.name,
+                v.version
+            ))
+        })?;
+        Ok(ConfigVersion {
+            version: v.version,
+            author: v.author,
+            created_at: v.created_at,
+            spec,
+        })
+    }
+}
+
+/// Validates input against the catalogue of the chosen provider and the known templates.
+pub async fn parse(state: &AppState, input: &MachineInput) -> Result<MachineSpec, ConfigError> {
+    let kind = ProviderKind::parse_field("provider", &input.provider).ok();
+    let view = match kind {
+        Some(k) => catalogue::view(&catalogue::cached(&state.pool, k).await?.0),
+        None => Default::default(),
+    };
+    let mut conn = state.pool.acquire().await?;
+    let templates = versions::names(&mut conn, Family::Template).await?;
+    drop(conn);
+    let spec = MachineSpec::parse(input, &view, &templates, DEFAULT_TEMPLATE);
+    if let (Err(errors), Some(k)) = (&spec, kind) {
+        if view.locations.is_empty() && errors.for_field("location").is_some() {
+            let mut errors = errors.clone();
+            errors.push(
+                "provider",
+                format!("the {k} catalogue is empty: refresh it on the catalogue page first"),
+            );
+            return Err(errors.into());
+        }
+    }
+    Ok(spec?)
+}
+
+async fn write_audit(
+    conn: &mut sqlx::SqliteConnection,
+    caller: &Caller,
+    now: UnixMillis,
+    action: &str,
+    name: &str,
+    details: serde_json::Value,
+) -> sqlx::Result<()> {
+    audit::append(
+        conn,
+        now,
+        NewEntry {
+            actor: &caller.actor,
+            action,
+            target_kind: "machine_config",
+            target_id: name,
+            details,
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Creates a config (operator and up).
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    input: &MachineInput,
+) -> Result<ConfigVersion, ConfigError> {
+    caller.require(Role::Operator)?;
+    let spec = parse(state, input).await?;
+    let now = state.clock.now();
+    let mut tx = db::begin_write(&state.pool).await?;
+    let content = serde_json::to_string(&spec).map_err(anyhow::Error::from)?;
+    if !versions::create(
+        &mut tx,
+        Family::MachineConfig,
+        &spec.name,
+        &content,
+        caller.actor.name(),
+        now,
+    )
+    .await?
+    {
+        return Err(FieldError::new("name", "is already taken").into());
+    }
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "machine_config.created",
+        &spec.name,
+        json!({ "version": 1 }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(ConfigVersion {
+        version: 1,
+        author: caller.actor.name().to_owned(),
+        created_at: now,
+        spec,
+    })
+}
+
+/// Saves a new version (operator and up). The name cannot change; an identical spec creates
+/// no version (`false`).
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    input: &MachineInput,
+) -> Result<(ConfigVersion, bool), ConfigError> {
+    caller.require(Role::Operator)?;
+    let current = latest(&state.pool, name).await?;
+    let mut input = input.clone();
+    if input.name.trim().is_empty() {
+        input.name = name.to_owned();
+    } else if input.name.trim() != name {
+        return Err(
+            FieldError::new("name", "cannot be changed; create a new config instead").into(),
+        );
+    }
+    let spec = parse(state, &input).await?;
+    if spec == current.spec {
+        return Ok((current, false));
+    }
+    let changed: Vec<String> = diff_specs(Some(&current.spec), &spec)
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    let now = state.clock.now();
+    let content = serde_json::to_string(&spec).map_err(anyhow::Error::from)?;
+    let mut tx = db::begin_write(&state.pool).await?;
+    let version = versions::append(
+        &mut tx,
+        Family::MachineConfig,
+        name,
+        &content,
+        caller.actor.name(),
+        now,
+    )
+    .await?
+    .ok_or_else(|| ConfigError::NotFound(format!("machine config {name}")))?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "machine_config.updated",
+        name,
+        json!({ "version": version, "changed": changed }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((
+        ConfigVersion {
+            version,
+            author: caller.actor.name().to_owned(),
+            created_at: now,
+            spec,
+        },
+        true,
+    ))
+}
+
+/// The latest version of a config.
+pub async fn latest(pool: &sqlx::SqlitePool, name: &str) -> Result<ConfigVersion, ConfigError> {
+    let mut conn = pool.acquire().await?;
+    versions::latest(&mut conn, Family::MachineConfig, name)
+        .await?
+        .ok_or_else(|| ConfigError::NotFound(format!("machine config {name}")))?
+        .try_into()
+}
+
+/// The latest version of every config.
+pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, ConfigError> {
+    let mut conn = pool.acquire().await?;
+    versions::latest_all(&mut conn, Family::MachineConfig)
+        .await?
+        .into_iter()
+        .map(ConfigVersion::try_from)
+        .collect()
+}
+
+/// Every version, newest first, each with its changes against the one before.
+pub async fn history(
+    pool: &sqlx::SqlitePool,
+    name: &str,
+) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, ConfigError> {
+    let mut conn = pool.acquire().await?;
+    let all: Vec<ConfigVersion> = versions::history(&mut conn, Family::MachineConfig, name)
+        .await?
+        .into_iter()
+        .map(ConfigVersion::try_from)
+        .collect::<Result<_, _>>()?;
+    if all.is_empty() {
+        return Err(ConfigError::NotFound(format!("machine config {name}")));
+    }
+    Ok(all
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                v.clone(),
+                diff_specs(all.get(i + 1).map(|p| &p.spec), &v.spec),
+            )
+        })
+        .collect())
+}
+
+/// Splits form text into list items (commas or newlines), dropping empties.
+pub fn split_list(raw: &str) -> Vec<String> {
+    raw.split([',', '\n'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Parses `key=value` lines into labels, naming the field for a line without `=`.
+pub fn parse_labels(raw: &str) -> Result<std::collections::BTreeMap<String, String>, FieldErrors> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut errors = FieldErrors::default();
+    for line in raw.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line.split_once('=') {
+            Some((k, v)) => {
+                out.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+            None => errors.push("labels", format!("{line:?} must look like key=value")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}

@@ -1,0 +1,65 @@
+//! Rendering a template for a config, for the live preview and `POST /api/v1/render`.
+
+use super::{machines, ConfigError};
+use crate::auth::Caller;
+use crate::cloud_init::{render, RenderRequest, Rendered, Secrets};
+use crate::db::versions::{self, Family};
+use crate::domain::Role;
+use crate::state::AppState;
+
+/// What to render: a config, a template (stored, or an unsaved body from the editor) and the
+/// render-time secrets.
+pub struct PreviewRequest<'a> {
+    pub machine_config: &'a str,
+    /// A stored template's name; `None` means the config's own template.
+    pub template: Option<&'a str>,
+    /// Unsaved template text (the editor), overriding `template`.
+    pub body: Option<&'a str>,
+    pub secrets: &'a Secrets,
+}
+
+/// A render plus what it is compared against.
+pub struct Preview {
+    pub rendered: Rendered,
+    pub template_name: String,
+    /// The redacted payload of the config's last successful provision, when there is one.
+    pub last_provisioned: Option<String>,
+}
+
+/// Renders and validates (operator and up: previews take secrets).
+pub async fn preview(
+    state: &AppState,
+    caller: &Caller,
+    req: &PreviewRequest<'_>,
+) -> Result<Preview, ConfigError> {
+    caller.require(Role::Operator)?;
+    let config = machines::latest(&state.pool, req.machine_config).await?;
+    let template_name = req
+        .template
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or(&config.spec.template)
+        .to_owned();
+    let body = match req.body {
+        Some(b) => b.to_owned(),
+        None => {
+            let mut conn = state.pool.acquire().await?;
+            versions::latest(&mut conn, Family::Template, &template_name)
+                .await?
+                .ok_or_else(|| ConfigError::NotFound(format!("template {template_name}")))?
+                .content
+        }
+    };
+    let rendered = render(&RenderRequest {
+        template_body: &body,
+        spec: &config.spec,
+        hostname: &config.spec.name,
+        secrets: req.secrets,
+        schema: state.cloud_init_schema.as_deref(),
+    });
+    // Provisions arrive with the provisioning work; until then there is nothing to compare.
+    Ok(Preview {
+        rendered,
+        template_name,
+        last_provisioned: None,
+    })
+}

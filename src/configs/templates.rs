@@ -1,0 +1,179 @@
+//! Cloud-init templates: versioned tera documents.
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::ConfigError;
+use crate::audit::{self, hex, NewEntry};
+use crate::auth::Caller;
+use crate::cloud_init::{render::check_syntax, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
+use crate::db;
+use crate::db::versions::{self, Family, Version};
+use crate::domain::machine::document_name;
+use crate::domain::{FieldErrors, Role, UnixMillis};
+
+/// Largest template accepted (the rendered payload must still fit in 32 KiB).
+pub const MAX_TEMPLATE_BYTES: usize = 128 * 1024;
+
+fn check_body(errors: &mut FieldErrors, body: &str) {
+    if body.trim().is_empty() {
+        errors.push("body", "is required");
+    } else if body.len() > MAX_TEMPLATE_BYTES {
+        errors.push(
+            "body",
+            format!("must be at most {MAX_TEMPLATE_BYTES} bytes"),
+        );
+    } else if body.contains('\0') {
+        errors.push("body", "must not contain NUL characters");
+    } else if let Err(why) = check_syntax(body) {
+        errors.push("body", why);
+    }
+}
+
+async fn audit_version(
+    conn: &mut sqlx::SqliteConnection,
+    caller: &Caller,
+    now: UnixMillis,
+    action: &str,
+    name: &str,
+    version: i64,
+    body: &str,
+) -> sqlx::Result<()> {
+    audit::append(conn, now, NewEntry {
+        actor: &caller.actor,
+        action,
+        target_kind: "template",
+        target_id: name,
+        details: json!({ "version": version, "sha256": hex(&Sha256::digest(body.as_bytes())), "bytes": body.len() }),
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Loads the shipped default template on first start (no-op afterwards).
+pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<(), ConfigError> {
+    let mut tx = db::begin_write(pool).await?;
+    if versions::create(
+        &mut tx,
+        Family::Template,
+        DEFAULT_TEMPLATE,
+        DEFAULT_TEMPLATE_BODY,
+        "system",
+        now,
+    )
+    .await?
+    {
+        audit_version(
+            &mut tx,
+            &Caller::system(),
+            now,
+            "template.created",
+            DEFAULT_TEMPLATE,
+            1,
+            DEFAULT_TEMPLATE_BODY,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Creates a template (operator and up).
+pub async fn create(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    name: &str,
+    body: &str,
+) -> Result<Version, ConfigError> {
+    caller.require(Role::Operator)?;
+    let mut errors = FieldErrors::default();
+    let name = errors.check(document_name("name", name));
+    check_body(&mut errors, body);
+    let Some(name) = name.filter(|_| errors.is_empty()) else {
+        return Err(errors.into());
+    };
+    let mut tx = db::begin_write(pool).await?;
+    if !versions::create(
+        &mut tx,
+        Family::Template,
+        &name,
+        body,
+        caller.actor.name(),
+        now,
+    )
+    .await?
+    {
+        return Err(crate::domain::FieldError::new("name", "is already taken").into());
+    }
+    audit_version(&mut tx, caller, now, "template.created", &name, 1, body).await?;
+    let v = versions::latest(&mut tx, Family::Template, &name)
+        .await?
+        .ok_or_else(|| ConfigError::NotFound(name.clone()))?;
+    tx.commit().await?;
+    Ok(v)
+}
+
+/// Saves a new version (operator and up); an unchanged body creates none.
+pub async fn update(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    name: &str,
+    body: &str,
+) -> Result<(Version, bool), ConfigError> {
+    caller.require(Role::Operator)?;
+    let mut errors = FieldErrors::default();
+    check_body(&mut errors, body);
+    let mut tx = db::begin_write(pool).await?;
+    let current = versions::latest(&mut tx, Family::Template, name)
+        .await?
+        .ok_or_else(|| ConfigError::NotFound(format!("template {name}")))?;
+    if !errors.is_empty() {
+        return Err(errors.into());
+    }
+    if current.content == body {
+        return Ok((current, false));
+    }
+    let version = versions::append(
+        &mut tx,
+        Family::Template,
+        name,
+        body,
+        caller.actor.name(),
+        now,
+    )
+    .await?
+    .ok_or_else(|| ConfigError::NotFound(name.to_owned()))?;
+    audit_version(
+        &mut tx,
+        caller,
+        now,
+        "template.updated",
+        name,
+        version,
+        body,
+    )
+    .await?;
+    let v = versions::exact(&mut tx, Family::Template, name, version)
+        .await?
+        .ok_or_else(|| ConfigError::NotFound(name.to_owned()))?;
+    tx.commit().await?;
+    Ok((v, true))
+}
+
+/// The latest version of every template.
+pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<Version>, ConfigError> {
+    let mut conn = pool.acquire().await?;
+    Ok(versions::latest_all(&mut conn, Family::Template).await?)
+}
+
+/// Every version of one template, newest first.
+pub async fn history(pool: &sqlx::SqlitePool, name: &str) -> Result<Vec<Version>, ConfigError> {
+    let mut conn = pool.acquire().await?;
+    let h = versions::history(&mut conn, Family::Template, name).await?;
+    if h.is_empty() {
+        return Err(ConfigError::NotFound(format!("template {name}")));
+    }
+    Ok(h)
+}

@@ -1,0 +1,199 @@
+//! Versioned documents: machine configs (`spec` JSON) and templates (`body` text) share one
+//! shape — a named head row plus immutable numbered versions — so they share these queries.
+
+use sqlx::SqliteConnection;
+
+use crate::domain::UnixMillis;
+
+/// Which versioned family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    MachineConfig,
+    Template,
+}
+
+impl Family {
+    // Static SQL per family: table and column names are never user input.
+    fn sql(self) -> FamilySql {
+        match self {
+            Family::MachineConfig => FamilySql {
+                head: "machine_configs",
+                versions: "machine_config_versions",
+                fk: "config_id",
+                content: "spec",
+            },
+            Family::Template => FamilySql {
+                head: "templates",
+                versions: "template_versions",
+                fk: "template_id",
+                content: "body",
+            },
+        }
+    }
+}
+
+struct FamilySql {
+    head: &'static str,
+    versions: &'static str,
+    fk: &'static str,
+    content: &'static str,
+}
+
+/// One version of a document.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct Version {
+    pub name: String,
+    pub version: i64,
+    pub content: String,
+    pub author: String,
+    pub created_at: UnixMillis,
+}
+
+/// Creates a document with version 1; `Ok(false)` when the name is taken.
+pub async fn create(
+    conn: &mut SqliteConnection,
+    family: Family,
+    name: &str,
+    content: &str,
+    author: &str,
+    now: UnixMillis,
+) -> sqlx::Result<bool> {
+    let f = family.sql();
+    let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {} (name, created_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
+        f.head
+    )))
+    .bind(name)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(id) = id else { return Ok(false) };
+    insert_version(conn, f, id, 1, content, author, now).await?;
+    Ok(true)
+}
+
+async fn insert_version(
+    conn: &mut SqliteConnection,
+    f: FamilySql,
+    id: i64,
+    version: i64,
+    content: &str,
+    author: &str,
+    now: UnixMillis,
+) -> sqlx::Result<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {} ({}, version, {}, author, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        f.versions, f.fk, f.content
+    )))
+    .bind(id)
+    .bind(version)
+    .bind(content)
+    .bind(author)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Appends a version; returns its number, or `None` when the document does not exist.
+pub async fn append(
+    conn: &mut SqliteConnection,
+    family: Family,
+    name: &str,
+    content: &str,
+    author: &str,
+    now: UnixMillis,
+) -> sqlx::Result<Option<i64>> {
+    let f = family.sql();
+    let head: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT h.id, COALESCE(MAX(v.version), 0) FROM {} h LEFT JOIN {} v ON v.{} = h.id WHERE h.name = ?1 GROUP BY h.id",
+        f.head, f.versions, f.fk
+    )))
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((id, last)) = head else {
+        return Ok(None);
+    };
+    insert_version(conn, f, id, last + 1, content, author, now).await?;
+    Ok(Some(last + 1))
+}
+
+fn select(f: &FamilySql) -> String {
+    format!(
+        "SELECT h.name AS name, v.version AS version, v.{} AS content, v.author AS author, v.created_at AS created_at FROM {} v JOIN {} h ON h.id = v.{}",
+        f.content, f.versions, f.head, f.fk
+    )
+}
+
+/// The latest version of every document, by name.
+pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<Version>> {
+    let f = family.sql();
+    let sql = format!(
+        "{} WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
+        select(&f),
+        f.versions,
+        f.fk
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(conn)
+        .await
+}
+
+/// The latest version of one document.
+pub async fn latest(
+    conn: &mut SqliteConnection,
+    family: Family,
+    name: &str,
+) -> sqlx::Result<Option<Version>> {
+    let f = family.sql();
+    let sql = format!(
+        "{} WHERE h.name = ?1 ORDER BY v.version DESC LIMIT 1",
+        select(&f)
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+}
+
+/// One exact version.
+pub async fn exact(
+    conn: &mut SqliteConnection,
+    family: Family,
+    name: &str,
+    version: i64,
+) -> sqlx::Result<Option<Version>> {
+    let f = family.sql();
+    let sql = format!("{} WHERE h.name = ?1 AND v.version = ?2", select(&f));
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .bind(version)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Every version of one document, newest first.
+pub async fn history(
+    conn: &mut SqliteConnection,
+    family: Family,
+    name: &str,
+) -> sqlx::Result<Vec<Version>> {
+    let f = family.sql();
+    let sql = format!("{} WHERE h.name = ?1 ORDER BY v.version DESC", select(&f));
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_all(conn)
+        .await
+}
+
+/// Every document name.
+pub async fn names(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<String>> {
+    let f = family.sql();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT name FROM {} ORDER BY name",
+        f.head
+    )))
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,53 @@
+//! Catalogue handlers.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+
+use super::views;
+use crate::auth::Principal;
+use crate::configs::catalogue;
+use crate::domain::machine::ProviderKind;
+use crate::state::AppState;
+use crate::web::errors::WebError;
+use crate::web::layout::{respond, Frame};
+use crate::web::{flash, paths, see_other};
+
+/// GET /catalogue
+pub async fn show(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+) -> Result<HttpResponse, WebError> {
+    let mut all = Vec::new();
+    for kind in state.providers.enabled() {
+        let (c, refreshed) = catalogue::cached(&state.pool, kind).await?;
+        all.push((kind, c, refreshed));
+    }
+    let frame = Frame::load(&state, &principal, "Provider catalogue", "catalogue").await;
+    let body = || views::show(&principal, &all);
+    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+}
+
+/// POST /catalogue/{provider}/refresh
+pub async fn refresh(
+    state: web::Data<AppState>,
+    principal: Principal,
+    provider: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let kind = ProviderKind::parse_field("provider", &provider)
+        .map_err(|e| WebError::NotFound(e.to_string()))?;
+    let c = catalogue::refresh(&state, &principal.caller(), kind).await?;
+    flash(
+        &state,
+        &principal,
+        &format!(
+            "{kind} catalogue refreshed: {} locations, {} server types, {} images.",
+            c.locations.len(),
+            c.server_types.len(),
+            c.images.len()
+        ),
+    )
+    .await;
+    Ok(see_other(paths::CATALOGUE))
+}
