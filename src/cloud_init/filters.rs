@@ -6,9 +6,9 @@ use std::fmt::Write;
 
 use tera::Value;
 
-/// A YAML double-quoted scalar (or flow collection) for any JSON value. Everything outside
-/// printable ASCII is escaped, so no line break, BOM or bidi control survives as itself, and
-/// astral characters use `\U` (PyYAML does not join JSON-style surrogate pairs).
+/// A YAML double-quoted scalar (or flow collection) for any JSON value. Control characters,
+/// Unicode line breaks, the BOM and invisible direction/zero-width marks are escaped, so no
+/// value can break a line or hide text; other characters stay readable.
 pub fn yaml_value(v: &Value) -> String {
     match v {
         Value::String(s) => yaml_str(s),
@@ -39,17 +39,23 @@ pub fn yaml_str(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            ' '..='~' => out.push(c),
-            c if (c as u32) <= 0xFFFF => {
+            c if needs_escape(c) => {
                 let _ = write!(out, "\\u{:04X}", c as u32);
             }
-            c => {
-                let _ = write!(out, "\\U{:08X}", c as u32);
-            }
+            c => out.push(c),
         }
     }
     out.push('"');
     out
+}
+
+/// Characters that must not appear literally: C0 and C1 controls (NEL among them), the
+/// Unicode line and paragraph separators, the BOM, zero-width and bidi marks, non-characters.
+/// All are in the BMP, so `\u` suffices.
+fn needs_escape(c: char) -> bool {
+    matches!(c as u32,
+        0x00..=0x1F | 0x7F..=0x9F | 0x2028 | 0x2029 | 0xFEFF | 0x200B..=0x200F | 0x202A..=0x202E
+        | 0x2060..=0x2064 | 0x2066..=0x2069 | 0xFFFE | 0xFFFF)
 }
 
 /// A POSIX shell word: single-quoted, with embedded quotes closed, escaped and reopened.
@@ -90,8 +96,12 @@ mod tests {
     fn yaml_escapes_everything_dangerous() {
         assert_eq!(yaml_str("a: b"), "\"a: b\"");
         assert_eq!(yaml_str("say \"hi\"\n- x"), "\"say \\\"hi\\\"\\n- x\"");
-        assert_eq!(yaml_str("é\u{2028}"), "\"\\u00E9\\u2028\"");
-        assert_eq!(yaml_str("😀"), "\"\\U0001F600\"");
+        assert_eq!(
+            yaml_str("é\u{2028}\u{85}\u{202E}"),
+            "\"é\\u2028\\u0085\\u202E\""
+        );
+        assert_eq!(yaml_str("«redacted» 😀"), "\"«redacted» 😀\"");
+        assert_eq!(yaml_str("nul\0bell\u{7}"), "\"nul\\u0000bell\\u0007\"");
     }
 
     #[test]

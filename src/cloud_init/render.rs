@@ -81,9 +81,13 @@ pub struct RenderRequest<'a> {
     pub schema: Option<&'a jsonschema::Validator>,
 }
 
-/// A validated render. The real payload is not kept.
+/// A validated render. The real payload (with secrets) is held only as a secret, for sending to
+/// the provider; it is never serialized, stored or shown.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Rendered {
+    /// The real bytes.
+    #[serde(skip)]
+    pub payload: SecretString,
     /// True when no finding is an error: the payload may be sent.
     pub ok: bool,
     /// The payload with secrets replaced by «redacted» (empty when rendering failed).
@@ -163,6 +167,17 @@ pub fn check_syntax(body: &str) -> Result<(), String> {
     })
 }
 
+fn failed(findings: Vec<Finding>) -> Rendered {
+    Rendered {
+        ok: false,
+        payload: SecretString::from(String::new()),
+        redacted: String::new(),
+        size_bytes: 0,
+        sha256: String::new(),
+        findings,
+    }
+}
+
 /// Renders and validates. Never fails: problems are findings.
 pub fn render(req: &RenderRequest<'_>) -> Rendered {
     let mut findings = lint::raw_insertions(req.template_body);
@@ -170,27 +185,14 @@ pub fn render(req: &RenderRequest<'_>) -> Rendered {
         Ok(t) => t,
         Err(e) => {
             findings.push(render_error(req.template_body, &e));
-            return Rendered {
-                ok: false,
-                redacted: String::new(),
-                size_bytes: 0,
-                sha256: String::new(),
-                findings,
-            };
+            return failed(findings);
         }
     };
-    let real = tera.render("payload", &context(req, &req.secrets.exposed()));
-    let payload = match real {
+    let payload = match tera.render("payload", &context(req, &req.secrets.exposed())) {
         Ok(p) => p,
         Err(e) => {
             findings.push(render_error(req.template_body, &e));
-            return Rendered {
-                ok: false,
-                redacted: String::new(),
-                size_bytes: 0,
-                sha256: String::new(),
-                findings,
-            };
+            return failed(findings);
         }
     };
     let placeholders = req.secrets.exposed().map(|(n, v)| (n, v.map(|_| REDACTED)));
@@ -214,6 +216,7 @@ pub fn render(req: &RenderRequest<'_>) -> Rendered {
         ok,
         size_bytes: payload.len(),
         sha256: hex(&Sha256::digest(payload.as_bytes())),
+        payload: SecretString::from(payload),
         redacted,
         findings,
     }

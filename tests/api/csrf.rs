@@ -23,11 +23,14 @@ fn plausible_fields() -> Vec<(&'static str, &'static str)> {
         ("current_password", crate::helpers::PASSWORD),
         ("new_password", "a perfectly fine password"),
         ("confirm_password", "a perfectly fine password"),
+        ("body", "#cloud-config\nhostname: {{ hostname | yaml }}\n"),
+        ("config", "spare-fsn1"),
+        ("provider", "simulated"),
     ]
 }
 
 async fn setup() -> (TestApp, crate::helpers::Session) {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with_config().await;
     app.create_user("target", Role::Viewer).await;
     let admin = app.session_for(Role::Admin).await;
     // A token with id 1 exists so the revoke route has something to act on.

@@ -16,6 +16,7 @@ use sqlx::SqlitePool;
 /// A running console.
 pub struct TestApp {
     pub address: String,
+    pub state: headroom::state::AppState,
     pub pool: SqlitePool,
     pub clock: ManualClock,
     pub client: reqwest::Client,
@@ -38,6 +39,16 @@ impl TestApp {
         Self::spawn_with(|_| {}).await
     }
 
+    /// Spawns with the simulated provider's catalogue and the demo's machine config
+    /// (`spare-fsn1`), as `headroom demo` has them.
+    pub async fn spawn_with_config() -> TestApp {
+        let app = Self::spawn_with(|s| s.simulated_provider = true).await;
+        headroom::commands::seed_demo_config(&app.state)
+            .await
+            .expect("seed config");
+        app
+    }
+
     /// Spawns after letting the test adjust settings.
     pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -57,6 +68,7 @@ impl TestApp {
             .await
             .expect("build");
         let address = format!("http://127.0.0.1:{}", app.port());
+        let state = app.state().clone();
         tokio::spawn(app.run_until_stopped());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -65,6 +77,7 @@ impl TestApp {
             .unwrap();
         TestApp {
             address,
+            state,
             pool,
             clock,
             client,

@@ -6,6 +6,7 @@ mod api;
 mod audit;
 mod browser;
 mod cli;
+mod cloud_init;
 mod csrf;
 mod hostile;
 mod login;

@@ -10,7 +10,7 @@ use crate::helpers::{location, TestApp};
 
 #[tokio::test]
 async fn every_route_allows_exactly_the_roles_the_table_declares() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with_config().await;
     app.create_user("target", Role::Viewer).await;
     for role in Role::ALL {
         app.create_user(&format!("{role}-user"), role).await;
@@ -94,7 +94,7 @@ async fn every_route_allows_exactly_the_roles_the_table_declares() {
 
 #[tokio::test]
 async fn bearer_tokens_carry_their_users_role() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with_config().await;
     for role in Role::ALL {
         app.create_user(&format!("{role}-user"), role).await;
     }
