@@ -7,6 +7,7 @@ pub mod known_keys;
 pub mod lint;
 pub mod pin;
 pub mod render;
+pub mod sample;
 pub mod schema;
 pub mod validate;
 

@@ -223,42 +223,12 @@ pub fn render(req: &RenderRequest<'_>) -> Rendered {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-    use crate::domain::machine::{Allocatable, Arch, Channel, MachineSpec, ProviderKind};
-
-    /// The sample config the golden test renders.
-    pub fn sample_spec() -> MachineSpec {
-        MachineSpec {
-            name: "spare-fsn1".into(),
-            provider: ProviderKind::Hetzner,
-            location: "fsn1".into(),
-            server_type: "cx22".into(),
-            image: "debian-12".into(),
-            region: "eu-central".into(),
-            zone: "fsn1-dc14".into(),
-            arch: Arch::X86_64,
-            mesh_tags: vec!["tag:spare".into(), "tag:eu".into()],
-            ssh_keys: vec![42],
-            labels: [("team".to_owned(), "infra".to_owned())]
-                .into_iter()
-                .collect(),
-            allocatable: Allocatable {
-                memory_mb: Some(3584),
-                cpu_millis: Some(2000),
-            },
-            taints: vec![],
-            template: "yubaba-node".into(),
-            yubaba_channel: Channel::Stable,
-            yubaba_url: "https://releases.example.com/yubaba/yubaba-1.4.2-x86_64.tar.gz".into(),
-            yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10"
-                .into(),
-        }
-    }
 
     #[test]
     fn default_template_renders_for_the_sample() {
-        let spec = sample_spec();
+        let spec = crate::cloud_init::sample::sample_spec();
         let secrets = Secrets::default();
         let r = render(&RenderRequest {
             template_body: crate::cloud_init::DEFAULT_TEMPLATE_BODY,
@@ -267,7 +237,44 @@ pub mod tests {
             secrets: &secrets,
             schema: None,
         });
-        println!("{}", r.redacted);
         assert!(r.ok, "{:#?}", r.findings);
+    }
+
+    #[test]
+    fn an_undefined_variable_is_an_error_naming_its_line() {
+        let spec = crate::cloud_init::sample::sample_spec();
+        let body =
+            "#cloud-config\nhostname: {{ hostname | yaml }}\nfqdn: {{ machine.fqdn | yaml }}\n";
+        let r = render(&RenderRequest {
+            template_body: body,
+            spec: &spec,
+            hostname: "x",
+            secrets: &Secrets::default(),
+            schema: None,
+        });
+        assert!(!r.ok);
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.check == "render")
+            .expect("a render finding");
+        assert_eq!(f.line, Some(3));
+        assert!(f.in_template);
+        assert!(f.message.contains("machine.fqdn"), "{}", f.message);
+        // A template that renders cleanly has no render finding.
+        let ok = render(&RenderRequest {
+            template_body: "#cloud-config\nhostname: {{ hostname | yaml }}\n",
+            spec: &spec,
+            hostname: "x",
+            secrets: &Secrets::default(),
+            schema: None,
+        });
+        assert!(ok.findings.iter().all(|f| f.check != "render"));
+    }
+
+    #[test]
+    fn syntax_errors_name_their_line() {
+        let err = check_syntax("#cloud-config\nx: {{ a | yaml }\n").unwrap_err();
+        assert!(err.starts_with("line 2:"), "{err}");
     }
 }

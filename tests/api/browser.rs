@@ -173,3 +173,82 @@ async fn an_admin_changes_a_role_inline_through_htmx() {
     );
     c.close().await.unwrap();
 }
+
+async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+    match c.find(Locator::Css(css)).await {
+        Ok(e) => e.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+async fn wait_for(c: &fantoccini::Client, what: &str, check: impl Fn(&str, &str, &str) -> bool) {
+    for _ in 0..100 {
+        let verdict = text_of(c, "#verdict").await;
+        let findings = text_of(c, "#findings").await;
+        let size = text_of(c, "#size-bytes").await;
+        if check(&verdict, &findings, &size) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the preview never showed {what}: verdict={:?} findings={:?}",
+        text_of(c, "#verdict").await,
+        text_of(c, "#findings").await
+    );
+}
+
+#[tokio::test]
+async fn typing_in_the_template_updates_the_findings_and_the_gauge() {
+    let Some(driver) = start_driver().await else {
+        return;
+    };
+    let app = TestApp::spawn_with_config().await;
+    app.create_user("olga", Role::Operator).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "olga").await;
+    c.goto(&app.url("/templates/yubaba-node/edit?config=spare-fsn1"))
+        .await
+        .unwrap();
+    wait_for(&c, "a valid render", |v, _, s| {
+        v == "valid" && !s.is_empty()
+    })
+    .await;
+    let size_before: usize = text_of(&c, "#size-bytes").await.parse().unwrap();
+    let gauge_before = c
+        .find(Locator::Css("#size-gauge"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap();
+
+    // A typo'd key, typed at the end of the template.
+    let editor = c.find(Locator::Css("#f-body")).await.unwrap();
+    editor.send_keys("\nruncmds: []\n").await.unwrap();
+    wait_for(&c, "the unknown-key error", |v, f, _| {
+        v == "blocked" && f.contains("did you mean `runcmd`")
+    })
+    .await;
+    let size_after: usize = text_of(&c, "#size-bytes").await.parse().unwrap();
+    assert!(size_after > size_before, "{size_before} → {size_after}");
+    let gauge_after = c
+        .find(Locator::Css("#size-gauge"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap();
+    assert_ne!(gauge_before, gauge_after, "the gauge moved");
+    assert!(
+        c.current_url().await.unwrap().path().ends_with("/edit"),
+        "no navigation: the preview swapped in place"
+    );
+    // Nothing was saved by previewing.
+    let versions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM template_versions")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(versions, 1);
+    c.close().await.unwrap();
+}

@@ -5,36 +5,11 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use headroom::cloud_init::{render, RenderRequest, Rendered, Secrets, DEFAULT_TEMPLATE_BODY};
-use headroom::domain::machine::{CatalogueView, MachineInput, MachineSpec};
+use headroom::domain::machine::MachineSpec;
 use secrecy::{ExposeSecret, SecretString};
 use yaml_rust2::{Yaml, YamlLoader};
 
-/// The sample config of the golden test.
-pub fn sample_spec() -> MachineSpec {
-    let view = CatalogueView {
-        locations: vec!["fsn1".into()],
-        server_types: [("cx22".to_owned(), (2, 4.0))].into_iter().collect(),
-        images: vec!["debian-12".into()],
-    };
-    let input = MachineInput {
-        name: "spare-fsn1".into(),
-        provider: "hetzner".into(),
-        location: "fsn1".into(),
-        server_type: "cx22".into(),
-        region: "eu-central".into(),
-        zone: "fsn1-dc14".into(),
-        mesh_tags: vec!["tag:spare".into(), "tag:eu".into()],
-        ssh_keys: vec![serde_json::json!(4711)],
-        labels: [("team".to_owned(), "infra".to_owned())]
-            .into_iter()
-            .collect(),
-        yubaba_url: "https://releases.example.com/yubaba/yubaba-1.4.2-x86_64.tar.gz".into(),
-        yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
-        ..MachineInput::default()
-    };
-    MachineSpec::parse(&input, &view, &["yubaba-node".into()], "yubaba-node")
-        .expect("sample parses")
-}
+use headroom::cloud_init::sample::sample_spec;
 
 fn render_with(spec: &MachineSpec, hostname: &str, secrets: &Secrets) -> Rendered {
     render(&RenderRequest {

@@ -7,6 +7,7 @@ mod audit;
 mod browser;
 mod cli;
 mod cloud_init;
+mod configs;
 mod csrf;
 mod hostile;
 mod login;
