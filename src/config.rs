@@ -34,6 +34,8 @@ pub struct Settings {
     pub hetzner_api_url: String,
     /// Hetzner Cloud API token, from `HETZNER_API_TOKEN` or `HETZNER_API_TOKEN_FILE`.
     pub hetzner_api_token: Option<SecretString>,
+    /// Reverse proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Offer the simulated cloud (the demo).
     pub simulated_provider: bool,
     /// cloud-init's JSON schema file; default: where Debian's cloud-init installs it.
@@ -77,6 +79,7 @@ impl Default for Settings {
             },
             hetzner_api_url: "https://api.hetzner.cloud/v1".into(),
             hetzner_api_token: None,
+            trusted_proxies: Vec::new(),
             simulated_provider: false,
             cloud_init_schema: None,
             pin_limits: crate::cloud_init::pin::PinLimits::default(),
@@ -98,6 +101,7 @@ struct FileSettings {
     body_limit_bytes: Option<usize>,
     hetzner_api_url: Option<String>,
     cloud_init_schema: Option<std::path::PathBuf>,
+    trusted_proxies: Option<Vec<std::net::IpAddr>>,
     pin_max_bytes: Option<u64>,
     pin_timeout_seconds: Option<u64>,
 }
@@ -187,6 +191,9 @@ impl Settings {
         if let Some(v) = f.hetzner_api_url {
             self.hetzner_api_url = v;
         }
+        if let Some(v) = f.trusted_proxies {
+            self.trusted_proxies = v;
+        }
         if let Some(v) = f.cloud_init_schema {
             self.cloud_init_schema = Some(v);
         }
@@ -222,6 +229,14 @@ impl Settings {
         }
         if let Some(v) = env("HEADROOM_COOKIE_SECURE") {
             self.cookie_secure = parse_env("HEADROOM_COOKIE_SECURE", &v)?;
+        }
+        if let Some(v) = env("HEADROOM_TRUSTED_PROXIES") {
+            self.trusted_proxies = v
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(|a| parse_env("HEADROOM_TRUSTED_PROXIES", a))
+                .collect::<Result<_, _>>()?;
         }
         if let Some(v) = env("HEADROOM_CLOUD_INIT_SCHEMA") {
             self.cloud_init_schema = Some(v.into());

@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by the HTML pages (`web`) and the JSON API (`api`): the route-table
 //! entry type, the authentication/CSRF/role guard, problem+json and request metrics.
 
+pub mod client;
 pub mod endpoint;
 pub mod guard;
 pub mod metrics;

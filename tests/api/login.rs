@@ -239,3 +239,113 @@ async fn anonymous_pages_redirect_to_login_with_next() {
     assert_eq!(res.status(), 303);
     assert_eq!(location(&res), "/login?next=/audit%3Factor%3Dx");
 }
+
+async fn failed_login_from(app: &TestApp, forwarded_for: &str, name: &str) -> reqwest::StatusCode {
+    let (cookie, token) = app.login_form().await;
+    app.client
+        .post(app.url("/login"))
+        .header("Cookie", cookie)
+        .header("X-Forwarded-For", forwarded_for)
+        .form(&[
+            ("username", name),
+            ("password", "wrong password 123"),
+            ("csrf_token", token.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own() {
+    let app = TestApp::spawn_with(|s| {
+        s.throttle.address_failures = 3;
+        s.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    app.create_user("alice", Role::Viewer).await;
+    for i in 0..3 {
+        assert_eq!(
+            failed_login_from(&app, "198.51.100.7", &format!("ghost{i}")).await,
+            401
+        );
+    }
+    // That client is locked; another one behind the same proxy is not.
+    assert_eq!(failed_login_from(&app, "198.51.100.7", "ghost9").await, 429);
+    assert_eq!(
+        failed_login_from(&app, "203.0.113.5, 198.51.100.99", "ghost9").await,
+        401
+    );
+    let addrs: Vec<String> = sqlx::query_scalar("SELECT json_extract(details, '$.client_addr') FROM audit_log WHERE action = 'auth.login_failed'").fetch_all(&app.pool).await.unwrap();
+    assert_eq!(
+        addrs.last().unwrap(),
+        "198.51.100.99",
+        "the right-most untrusted address is the client"
+    );
+}
+
+#[tokio::test]
+async fn forwarded_headers_from_an_untrusted_peer_are_ignored() {
+    let app = TestApp::spawn_with(|s| s.throttle.address_failures = 3).await;
+    app.create_user("alice", Role::Viewer).await;
+    // Rotating X-Forwarded-For does not dodge the per-address throttle.
+    for i in 0..3 {
+        assert_eq!(
+            failed_login_from(&app, &format!("192.0.2.{i}"), &format!("ghost{i}")).await,
+            401
+        );
+    }
+    assert_eq!(failed_login_from(&app, "192.0.2.200", "ghost7").await, 429);
+    // Nor does a forged X-Forwarded-Proto change the cookie flags.
+    let (cookie, token) = app.login_form().await;
+    let res = app
+        .client
+        .post(app.url("/login"))
+        .header("Cookie", cookie)
+        .header("X-Forwarded-Proto", "https")
+        .form(&[
+            ("username", "alice"),
+            ("password", PASSWORD),
+            ("csrf_token", token.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let set = res
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!set.contains("Secure"), "{set}");
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_terminating_tls_gets_secure_cookies() {
+    let app = TestApp::spawn_with(|s| s.trusted_proxies = vec!["127.0.0.1".parse().unwrap()]).await;
+    app.create_user("alice", Role::Viewer).await;
+    let (cookie, token) = app.login_form().await;
+    let res = app
+        .client
+        .post(app.url("/login"))
+        .header("Cookie", cookie)
+        .header("X-Forwarded-Proto", "https")
+        .form(&[
+            ("username", "alice"),
+            ("password", PASSWORD),
+            ("csrf_token", token.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let session = res
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("headroom_session="))
+        .unwrap();
+    assert!(session.contains("Secure"), "{session}");
+}

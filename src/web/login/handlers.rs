@@ -9,6 +9,7 @@ use super::views;
 use crate::auth::login::{self, LoginError};
 use crate::auth::{csrf, sessions, Principal, Via};
 use crate::domain::FieldErrors;
+use crate::http::client::{client_addr, over_tls};
 use crate::http::extract::MaybePrincipal;
 use crate::state::AppState;
 use crate::web::errors::WebError;
@@ -20,12 +21,17 @@ pub struct NextQuery {
     next: String,
 }
 
-fn cookie<'a>(state: &AppState, name: &'a str, value: String) -> Cookie<'a> {
+fn cookie<'a>(state: &AppState, req: &HttpRequest, name: &'a str, value: String) -> Cookie<'a> {
+    let settings = &state.settings;
     Cookie::build(name, value)
         .path("/")
         .http_only(true)
         .same_site(SameSite::Strict)
-        .secure(state.settings.cookie_secure)
+        .secure(over_tls(
+            req,
+            settings.cookie_secure,
+            &settings.trusted_proxies,
+        ))
         .finish()
 }
 
@@ -46,7 +52,7 @@ fn render_form(
         .unwrap_or_else(csrf::new_login_token);
     let body = views::login_page(&token, username, next, message, errors);
     HttpResponse::build(status)
-        .cookie(cookie(state, csrf::LOGIN_COOKIE, token))
+        .cookie(cookie(state, req, csrf::LOGIN_COOKIE, token))
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .content_type("text/html; charset=utf-8")
         .body(body.into_string())
@@ -79,17 +85,16 @@ pub async fn submit(
     req: HttpRequest,
     form: web::Form<LoginForm>,
 ) -> Result<HttpResponse, WebError> {
-    let addr = req
-        .peer_addr()
-        .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string());
+    let addr = client_addr(&req, &state.settings.trusted_proxies)
+        .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     let next = safe_next(&form.next).to_owned();
     let shown_name: String = form.username.chars().take(64).collect();
     match login::login(&state, &form.username, &form.password, &addr).await {
         Ok(done) => {
             let mut res = see_other(&next);
-            res.add_cookie(&cookie(&state, sessions::COOKIE, done.session_token))
+            res.add_cookie(&cookie(&state, &req, sessions::COOKIE, done.session_token))
                 .map_err(|e| WebError::Internal(e.into()))?;
-            let mut expired = cookie(&state, csrf::LOGIN_COOKIE, String::new());
+            let mut expired = cookie(&state, &req, csrf::LOGIN_COOKIE, String::new());
             expired.set_max_age(CookieDuration::ZERO);
             res.add_cookie(&expired)
                 .map_err(|e| WebError::Internal(e.into()))?;
@@ -136,13 +141,14 @@ pub async fn submit(
 /// POST /logout
 pub async fn logout(
     state: web::Data<AppState>,
+    req: HttpRequest,
     principal: Principal,
 ) -> Result<HttpResponse, WebError> {
     if let Via::Session { session_id, .. } = principal.via {
         login::logout(&state, session_id, &principal.username).await?;
     }
     let mut res = see_other(paths::LOGIN);
-    let mut gone = cookie(&state, sessions::COOKIE, String::new());
+    let mut gone = cookie(&state, &req, sessions::COOKIE, String::new());
     gone.set_max_age(CookieDuration::ZERO);
     res.add_cookie(&gone)
         .map_err(|e| WebError::Internal(e.into()))?;
