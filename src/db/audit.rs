@@ -98,12 +98,94 @@ pub async fn page(
     before: Option<i64>,
     limit: i64,
 ) -> sqlx::Result<Vec<AuditRow>> {
-    let (action_exact, action_prefix) = match filter.action.as_deref() {
-        Some(a) if a.ends_with('*') => (None, Some(a.trim_end_matches('*').to_owned())),
-        Some(a) if a.ends_with('.') => (None, Some(a.to_owned())),
-        Some(a) => (Some(a.to_owned()), None),
-        None => (None, None),
+    select(conn, filter, before.map(Cursor::Before), limit).await
+}
+
+/// Oldest-first batch of entries matching `filter` with id above `after` (exports).
+pub async fn batch_after(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
+    select(conn, filter, Some(Cursor::After(after)), limit).await
+}
+
+/// Runs a filtered page. An action prefix (`user.`) is expanded into the actions that exist
+/// with it — one index seek each, and there are few — and each is paged through the
+/// `(action, id)` index, then merged by id. The cost is (distinct actions × page), however
+/// long the log: neither a sort of every match nor a walk past non-matching history.
+async fn select(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
+    let Some(prefix) = filter.action.as_deref().and_then(action_prefix) else {
+        return filtered(conn, filter, cursor, limit).await;
     };
+    let mut merged = Vec::new();
+    for action in actions_with_prefix(conn, prefix).await? {
+        let exact = AuditFilter {
+            action: Some(action),
+            ..filter.clone()
+        };
+        merged.extend(filtered(conn, &exact, cursor, limit).await?);
+    }
+    match cursor {
+        Some(Cursor::After(_)) => merged.sort_by_key(|r| r.id),
+        _ => merged.sort_by_key(|r| std::cmp::Reverse(r.id)),
+    }
+    merged.truncate(usize::try_from(limit).unwrap_or(0));
+    Ok(merged)
+}
+
+/// The prefix of a prefix filter (`user.` or `user*`), or `None` for an exact action.
+fn action_prefix(action: &str) -> Option<&str> {
+    if let Some(p) = action.strip_suffix('*') {
+        Some(p)
+    } else if action.ends_with('.') {
+        Some(action)
+    } else {
+        None
+    }
+}
+
+/// Distinct actions starting with `prefix`, found by seeking the action index once per action.
+async fn actions_with_prefix(
+    conn: &mut SqliteConnection,
+    prefix: &str,
+) -> sqlx::Result<Vec<String>> {
+    // U+10FFFF sorts after every character an action can contain.
+    let end = format!("{prefix}\u{10FFFF}");
+    let mut found: Vec<String> = Vec::new();
+    loop {
+        let next: Option<String> = match found.last() {
+            None => sqlx::query_scalar("SELECT action FROM audit_log WHERE action >= ?1 AND action < ?2 ORDER BY action LIMIT 1").bind(prefix).bind(&end),
+            Some(last) => sqlx::query_scalar("SELECT action FROM audit_log WHERE action > ?1 AND action < ?2 ORDER BY action LIMIT 1").bind(last.clone()).bind(&end),
+        }
+        .fetch_optional(&mut *conn)
+        .await?;
+        match next {
+            Some(a) if found.len() < 1000 => found.push(a),
+            _ => return Ok(found),
+        }
+    }
+}
+
+/// Where a page starts; the direction follows from it.
+#[derive(Debug, Clone, Copy)]
+enum Cursor {
+    Before(i64),
+    After(i64),
+}
+
+async fn filtered(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
     let (target_kind, target_id) = match filter.target.as_deref() {
         Some(t) => match t.split_once(':') {
             Some((k, i)) => (Some(k.to_owned()), Some(i.to_owned())),
@@ -113,8 +195,6 @@ pub async fn page(
     };
     // Only the conditions in use go into the SQL: `?n IS NULL OR …` would keep SQLite from
     // using the indexes. The text is assembled from static fragments; every value is bound.
-    // A prefix is matched as a range so the action index serves it; U+10FFFF sorts after
-    // every character an action can contain.
     let mut sql = String::from("SELECT * FROM audit_log WHERE 1 = 1");
     let mut binds: Vec<Bind> = Vec::new();
     let mut add = |fragment: &str, value: Bind| {
@@ -124,12 +204,8 @@ pub async fn page(
     if let Some(actor) = &filter.actor {
         add(" AND actor = ?", Bind::Text(actor.clone()));
     }
-    if let Some(a) = action_exact {
-        add(" AND action = ?", Bind::Text(a));
-    }
-    if let Some(p) = action_prefix {
-        add(" AND action >= ?", Bind::Text(p.clone()));
-        add(" AND action < ?", Bind::Text(format!("{p}\u{10FFFF}")));
+    if let Some(a) = &filter.action {
+        add(" AND action = ?", Bind::Text(a.clone()));
     }
     if let Some(k) = target_kind {
         add(" AND target_kind = ?", Bind::Text(k));
@@ -143,10 +219,17 @@ pub async fn page(
     if let Some(to) = filter.to {
         add(" AND at < ?", Bind::Int(to));
     }
-    if let Some(before) = before {
-        add(" AND id < ?", Bind::Int(before));
+    match cursor {
+        Some(Cursor::Before(id)) => add(" AND id < ?", Bind::Int(id)),
+        Some(Cursor::After(id)) => add(" AND id > ?", Bind::Int(id)),
+        None => {}
     }
-    add(" ORDER BY id DESC LIMIT ?", Bind::Int(limit));
+    let order = if matches!(cursor, Some(Cursor::After(_))) {
+        "ASC"
+    } else {
+        "DESC"
+    };
+    add(&format!(" ORDER BY id {order} LIMIT ?"), Bind::Int(limit));
     let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
     for b in binds {
         query = match b {

@@ -318,3 +318,54 @@ async fn bad_filters_name_the_field() {
     let res = app.get("/audit/export?format=xml", &viewer).await;
     assert_eq!(res.status(), 422);
 }
+
+#[tokio::test]
+async fn the_page_export_streams_every_matching_entry_in_order_across_batches() {
+    let app = TestApp::spawn().await;
+    let viewer = app.session_for(Role::Viewer).await;
+    let mut tx = headroom::db::begin_write(&app.pool).await.unwrap();
+    for i in 0..2500 {
+        let action = if i % 2 == 0 { "test.even" } else { "test.odd" };
+        headroom::audit::append(
+            &mut tx,
+            i,
+            headroom::audit::NewEntry {
+                actor: &headroom::audit::Actor::System,
+                action,
+                target_kind: "test",
+                target_id: &i.to_string(),
+                details: serde_json::json!({ "i": i }),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let body = app
+        .get("/audit/export?format=jsonl", &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let ids: Vec<i64> = body
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids.len() as i64, app.count("audit_log").await);
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "oldest first, none missing"
+    );
+    let odd = app
+        .get("/audit/export?format=csv&action=test.odd", &viewer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(odd.lines().count(), 1 + 1250);
+    assert!(odd.lines().skip(1).all(|l| l.contains(",test.odd,")));
+}

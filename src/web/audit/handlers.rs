@@ -47,40 +47,65 @@ pub async fn list(
     Ok(respond(&htmx, status, frame, full, results))
 }
 
-/// The filtered log as JSONL or CSV (all matching entries, oldest first).
+/// The filtered log as JSONL or CSV, oldest first. Streamed in batches of 1,000, so memory
+/// stays flat however long the log is; a client that goes away stops the walk.
 pub async fn export(
     state: web::Data<AppState>,
     _principal: Principal,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
+    const BATCH: i64 = 1000;
     let parsed = ParsedQuery::try_from(&*query).map_err(|e| WebError::BadRequest(e.to_string()))?;
     let csv = match query.format.as_str() {
         "" | "jsonl" => false,
         "csv" => true,
         _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
     };
-    let mut conn = state.pool.acquire().await?;
-    // Walk newest-first pages with the cursor, then reverse: bounded queries on any size.
-    let mut all = Vec::new();
-    let mut before = parsed.before;
-    loop {
-        let page = db::audit::page(&mut conn, &parsed.filter, before, 1000).await?;
-        let Some(last) = page.last() else { break };
-        before = Some(last.id);
-        all.extend(page);
-    }
-    all.reverse();
-    let mut body = String::new();
-    if csv {
-        body.push_str(audit::CSV_HEADER);
-    }
-    for row in &all {
-        body.push_str(&if csv {
-            audit::to_csv(row)
-        } else {
-            audit::to_jsonl(row)
-        });
-    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<web::Bytes, std::io::Error>>(4);
+    let pool = state.pool.clone();
+    let filter = parsed.filter;
+    actix_web::rt::spawn(async move {
+        if csv
+            && tx
+                .send(Ok(web::Bytes::from_static(audit::CSV_HEADER.as_bytes())))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        let mut after = 0;
+        loop {
+            let rows = match pool.acquire().await {
+                Ok(mut conn) => db::audit::batch_after(&mut conn, &filter, after, BATCH).await,
+                Err(e) => Err(e),
+            };
+            let rows = match rows {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "audit export failed");
+                    let _ = tx
+                        .send(Err(std::io::Error::other("audit export failed")))
+                        .await;
+                    return;
+                }
+            };
+            let Some(last) = rows.last() else { return };
+            after = last.id;
+            let chunk: String = rows
+                .iter()
+                .map(|r| {
+                    if csv {
+                        audit::to_csv(r)
+                    } else {
+                        audit::to_jsonl(r)
+                    }
+                })
+                .collect();
+            if tx.send(Ok(web::Bytes::from(chunk))).await.is_err() || (rows.len() as i64) < BATCH {
+                return;
+            }
+        }
+    });
     let (mime, ext) = if csv {
         ("text/csv; charset=utf-8", "csv")
     } else {
@@ -92,5 +117,19 @@ pub async fn export(
             header::CONTENT_DISPOSITION,
             format!("attachment; filename=\"headroom-audit.{ext}\""),
         ))
-        .body(body))
+        .streaming(ChannelBody(rx)))
+}
+
+/// A response body fed by a channel.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Result<web::Bytes, std::io::Error>>);
+
+impl futures_core::Stream for ChannelBody {
+    type Item = Result<web::Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
 }
