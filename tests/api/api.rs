@@ -6,14 +6,7 @@ use crate::helpers::TestApp;
 
 async fn admin_token(app: &TestApp) -> String {
     app.create_user("root", Role::Admin).await;
-    let input = headroom::auth::accounts::NewTokenInput {
-        username: "root".into(),
-        label: "test".into(),
-    };
-    headroom::auth::accounts::create_token(&app.pool, &headroom::auth::Caller::system(), 0, &input)
-        .await
-        .unwrap()
-        .0
+    app.token_for("root").await
 }
 
 fn assert_problem(v: &serde_json::Value, status: u16) {

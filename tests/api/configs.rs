@@ -192,18 +192,7 @@ async fn every_config_rule_is_shown_next_to_its_field_and_nothing_is_stored() {
 async fn the_api_creates_reads_and_versions_configs_and_templates() {
     let app = TestApp::spawn_with_config().await;
     app.create_user("robot", Role::Operator).await;
-    let token = headroom::auth::accounts::create_token(
-        &app.pool,
-        &headroom::auth::Caller::system(),
-        0,
-        &headroom::auth::accounts::NewTokenInput {
-            username: "robot".into(),
-            label: "t".into(),
-        },
-    )
-    .await
-    .unwrap()
-    .0;
+    let token = app.token_for("robot").await;
     let body = serde_json::json!({
         "name": "api-made", "provider": "simulated", "location": "nbg1", "server_type": "cax21", "region": "eu-central", "zone": "nbg1-dc3",
         "mesh_tags": ["tag:spare"], "ssh_keys": [1, 2], "labels": {"team": "infra"}, "allocatable": {"memory_mb": 4096, "cpu_millis": 3000},

@@ -34,17 +34,7 @@ async fn setup() -> (TestApp, crate::helpers::Session) {
     app.create_user("target", Role::Viewer).await;
     let admin = app.session_for(Role::Admin).await;
     // A token with id 1 exists so the revoke route has something to act on.
-    headroom::auth::accounts::create_token(
-        &app.pool,
-        &headroom::auth::Caller::system(),
-        0,
-        &headroom::auth::accounts::NewTokenInput {
-            username: "target".into(),
-            label: "x".into(),
-        },
-    )
-    .await
-    .unwrap();
+    app.token_for("target").await;
     (app, admin)
 }
 

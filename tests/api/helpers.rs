@@ -103,6 +103,23 @@ impl TestApp {
             .expect("create user");
     }
 
+    /// A fresh API token acting as an existing user (as `headroom token create` makes one).
+    pub async fn token_for(&self, name: &str) -> String {
+        let input = headroom::auth::accounts::NewTokenInput {
+            username: name.into(),
+            label: "test".into(),
+        };
+        headroom::auth::accounts::create_token(
+            &self.pool,
+            &Caller::system(),
+            self.clock.now(),
+            &input,
+        )
+        .await
+        .expect("token")
+        .0
+    }
+
     /// A session for an existing user without going through argon2 (for matrices that need
     /// hundreds of sessions); `login` exercises the real form.
     pub async fn quick_session(&self, name: &str) -> Session {

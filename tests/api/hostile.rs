@@ -245,19 +245,7 @@ async fn markup_in_stored_values_is_escaped_on_every_page() {
 async fn the_api_rejects_hostile_values_by_field() {
     let app = TestApp::spawn().await;
     app.create_user("root", Role::Admin).await;
-    let input = headroom::auth::accounts::NewTokenInput {
-        username: "root".into(),
-        label: "t".into(),
-    };
-    let token = headroom::auth::accounts::create_token(
-        &app.pool,
-        &headroom::auth::Caller::system(),
-        0,
-        &input,
-    )
-    .await
-    .unwrap()
-    .0;
+    let token = app.token_for("root").await;
     // First use records last_used_at; do it before taking snapshots.
     app.client
         .get(app.url("/api/v1/me"))

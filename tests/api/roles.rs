@@ -15,17 +15,7 @@ async fn every_route_allows_exactly_the_roles_the_table_declares() {
     for role in Role::ALL {
         app.create_user(&format!("{role}-user"), role).await;
     }
-    headroom::auth::accounts::create_token(
-        &app.pool,
-        &headroom::auth::Caller::system(),
-        0,
-        &headroom::auth::accounts::NewTokenInput {
-            username: "target".into(),
-            label: "x".into(),
-        },
-    )
-    .await
-    .unwrap();
+    app.token_for("target").await;
 
     let mut checked = 0;
     for route in route_table() {
@@ -99,18 +89,7 @@ async fn bearer_tokens_carry_their_users_role() {
         app.create_user(&format!("{role}-user"), role).await;
     }
     for role in Role::ALL {
-        let input = headroom::auth::accounts::NewTokenInput {
-            username: format!("{role}-user"),
-            label: "matrix".into(),
-        };
-        let (token, _) = headroom::auth::accounts::create_token(
-            &app.pool,
-            &headroom::auth::Caller::system(),
-            0,
-            &input,
-        )
-        .await
-        .unwrap();
+        let token = app.token_for(&format!("{role}-user")).await;
         for route in route_table()
             .into_iter()
             .filter(|r| r.path.starts_with("/api/"))
