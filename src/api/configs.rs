@@ -5,6 +5,7 @@ use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
+use super::json::ApiJson;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
 use crate::configs::machines::{self, ConfigVersion};
@@ -80,7 +81,7 @@ pub async fn list_configs(
 pub async fn create_config(
     state: web::Data<AppState>,
     p: Principal,
-    body: Json<MachineInput>,
+    body: ApiJson<MachineInput>,
 ) -> Result<HttpResponse, ApiError> {
     let v = machines::create(&state, &p.caller(), &body).await?;
     Ok(HttpResponse::Created().json(MachineConfigJson::from(v)))
@@ -103,7 +104,7 @@ pub async fn put_config(
     state: web::Data<AppState>,
     p: Principal,
     name: web::Path<String>,
-    body: Json<MachineInput>,
+    body: ApiJson<MachineInput>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
     let (v, _) = machines::update(&state, &p.caller(), &name, &body).await?;
     Ok(Json(v.into()))
@@ -180,7 +181,7 @@ pub async fn list_templates(
 pub async fn create_template(
     state: web::Data<AppState>,
     p: Principal,
-    body: Json<TemplateRequest>,
+    body: ApiJson<TemplateRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let v = templates::create(
         &state.pool,
@@ -215,7 +216,7 @@ pub async fn put_template(
     state: web::Data<AppState>,
     p: Principal,
     name: web::Path<String>,
-    body: Json<TemplateRequest>,
+    body: ApiJson<TemplateRequest>,
 ) -> Result<Json<TemplateJson>, ApiError> {
     if !body.name.is_empty() && body.name != *name {
         return Err(ApiError::Invalid(
@@ -299,11 +300,23 @@ pub struct RenderResponse {
 pub async fn render(
     state: web::Data<AppState>,
     p: Principal,
-    body: Json<RenderRequestJson>,
+    body: ApiJson<RenderRequestJson>,
 ) -> Result<Json<RenderResponse>, ApiError> {
     p.caller()
         .require(Role::Operator)
         .map_err(|f| ApiError::Forbidden(f.to_string()))?;
+    // Names that could never exist are field errors, not lookups.
+    let mut errors = crate::domain::FieldErrors::default();
+    errors.check(crate::domain::machine::document_name(
+        "machine_config",
+        &body.machine_config,
+    ));
+    if let Some(t) = &body.template {
+        errors.check(crate::domain::machine::document_name("template", t));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
     let secrets = Secrets::parse(
         body.secrets.mesh_preauth_key.as_deref(),
         body.secrets.tunnel_token.as_deref(),

@@ -3,6 +3,7 @@
 
 pub mod configs;
 pub mod errors;
+pub mod json;
 pub mod me;
 pub mod users;
 

@@ -5,6 +5,7 @@ use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
+use super::json::ApiJson;
 use crate::auth::accounts::{self, NewUserInput};
 use crate::auth::Principal;
 use crate::db::users::User;
@@ -62,9 +63,9 @@ pub async fn list(
 pub async fn create(
     state: web::Data<AppState>,
     principal: Principal,
-    body: Json<CreateUserRequest>,
+    body: ApiJson<CreateUserRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
+    let body = body.0;
     let input = NewUserInput {
         username: body.username,
         role: body.role,

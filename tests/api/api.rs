@@ -185,3 +185,22 @@ async fn openapi_document_describes_the_routes() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_wrongly_typed_field_is_named_in_the_problem() {
+    let app = TestApp::spawn().await;
+    app.create_user("root", Role::Admin).await;
+    let token = app.token_for("root").await;
+    let res = app.client.post(app.url("/api/v1/users")).bearer_auth(&token)
+        .json(&serde_json::json!({"username": "x", "role": ["admin"], "password": "a perfectly fine password"})).send().await.unwrap();
+    assert_eq!(res.status(), 400);
+    let v: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(v["errors"][0]["field"], "role", "{v}");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid type"),
+        "{v}"
+    );
+}

@@ -784,3 +784,158 @@ async fn template_and_preview_forms_reject_hostile_values_by_field() {
         .await;
     assert_eq!(res.status(), 404);
 }
+
+#[tokio::test]
+async fn the_config_template_and_render_api_reject_hostile_values_by_field() {
+    let app = TestApp::spawn_with_config().await;
+    app.create_user("robot", Role::Operator).await;
+    let token = app.token_for("robot").await;
+    app.client
+        .get(app.url("/api/v1/me"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let hostile: Vec<serde_json::Value> = vec![
+        "".into(),
+        "a".repeat(10 * 1024).into(),
+        "ab\u{0}c\n".into(),
+        "<script>alert(1)</script>".into(),
+        "x'); DROP TABLE machine_configs; --".into(),
+        serde_json::json!(42),
+        serde_json::json!(null),
+    ];
+    let base = serde_json::json!({
+        "name": "api-hostile", "provider": "simulated", "location": "fsn1", "server_type": "cx22", "region": "eu-central",
+        "zone": "fsn1-dc14", "yubaba_url": "https://releases.example.com/y.tar.gz", "yubaba_sha256": SHA
+    });
+    let post = |body: serde_json::Value| {
+        app.client
+            .post(app.url("/api/v1/machine-configs"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    for field in [
+        "name",
+        "provider",
+        "location",
+        "server_type",
+        "region",
+        "zone",
+        "arch",
+        "template",
+        "yubaba_channel",
+        "yubaba_url",
+        "yubaba_sha256",
+    ] {
+        for value in &hostile {
+            // Empty is a valid choice for fields with a default.
+            if value == "" && ["arch", "template", "yubaba_channel"].contains(&field) {
+                continue;
+            }
+            let mut body = base.clone();
+            body[field] = value.clone();
+            let before = app.snapshot().await;
+            let res = post(body).await.unwrap();
+            let status = res.status();
+            let problem: serde_json::Value = res.json().await.unwrap();
+            assert!(status == 422 || status == 400, "{field}={value}: {status}");
+            if status == 422 {
+                assert!(
+                    problem["errors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|e| e["field"] == field),
+                    "{field}={value}: {problem}"
+                );
+            } else {
+                // Wrong JSON types are refused by the decoder, which names the field too.
+                assert_eq!(
+                    problem["errors"][0]["field"], field,
+                    "{field}={value}: {problem}"
+                );
+                assert!(
+                    problem["detail"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("body: invalid JSON at {field}:")),
+                    "{problem}"
+                );
+            }
+            assert_eq!(
+                app.snapshot().await,
+                before,
+                "{field}={value} stored something"
+            );
+        }
+    }
+    for (field, value) in [
+        ("mesh_tags", serde_json::json!(["<b>x</b>"])),
+        ("ssh_keys", serde_json::json!([-1])),
+        ("labels", serde_json::json!({"a b": "c"})),
+        ("taints", serde_json::json!(["x=y:Sometimes"])),
+        ("allocatable", serde_json::json!({"memory_mb": "lots"})),
+    ] {
+        let mut body = base.clone();
+        body[field] = value;
+        let res = post(body).await.unwrap();
+        assert_eq!(res.status(), 422, "{field}");
+        let p: serde_json::Value = res.json().await.unwrap();
+        assert!(
+            p["errors"][0]["field"].as_str().unwrap().starts_with(field),
+            "{p}"
+        );
+    }
+
+    // Templates and render name their fields too.
+    for value in &hostile[..5] {
+        let res = app
+            .client
+            .post(app.url("/api/v1/templates"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"name": value, "body": "#cloud-config\n"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 422, "template name {value}");
+        assert_eq!(
+            res.json::<serde_json::Value>().await.unwrap()["errors"][0]["field"],
+            "name"
+        );
+        let res = app
+            .client
+            .post(app.url("/api/v1/render"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"machine_config": value}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 422, "render machine_config {value}");
+        assert_eq!(
+            res.json::<serde_json::Value>().await.unwrap()["errors"][0]["field"],
+            "machine_config"
+        );
+    }
+    let res = app
+        .client
+        .put(app.url("/api/v1/templates/yubaba-node"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"body": "x".repeat(200 * 1024)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 422);
+    let res = app
+        .client
+        .put(app.url("/api/v1/templates/yubaba-node"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"body": "x".repeat(300 * 1024)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
+    assert_eq!(app.count("machine_configs").await, 1);
+    assert_eq!(app.count("template_versions").await, 1);
+}
