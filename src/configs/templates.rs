@@ -78,6 +78,11 @@ pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<
     Ok(())
 }
 
+/// Browsers submit textarea text with CRLF line endings; payloads and diffs want LF.
+fn normalise(body: &str) -> String {
+    body.replace("\r\n", "\n")
+}
+
 /// Creates a template (operator and up).
 pub async fn create(
     pool: &sqlx::SqlitePool,
@@ -87,6 +92,7 @@ pub async fn create(
     body: &str,
 ) -> Result<Version, ConfigError> {
     caller.require(Role::Operator)?;
+    let body = &normalise(body);
     let mut errors = FieldErrors::default();
     let name = errors.check(document_name("name", name));
     check_body(&mut errors, body);
@@ -123,6 +129,7 @@ pub async fn update(
     body: &str,
 ) -> Result<(Version, bool), ConfigError> {
     caller.require(Role::Operator)?;
+    let body = &normalise(body);
     let mut errors = FieldErrors::default();
     check_body(&mut errors, body);
     let mut tx = db::begin_write(pool).await?;
@@ -132,7 +139,7 @@ pub async fn update(
     if !errors.is_empty() {
         return Err(errors.into());
     }
-    if current.content == body {
+    if current.content == *body {
         return Ok((current, false));
     }
     let version = versions::append(

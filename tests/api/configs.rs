@@ -311,6 +311,20 @@ async fn the_api_creates_reads_and_versions_configs_and_templates() {
         .await
         .unwrap();
     assert_eq!(res.json::<serde_json::Value>().await.unwrap()["version"], 2);
+    // Text from a browser's textarea arrives with CRLF; it is stored with LF.
+    let crlf = serde_json::json!({"body": "#cloud-config\r\nhostname: {{ hostname | yaml }}\r\n"});
+    let res = app
+        .client
+        .put(app.url("/api/v1/templates/tiny"))
+        .bearer_auth(&token)
+        .json(&crlf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.json::<serde_json::Value>().await.unwrap()["body"],
+        "#cloud-config\nhostname: {{ hostname | yaml }}\n"
+    );
     let versions: Vec<serde_json::Value> = app
         .client
         .get(app.url("/api/v1/templates/tiny/versions"))
@@ -321,7 +335,7 @@ async fn the_api_creates_reads_and_versions_configs_and_templates() {
         .json()
         .await
         .unwrap();
-    assert_eq!(versions.len(), 2);
+    assert_eq!(versions.len(), 3);
     let broken = serde_json::json!({"body": "#cloud-config\nhostname: {{ hostname | yaml }\n"});
     let res = app
         .client

@@ -134,7 +134,9 @@ pub fn editor(
                     div.field { label for="f-mesh" { "Mesh pre-auth key" } input #f-mesh.preview-input name="mesh_preauth_key" type="password" autocomplete="off"; }
                     div.field { label for="f-tunnel" { "Tunnel token" } input #f-tunnel.preview-input name="tunnel_token" type="password" autocomplete="off"; }
                 }
-                button.primary type="submit" hx-post=(save) hx-target="body" hx-swap="outerHTML" hx-push-url="true" { "Save new version" }
+                // A plain submit: the form's hx-trigger lists no submit, so saving is an ordinary
+                // post/redirect/get that lands on the template page with its flash message.
+                button.primary type="submit" { "Save new version" }
             }
             section #preview.card aria-live="polite" { p.muted { "Rendering…" } }
         }
