@@ -2,6 +2,7 @@
 //! account management with its role checks, and the per-route guard.
 
 pub mod accounts;
+pub mod api_tokens;
 pub mod csrf;
 pub mod login;
 pub mod password;
@@ -11,3 +12,7 @@ pub mod sessions;
 pub mod throttle;
 
 pub use principal::{Caller, Principal, Via};
+
+/// Last-use times (sessions, API tokens) are written back at most this often, so reading
+/// pages is not a database write per request.
+const ACTIVITY_WRITE_EVERY_MS: i64 = 60_000;

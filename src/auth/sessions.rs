@@ -5,15 +5,12 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 
 use super::principal::{Principal, Via};
-use super::{csrf, secret_token};
+use super::{csrf, secret_token, ACTIVITY_WRITE_EVERY_MS};
 use crate::db;
 use crate::domain::{Role, UnixMillis};
 
 /// Cookie carrying the session token.
 pub const COOKIE: &str = "headroom_session";
-
-/// Activity is written back at most this often, so reading pages is not a write per request.
-const TOUCH_EVERY_MS: i64 = 60_000;
 
 /// Expiry rules.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +42,7 @@ pub async fn resolve(
         db::sessions::delete(&mut conn, row.id).await?;
         return Ok(None);
     }
-    if now - row.last_seen_at > TOUCH_EVERY_MS {
+    if now - row.last_seen_at > ACTIVITY_WRITE_EVERY_MS {
         db::sessions::touch(&mut conn, row.id, now).await?;
     }
     Ok(Some(Principal {

@@ -9,12 +9,8 @@ use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpMessage, HttpResponse};
 
 use super::{is_api_path, Access, Problem};
-use crate::auth::{csrf, secret_token, sessions, Principal, Via};
-use crate::db;
-use crate::domain::Role;
+use crate::auth::{api_tokens, csrf, secret_token, sessions, Principal};
 use crate::state::AppState;
-
-const TOKEN_TOUCH_EVERY_MS: i64 = 60_000;
 
 /// Resolves the principal and checks CSRF. See the module docs.
 pub async fn authenticate(
@@ -38,7 +34,9 @@ pub async fn authenticate(
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         let owner = match token {
-            Some(t) if !t.is_empty() => lookup_token(&state, t, now).await.map_err(internal)?,
+            Some(t) if !t.is_empty() => api_tokens::resolve(&state.pool, t, now)
+                .await
+                .map_err(internal)?,
             _ => None,
         };
         let Some(principal) = owner else {
@@ -203,27 +201,6 @@ async fn provided_csrf_token(req: &mut ServiceRequest) -> Result<Option<String>,
         });
     req.set_payload(Payload::from(bytes));
     Ok(token)
-}
-
-async fn lookup_token(state: &AppState, token: &str, now: i64) -> sqlx::Result<Option<Principal>> {
-    let mut conn = state.pool.acquire().await?;
-    let Some(owner) = db::tokens::live_owner(&mut conn, &secret_token::digest(token)).await? else {
-        return Ok(None);
-    };
-    if owner
-        .last_used_at
-        .is_none_or(|t| now - t > TOKEN_TOUCH_EVERY_MS)
-    {
-        db::tokens::touch(&mut conn, owner.token_id, now).await?;
-    }
-    Ok(Some(Principal {
-        user_id: owner.user_id,
-        username: owner.username,
-        role: owner.role.parse().unwrap_or(Role::Viewer),
-        via: Via::Token {
-            token_id: owner.token_id,
-        },
-    }))
 }
 
 fn internal(e: impl std::fmt::Display) -> Error {

@@ -5,7 +5,7 @@ use actix_htmx::Htmx;
 use actix_web::http::header;
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 
 use super::paths;
 use crate::auth::{Principal, Via};
@@ -168,9 +168,4 @@ fn label(name: &str) -> &'static str {
         "tokens" => "API tokens",
         _ => "",
     }
-}
-
-/// Inline text that must not be escaped (static strings only).
-pub fn raw(s: &'static str) -> PreEscaped<&'static str> {
-    PreEscaped(s)
 }
