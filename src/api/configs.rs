@@ -14,7 +14,6 @@ use crate::configs::{templates, ConfigError};
 use crate::db::versions::Version;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
-use crate::domain::Role;
 use crate::state::AppState;
 
 impl From<ConfigError> for ApiError {
@@ -302,21 +301,6 @@ pub async fn render(
     p: Principal,
     body: ApiJson<RenderRequestJson>,
 ) -> Result<Json<RenderResponse>, ApiError> {
-    p.caller()
-        .require(Role::Operator)
-        .map_err(|f| ApiError::Forbidden(f.to_string()))?;
-    // Names that could never exist are field errors, not lookups.
-    let mut errors = crate::domain::FieldErrors::default();
-    errors.check(crate::domain::machine::document_name(
-        "machine_config",
-        &body.machine_config,
-    ));
-    if let Some(t) = &body.template {
-        errors.check(crate::domain::machine::document_name("template", t));
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Invalid(errors));
-    }
     let secrets = Secrets::parse(
         body.secrets.mesh_preauth_key.as_deref(),
         body.secrets.tunnel_token.as_deref(),

@@ -4,7 +4,8 @@ use super::{machines, ConfigError};
 use crate::auth::Caller;
 use crate::cloud_init::{render, RenderRequest, Rendered, Secrets};
 use crate::db::versions::{self, Family};
-use crate::domain::Role;
+use crate::domain::machine::document_name;
+use crate::domain::{FieldErrors, Role};
 use crate::state::AppState;
 
 /// What to render: a config, a template (stored, or an unsaved body from the editor) and the
@@ -33,6 +34,15 @@ pub async fn preview(
     req: &PreviewRequest<'_>,
 ) -> Result<Preview, ConfigError> {
     caller.require(Role::Operator)?;
+    // Names that could never exist are field errors, not lookups.
+    let mut errors = FieldErrors::default();
+    errors.check(document_name("machine_config", req.machine_config));
+    if let Some(t) = req.template.filter(|t| !t.trim().is_empty()) {
+        errors.check(document_name("template", t));
+    }
+    if !errors.is_empty() {
+        return Err(errors.into());
+    }
     let config = machines::latest(&state.pool, req.machine_config).await?;
     let template_name = req
         .template

@@ -953,3 +953,39 @@ async fn the_config_template_and_render_api_reject_hostile_values_by_field() {
     assert_eq!(app.count("machine_configs").await, 1);
     assert_eq!(app.count("template_versions").await, 1);
 }
+
+#[tokio::test]
+async fn the_live_preview_names_a_malformed_config_in_its_own_pane() {
+    let app = TestApp::spawn_with_config().await;
+    let op = app.session_for(Role::Operator).await;
+    let res = app
+        .htmx_post(
+            "/preview",
+            &op,
+            &[("config", "<script>"), ("body", "#cloud-config\n")],
+        )
+        .await;
+    assert_eq!(res.status(), 422);
+    let html = res.text().await.unwrap();
+    assert!(
+        html.starts_with("<p class=\"error-text\">machine_config: must be an RFC 1123 label"),
+        "a fragment for the pane: {html}"
+    );
+    let res = app
+        .htmx_post(
+            "/preview",
+            &op,
+            &[
+                ("config", "spare-fsn1"),
+                ("template", "no-such"),
+                ("body", ""),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), 404);
+    assert!(res
+        .text()
+        .await
+        .unwrap()
+        .contains("template no-such not found"));
+}

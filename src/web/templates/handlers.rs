@@ -270,6 +270,17 @@ pub async fn live_preview(
         body: (!form.body.is_empty()).then_some(form.body.as_str()),
         secrets: &secrets,
     };
-    let result = preview(&state, &principal.caller(), &req).await?;
-    Ok(html(StatusCode::OK, views::preview(&result)))
+    // Problems the preview can name are shown in its own pane, not as a whole error page.
+    match preview(&state, &principal.caller(), &req).await {
+        Ok(result) => Ok(html(StatusCode::OK, views::preview(&result))),
+        Err(ConfigError::Invalid(errors)) => Ok(html(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            views::preview_message(&errors.to_string()),
+        )),
+        Err(ConfigError::NotFound(what)) => Ok(html(
+            StatusCode::NOT_FOUND,
+            views::preview_message(&format!("{what} not found")),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
