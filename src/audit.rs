@@ -135,7 +135,7 @@ pub async fn verify(conn: &mut SqliteConnection) -> anyhow::Result<Result<Verifi
     let mut prev_hash = GENESIS.to_owned();
     let mut count = 0_u64;
     loop {
-        let batch = rows::after(conn, prev_id, BATCH).await?;
+        let batch = rows::batch_after(conn, &rows::AuditFilter::default(), prev_id, BATCH).await?;
         if batch.is_empty() {
             break;
         }
@@ -197,6 +197,52 @@ impl<'a> From<&'a AuditRow> for ExportRecord<'a> {
             details: serde_json::from_str(&r.details).unwrap_or(Value::Null),
             prev_hash: &r.prev_hash,
             hash: &r.hash,
+        }
+    }
+}
+
+/// Export encodings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// RFC 4180 CSV with a header row.
+    Csv,
+}
+
+/// Entries read per batch while exporting: memory stays flat however long the log is.
+const EXPORT_BATCH: i64 = 1000;
+
+/// Walks every entry matching `filter`, oldest first, handing `sink` each batch already
+/// encoded (the CSV header first). `sink` answers false to stop early (a client went away).
+pub async fn export(
+    pool: &sqlx::SqlitePool,
+    filter: &rows::AuditFilter,
+    format: ExportFormat,
+    mut sink: impl AsyncFnMut(String) -> bool,
+) -> sqlx::Result<()> {
+    if format == ExportFormat::Csv && !sink(CSV_HEADER.to_owned()).await {
+        return Ok(());
+    }
+    let mut after = 0;
+    loop {
+        let batch = {
+            let mut conn = pool.acquire().await?;
+            rows::batch_after(&mut conn, filter, after, EXPORT_BATCH).await?
+        };
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        after = last.id;
+        let chunk: String = batch
+            .iter()
+            .map(|r| match format {
+                ExportFormat::Jsonl => to_jsonl(r),
+                ExportFormat::Csv => to_csv(r),
+            })
+            .collect();
+        if !sink(chunk).await || (batch.len() as i64) < EXPORT_BATCH {
+            return Ok(());
         }
     }
 }

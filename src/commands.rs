@@ -231,22 +231,28 @@ pub async fn audit(pool: &SqlitePool, cmd: AuditCommand) -> anyhow::Result<ExitC
             }
         },
         AuditCommand::Export { format } => {
+            drop(conn);
+            let format = match format {
+                ExportFormat::Jsonl => audit::ExportFormat::Jsonl,
+                ExportFormat::Csv => audit::ExportFormat::Csv,
+            };
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            if format == ExportFormat::Csv {
-                out.write_all(audit::CSV_HEADER.as_bytes())?;
-            }
-            let mut after = 0;
-            loop {
-                let rows = db::audit::after(&mut conn, after, 1000).await?;
-                let Some(last) = rows.last() else { break };
-                after = last.id;
-                for r in &rows {
-                    let line = match format {
-                        ExportFormat::Jsonl => audit::to_jsonl(r),
-                        ExportFormat::Csv => audit::to_csv(r),
-                    };
-                    out.write_all(line.as_bytes())?;
-                }
+            let mut failure = None;
+            audit::export(
+                pool,
+                &db::audit::AuditFilter::default(),
+                format,
+                async |chunk: String| match out.write_all(chunk.as_bytes()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failure = Some(e);
+                        false
+                    }
+                },
+            )
+            .await?;
+            if let Some(e) = failure {
+                return Err(e.into());
             }
             out.flush()?;
             Ok(ExitCode::SUCCESS)

@@ -61,19 +61,6 @@ pub async fn insert(conn: &mut SqliteConnection, row: &AuditRow) -> sqlx::Result
     .map(|_| ())
 }
 
-/// Entries in id order after `after_id`, at most `limit` (for walking the chain in batches).
-pub async fn after(
-    conn: &mut SqliteConnection,
-    after_id: i64,
-    limit: i64,
-) -> sqlx::Result<Vec<AuditRow>> {
-    sqlx::query_as("SELECT * FROM audit_log WHERE id > ?1 ORDER BY id LIMIT ?2")
-        .bind(after_id)
-        .bind(limit)
-        .fetch_all(conn)
-        .await
-}
-
 /// What the audit page and export filter on. Empty fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditFilter {

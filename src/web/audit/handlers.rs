@@ -47,65 +47,36 @@ pub async fn list(
     Ok(respond(&htmx, status, frame, full, results))
 }
 
-/// The filtered log as JSONL or CSV, oldest first. Streamed in batches of 1,000, so memory
-/// stays flat however long the log is; a client that goes away stops the walk.
+/// The filtered log as JSONL or CSV, oldest first, streamed as `audit::export` walks it; a
+/// client that goes away stops the walk.
 pub async fn export(
     state: web::Data<AppState>,
     _principal: Principal,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    const BATCH: i64 = 1000;
     let parsed = ParsedQuery::try_from(&*query).map_err(|e| WebError::BadRequest(e.to_string()))?;
-    let csv = match query.format.as_str() {
-        "" | "jsonl" => false,
-        "csv" => true,
+    let format = match query.format.as_str() {
+        "" | "jsonl" => audit::ExportFormat::Jsonl,
+        "csv" => audit::ExportFormat::Csv,
         _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<web::Bytes, std::io::Error>>(4);
     let pool = state.pool.clone();
     let filter = parsed.filter;
     actix_web::rt::spawn(async move {
-        if csv
-            && tx
-                .send(Ok(web::Bytes::from_static(audit::CSV_HEADER.as_bytes())))
-                .await
-                .is_err()
-        {
-            return;
-        }
-        let mut after = 0;
-        loop {
-            let rows = match pool.acquire().await {
-                Ok(mut conn) => db::audit::batch_after(&mut conn, &filter, after, BATCH).await,
-                Err(e) => Err(e),
-            };
-            let rows = match rows {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "audit export failed");
-                    let _ = tx
-                        .send(Err(std::io::Error::other("audit export failed")))
-                        .await;
-                    return;
-                }
-            };
-            let Some(last) = rows.last() else { return };
-            after = last.id;
-            let chunk: String = rows
-                .iter()
-                .map(|r| {
-                    if csv {
-                        audit::to_csv(r)
-                    } else {
-                        audit::to_jsonl(r)
-                    }
-                })
-                .collect();
-            if tx.send(Ok(web::Bytes::from(chunk))).await.is_err() || (rows.len() as i64) < BATCH {
-                return;
-            }
+        let sink = tx.clone();
+        let walked = audit::export(&pool, &filter, format, async move |chunk: String| {
+            sink.send(Ok(web::Bytes::from(chunk))).await.is_ok()
+        })
+        .await;
+        if let Err(e) = walked {
+            tracing::error!(error = %e, "audit export failed");
+            let _ = tx
+                .send(Err(std::io::Error::other("audit export failed")))
+                .await;
         }
     });
+    let csv = format == audit::ExportFormat::Csv;
     let (mime, ext) = if csv {
         ("text/csv; charset=utf-8", "csv")
     } else {
