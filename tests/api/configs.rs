@@ -989,3 +989,59 @@ async fn the_live_preview_names_a_malformed_config_in_its_own_pane() {
         .unwrap()
         .contains("template no-such not found"));
 }
+
+#[tokio::test]
+async fn every_config_form_field_rejects_hostile_values_by_name() {
+    let app = TestApp::spawn_with(|s| s.simulated_provider = true).await;
+    let op = app.session_for(Role::Operator).await;
+    let hostile = [
+        "",
+        &"a".repeat(10 * 1024),
+        "ab\u{0}c\n\u{1b}[31m",
+        "<script>alert(1)</script>",
+        "x'); DROP TABLE machine_configs; --",
+    ];
+    // Fields where empty means "use the default" or "none".
+    let may_be_empty = [
+        "image",
+        "arch",
+        "mesh_tags",
+        "ssh_keys",
+        "labels",
+        "allocatable.memory_mb",
+        "allocatable.cpu_millis",
+        "taints",
+        "template",
+        "yubaba_channel",
+    ];
+    let fields: Vec<&str> = config_form("x").iter().map(|(k, _)| *k).collect();
+    for (index, field) in fields.iter().enumerate() {
+        for value in hostile {
+            if value.is_empty() && may_be_empty.contains(field) {
+                continue;
+            }
+            let mut form = config_form("hostile");
+            form[index].1 = value.to_owned();
+            let before = app.snapshot().await;
+            let res = app
+                .post_form("/machine-configs", &op, &borrowed(&form))
+                .await;
+            assert_eq!(res.status(), 422, "{field}={value:.20}");
+            let html = res.text().await.unwrap();
+            let messages = texts(&html, ".error-summary li");
+            assert!(
+                messages.iter().any(|m| m.starts_with(&format!("{field}:"))),
+                "{field}={value:.20}: {messages:?}"
+            );
+            assert!(
+                !html.contains("<script>alert(1)</script>"),
+                "{field}: markup echoed unescaped"
+            );
+            assert_eq!(
+                app.snapshot().await,
+                before,
+                "{field}={value:.20} stored something"
+            );
+        }
+    }
+}
