@@ -11,6 +11,7 @@ pub mod configs;
 pub mod db;
 pub mod domain;
 pub mod http;
+pub mod outbound;
 pub mod provider;
 pub mod startup;
 pub mod state;

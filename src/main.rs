@@ -7,10 +7,27 @@ use headroom::cli::{Cli, Command};
 use headroom::config::{Overrides, Settings};
 use headroom::{commands, db, telemetry};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // A render worker is a child this binary starts for each template render: it must not
+    // parse flags, read settings or start a runtime, so it is dispatched before all of that.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == headroom::cloud_init::worker::WORKER_ARG)
+    {
+        return headroom::cloud_init::worker::serve_stdio();
+    }
     let cli = Cli::parse();
-    match run(cli).await {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

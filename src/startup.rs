@@ -13,7 +13,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
 use crate::domain::Clock;
-use crate::http::{guard, is_api_path, metrics, Endpoint, Problem};
+use crate::http::{guard, is_api_path, metrics, security_headers, Endpoint, Problem};
 use crate::state::AppState;
 use crate::telemetry::HeadroomRootSpan;
 use crate::{api, web as pages};
@@ -43,6 +43,14 @@ impl Application {
         let listener = TcpListener::bind(&settings.bind)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.bind))?;
         let port = listener.local_addr()?.port();
+        let hashing = crate::auth::password::configure(settings.password_hash_concurrency);
+        if hashing != settings.password_hash_concurrency {
+            // The bound is process-wide and set once (tests start several apps in one process).
+            tracing::warn!(
+                password.hash_concurrency = hashing,
+                "password hashing bound already set; keeping it"
+            );
+        }
         let hetzner = settings.hetzner_api_token.clone().map(|token| {
             Arc::new(crate::provider::hetzner::Hetzner::new(
                 &settings.hetzner_api_url,
@@ -61,20 +69,36 @@ impl Application {
                 None
             }
         };
-        let pin_client = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .user_agent(concat!("headroom/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let program =
+            crate::cloud_init::worker::default_program(settings.render_worker.as_deref())?;
+        let renderer = crate::cloud_init::Renderer::new(program, settings.render_limits, schema);
+        renderer.probe().await?;
+        let mut pin = crate::outbound::OutboundClient::builder(
+            crate::outbound::Purpose::Pin,
+            settings.outbound_allow.clone(),
+        )
+        .timeout(settings.pin_limits.timeout);
+        if let Some(path) = &settings.outbound_ca_file {
+            pin = pin.ca_file(path)?;
+        }
+        let pin_client = pin.build()?;
+        let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;
         let state = AppState {
             pool,
             clock,
             providers: crate::provider::Providers::new(hetzner, settings.simulated_provider),
             settings: Arc::new(settings),
-            metrics: Arc::default(),
-            cloud_init_schema: schema,
+            metrics: Arc::new(metrics::Metrics::for_routes(
+                route_table().iter().map(|e| e.path),
+            )),
+            login_key,
+            renderer,
             pin_client,
         };
         crate::configs::templates::ensure_default(&state.pool, state.clock.now()).await?;
+        // Stored templates that the sandbox now refuses are reported, never changed: each
+        // renders with a blocking finding until someone edits it.
+        tokio::spawn(crate::configs::templates::report_refused(state.clone()));
         if state.settings.simulated_provider {
             crate::configs::catalogue::refresh(
                 &state,
@@ -135,6 +159,8 @@ fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
             .default_service(web::to(not_found))
             .wrap(from_fn(guard::authenticate))
             .wrap(HtmxMiddleware)
+            // Outside the guard, so its refusals and errors carry the headers too.
+            .wrap(from_fn(security_headers::apply))
             .wrap(from_fn(metrics::record))
             .wrap(TracingLogger::<HeadroomRootSpan>::new())
     })

@@ -20,10 +20,12 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Request counters and latency histograms for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Signs and checks the login form's pre-login CSRF token.
+    pub login_key: crate::auth::csrf::LoginKey,
     /// Enabled cloud providers.
     pub providers: Providers,
-    /// cloud-init's JSON schema, when found.
-    pub cloud_init_schema: Option<Arc<jsonschema::Validator>>,
-    /// Client for pin pre-flights (tarball downloads).
-    pub pin_client: reqwest::Client,
+    /// Renders and validates templates in the sandbox (with cloud-init's schema when found).
+    pub renderer: crate::cloud_init::Renderer,
+    /// Client for pin pre-flights (tarball downloads), under the outbound policy for pins.
+    pub pin_client: crate::outbound::OutboundClient,
 }

@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::cloud_init::Secrets;
 use crate::configs::machines::{self, ConfigVersion};
 use crate::configs::preview::{preview, PreviewRequest};
-use crate::configs::{templates, ConfigError};
+use crate::configs::{pins, templates, ConfigError};
 use crate::db::versions::Version;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
@@ -127,6 +127,50 @@ pub async fn config_versions(
     ))
 }
 
+/// The verdict of a pin pre-flight.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PinCheckJson {
+    /// True when the downloaded tarball's sha256 equals the pin.
+    pub ok: bool,
+    /// `verified`, `mismatch` or `error`.
+    pub verdict: String,
+    /// A sentence for people; failures carry only generic reasons ("refused: private
+    /// address", "could not connect", "timed out", "HTTP 404" …).
+    pub message: String,
+    /// Bytes downloaded; null when the download did not complete.
+    pub bytes: Option<u64>,
+    /// RFC 3339, UTC.
+    pub checked_at: String,
+    pub url: String,
+    pub sha256: String,
+}
+
+/// Downloads the config's tarball through the outbound policy for pins and compares its
+/// sha256 with the pin (operator); the verdict is remembered and audited like the page's check.
+#[utoipa::path(post, path = "/api/v1/machine-configs/{name}/pin-check", tag = "machine configs",
+    params(("name" = String, Path, description = "The machine config: an RFC 1123 label (a-z, 0-9, '-'; at most 63), not \"new\"")),
+    responses((status = 200, body = PinCheckJson),
+        (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
+        (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn pin_check(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<PinCheckJson>, ApiError> {
+    let outcome = pins::check(&state, &p.caller(), &name).await?;
+    let ok = outcome.ok();
+    let c = outcome.check;
+    Ok(Json(PinCheckJson {
+        ok,
+        verdict: c.verdict,
+        message: c.message,
+        bytes: outcome.bytes,
+        checked_at: format_utc(c.checked_at),
+        url: c.url,
+        sha256: c.sha256,
+    }))
+}
+
 /// A template version.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateJson {
@@ -184,6 +228,7 @@ pub async fn create_template(
 ) -> Result<HttpResponse, ApiError> {
     let v = templates::create(
         &state.pool,
+        &state.renderer,
         &p.caller(),
         state.clock.now(),
         &body.name,
@@ -228,6 +273,7 @@ pub async fn put_template(
     }
     let (v, _) = templates::update(
         &state.pool,
+        &state.renderer,
         &p.caller(),
         state.clock.now(),
         &name,

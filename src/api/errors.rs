@@ -19,6 +19,13 @@ pub enum ApiError {
     /// The provider failed; not the caller's fault.
     #[error("{0}")]
     Upstream(String),
+    /// Refused for now (429 throttled, 503 busy); the answer carries `Retry-After`.
+    #[error("{message}")]
+    RetryLater {
+        status: StatusCode,
+        retry_after: std::time::Duration,
+        message: String,
+    },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -29,6 +36,16 @@ impl From<AccountError> for ApiError {
             AccountError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
             AccountError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             AccountError::Invalid(errors) => ApiError::Invalid(errors),
+            e @ AccountError::Throttled(wait) => ApiError::RetryLater {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                retry_after: wait,
+                message: e.to_string(),
+            },
+            e @ AccountError::Busy(wait) => ApiError::RetryLater {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: wait,
+                message: e.to_string(),
+            },
             AccountError::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -41,6 +58,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            ApiError::RetryLater { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -48,6 +66,18 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         match self {
             ApiError::Invalid(errors) => Problem::invalid(errors).response(),
+            ApiError::RetryLater {
+                status,
+                retry_after,
+                message,
+            } => {
+                let mut res = Problem::new(*status, message.as_str()).response();
+                res.headers_mut().insert(
+                    actix_web::http::header::RETRY_AFTER,
+                    actix_web::http::header::HeaderValue::from(retry_after.as_secs().max(1)),
+                );
+                res
+            }
             ApiError::Internal(e) => {
                 tracing::error!(error = ?e, "API handler failed");
                 Problem::new(self.status_code(), "internal error; it has been logged").response()

@@ -22,6 +22,7 @@ pub mod paths {
     pub const MACHINE_CONFIGS: &str = "/api/v1/machine-configs";
     pub const MACHINE_CONFIG: &str = "/api/v1/machine-configs/{name}";
     pub const MACHINE_CONFIG_VERSIONS: &str = "/api/v1/machine-configs/{name}/versions";
+    pub const MACHINE_CONFIG_PIN_CHECK: &str = "/api/v1/machine-configs/{name}/pin-check";
     pub const TEMPLATES: &str = "/api/v1/templates";
     pub const TEMPLATE: &str = "/api/v1/templates/{name}";
     pub const TEMPLATE_VERSIONS: &str = "/api/v1/templates/{name}/versions";
@@ -58,6 +59,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::GET, MACHINE_CONFIG_VERSIONS, viewer, || {
             web::route().to(configs::config_versions)
         }),
+        Endpoint::new(Method::POST, MACHINE_CONFIG_PIN_CHECK, operator, || {
+            web::route().to(configs::pin_check)
+        }),
         Endpoint::new(Method::GET, TEMPLATES, viewer, || {
             web::route().to(configs::list_templates)
         }),
@@ -87,11 +91,11 @@ pub fn endpoints() -> Vec<Endpoint> {
 #[openapi(
     info(title = "headroom API", description = "Warm-spare headroom for yubaba fleets."),
     paths(me::me, users::list, users::create,
-        configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions,
+        configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions, configs::pin_check,
         configs::list_templates, configs::create_template, configs::get_template, configs::put_template, configs::template_versions,
         configs::render),
     components(schemas(me::MeResponse, users::UserJson, users::CreateUserRequest, crate::http::Problem,
-        configs::MachineConfigJson, configs::MachineConfigVersionJson, configs::TemplateJson, configs::TemplateRequest,
+        configs::MachineConfigJson, configs::MachineConfigVersionJson, configs::PinCheckJson, configs::TemplateJson, configs::TemplateRequest,
         configs::RenderRequestJson, configs::RenderResponse, configs::FindingJson, configs::SecretsJson,
         crate::domain::machine::MachineInput, crate::domain::machine::MachineSpec)),
     modifiers(&BearerAuth),

@@ -2,12 +2,17 @@
 //! caller's role here (not only in the page or route), validates its input, and writes its
 //! audit entry in the same transaction as the change.
 
+use std::time::Duration;
+
 use serde_json::json;
 use sqlx::SqliteConnection;
 
+use super::password::{self, PasswordError};
 use super::principal::{Caller, Forbidden};
-use super::{password, secret_token};
+use super::secret_token;
+use super::throttle::{self, Admission, Limit};
 use crate::audit::{self, NewEntry};
+use crate::config::ThrottleSettings;
 use crate::db;
 use crate::db::tokens::TokenRow;
 use crate::db::users::User;
@@ -24,8 +29,23 @@ pub enum AccountError {
     Invalid(FieldErrors),
     #[error("{0} not found")]
     NotFound(String),
+    /// Too many wrong current passwords lately: answer 429 with `Retry-After`.
+    #[error("too many wrong current passwords; try again in {} s", .0.as_secs().max(1))]
+    Throttled(Duration),
+    /// The password-hashing bound is full: answer 503 with `Retry-After`.
+    #[error("headroom is busy checking other passwords; try again in {} s", .0.as_secs().max(1))]
+    Busy(Duration),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
+}
+
+impl From<PasswordError> for AccountError {
+    fn from(e: PasswordError) -> Self {
+        match e {
+            PasswordError::Busy(b) => AccountError::Busy(b.retry_after),
+            PasswordError::Internal(e) => AccountError::Internal(e),
+        }
+    }
 }
 
 impl From<sqlx::Error> for AccountError {
@@ -220,12 +240,25 @@ pub struct PasswordChange {
     pub confirm_password: String,
 }
 
+/// Where a password change comes from: which session stays signed in and the client address
+/// for the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangeOrigin<'a> {
+    /// The session making the change (kept); `None` ends every session.
+    pub keep_session: Option<i64>,
+    /// The client address, as the throttle and audit log see it.
+    pub client_addr: &'a str,
+}
+
 /// Changes the caller's own password after checking the current one; ends their other sessions.
+/// Current-password attempts go through the throttle (counted before the check, per account)
+/// and every failed one is audited as `auth.password_change_failed`.
 pub async fn change_own_password(
     pool: &sqlx::SqlitePool,
     caller: &Caller,
     now: UnixMillis,
-    keep_session: Option<i64>,
+    cfg: &ThrottleSettings,
+    origin: ChangeOrigin<'_>,
     input: &PasswordChange,
 ) -> Result<(), AccountError> {
     caller.require(Role::Viewer)?;
@@ -254,15 +287,52 @@ pub async fn change_own_password(
         .await?
         .ok_or_else(|| AccountError::NotFound("user".into()))?;
     drop(conn);
-    if input.current_password.len() > NewPassword::MAX_LEN * 4
-        || !password::verify(input.current_password.clone(), Some(stored)).await?
+
+    let limit = Limit::password_change(&user.username, cfg);
+    if let Admission::Locked(wait) =
+        throttle::admit(pool, std::slice::from_ref(&limit), cfg, now).await?
     {
-        return Err(FieldError::new("current_password", "is not your current password").into());
+        audit_change_failure(pool, caller, now, &user.username, "throttled", origin).await?;
+        return Err(AccountError::Throttled(wait));
     }
-    let hash = password::hash(new.expose().to_owned()).await?;
+    // Far over any password we would have set: wrong without spending argon2 on it.
+    let verified = if input.current_password.len() > NewPassword::MAX_LEN * 4 {
+        Ok(false)
+    } else {
+        password::verify(input.current_password.clone(), Some(stored)).await
+    };
+    match verified {
+        Ok(true) => {}
+        Ok(false) => {
+            audit_change_failure(
+                pool,
+                caller,
+                now,
+                &user.username,
+                "wrong current password",
+                origin,
+            )
+            .await?;
+            return Err(FieldError::new("current_password", "is not your current password").into());
+        }
+        Err(e) => {
+            // Unchecked (busy) is no guess; an internal failure is not the user's either.
+            give_back(pool, &limit).await?;
+            return Err(e.into());
+        }
+    }
+    let hash = match password::hash(new.expose().to_owned()).await {
+        Ok(hash) => hash,
+        Err(e) => {
+            // The current password was right: this attempt must not count against the user.
+            give_back(pool, &limit).await?;
+            return Err(e.into());
+        }
+    };
     let mut tx = db::begin_write(pool).await?;
     db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
-    let ended = db::sessions::delete_for_user(&mut tx, user.id, keep_session).await?;
+    let ended = db::sessions::delete_for_user(&mut tx, user.id, origin.keep_session).await?;
+    throttle::clear(&mut tx, &limit.key).await?;
     write_audit(
         &mut tx,
         caller,
@@ -273,6 +343,38 @@ pub async fn change_own_password(
         json!({ "other_sessions_ended": ended }),
     )
     .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records a failed password-change attempt; the details name the reason, never the guess.
+async fn audit_change_failure(
+    pool: &sqlx::SqlitePool,
+    caller: &Caller,
+    now: UnixMillis,
+    username: &str,
+    reason: &str,
+    origin: ChangeOrigin<'_>,
+) -> Result<(), AccountError> {
+    let mut tx = db::begin_write(pool).await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        "auth.password_change_failed",
+        "user",
+        username,
+        json!({ "reason": reason, "client_addr": origin.client_addr }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Un-counts an attempt whose password was never judged wrong.
+async fn give_back(pool: &sqlx::SqlitePool, limit: &Limit) -> Result<(), AccountError> {
+    let mut tx = db::begin_write(pool).await?;
+    throttle::take_back(&mut tx, limit).await?;
     tx.commit().await?;
     Ok(())
 }

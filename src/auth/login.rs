@@ -1,10 +1,13 @@
-//! Password login: throttling, verification, session creation and audit, in that order.
+//! Password login: throttling (the attempt counted before the check), verification behind
+//! the hashing bound, session creation and audit, in that order.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::{password, secret_token, throttle};
+use super::password::{self, PasswordError};
+use super::secret_token;
+use super::throttle::{self, Admission};
 use crate::audit::{self, Actor, NewEntry};
 use crate::db;
 use crate::domain::{FieldErrors, NewPassword, Username};
@@ -22,6 +25,9 @@ pub enum LoginError {
     /// Too many recent failures for this account or address.
     #[error("too many failed attempts; try again in {} s", .0.as_secs().max(1))]
     Throttled(Duration),
+    /// Too many password checks are running; nothing was counted against anyone.
+    #[error("headroom is busy checking other passwords; try again in {} s", .0.as_secs().max(1))]
+    Busy(Duration),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -68,31 +74,43 @@ pub async fn login(
     let username = username.trim();
     let cfg = state.settings.throttle;
     let now = state.clock.now();
-    let account_key = throttle::account_key(username);
-    let address_key = throttle::address_key(client_addr);
+    let account = throttle::Limit::account(username, &cfg);
+    let address = throttle::Limit::address(client_addr, &cfg);
+    let limits = [account.clone(), address.clone()];
 
-    let mut conn = state.pool.acquire().await?;
-    let locked = [
-        throttle::locked_for(&mut conn, &account_key, now).await?,
-        throttle::locked_for(&mut conn, &address_key, now).await?,
-    ];
-    if let Some(wait) = locked.into_iter().flatten().max() {
+    // Counted before argon2 runs, so parallel guesses cannot all pass the lock check.
+    if let Admission::Locked(wait) = throttle::admit(&state.pool, &limits, &cfg, now).await? {
         return Err(LoginError::Throttled(wait));
     }
-    let credentials = db::users::credentials(&mut conn, username).await?;
-    drop(conn);
-
+    let credentials = {
+        let mut conn = state.pool.acquire().await?;
+        db::users::credentials(&mut conn, username).await?
+    };
     let (user, hash) = match credentials {
         Some((u, h)) => (Some(u), Some(h)),
         None => (None, None),
     };
-    let password_ok = password::verify(pass.to_owned(), hash).await?;
+    let password_ok = match password::verify(pass.to_owned(), hash).await {
+        Ok(ok) => ok,
+        Err(PasswordError::Busy(busy)) => {
+            // The password was never checked, so this was no guess: give the attempt back.
+            let mut tx = db::begin_write(&state.pool).await?;
+            for limit in &limits {
+                throttle::take_back(&mut tx, limit).await?;
+            }
+            tx.commit().await?;
+            return Err(LoginError::Busy(busy.retry_after));
+        }
+        Err(PasswordError::Internal(e)) => return Err(e.into()),
+    };
     let enabled = user.as_ref().is_some_and(|u| !u.disabled);
 
     let mut tx = db::begin_write(&state.pool).await?;
     let result = match user {
         Some(user) if password_ok && enabled => {
-            throttle::clear(&mut tx, &account_key).await?;
+            throttle::clear(&mut tx, &account.key).await?;
+            // A legitimate user must not lock their own address by signing in often.
+            throttle::take_back(&mut tx, &address).await?;
             let token = secret_token::generate("hs_");
             let session_id =
                 db::sessions::insert(&mut tx, &secret_token::digest(&token), user.id, now).await?;
@@ -114,10 +132,7 @@ pub async fn login(
             })
         }
         user => {
-            throttle::record_failure(&mut tx, &account_key, cfg.account_failures, &cfg, now)
-                .await?;
-            throttle::record_failure(&mut tx, &address_key, cfg.address_failures, &cfg, now)
-                .await?;
+            // The attempt was counted before the check and stays counted.
             let reason = match &user {
                 None => "unknown user",
                 Some(u) if u.disabled => "account disabled",

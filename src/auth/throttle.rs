@@ -1,23 +1,134 @@
-//! Failed-login throttling per account and per client address: after a number of failures
-//! each further one locks the key for a doubling delay, capped; failures older than the window
-//! are forgotten.
+//! Password-attempt throttling per account, per client address and per account's
+//! password-change form.
+//!
+//! An attempt is counted *before* its password is checked, in the same write transaction as
+//! the lock check. Checking first and recording the failure after argon2 (in another
+//! transaction) let 40 parallel guesses all pass the check before any failure was written.
+//! Counted this way, once a key has had its `threshold` attempts every further one is refused
+//! until the lock expires, however many arrive at once. Each attempt from the threshold on
+//! locks the key for a doubling delay, capped; attempts older than the window are forgotten.
+//! An attempt that turns out legitimate (or never reached argon2) is taken back.
 
 use std::time::Duration;
 
-use sqlx::SqliteConnection;
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::config::ThrottleSettings;
+use crate::db;
 use crate::db::throttle::{self as rows, ThrottleRow};
 use crate::domain::UnixMillis;
 
-/// Throttle key for an account name.
+/// Throttle key for an account name (login).
 pub fn account_key(username: &str) -> String {
     format!("user:{username}")
 }
 
-/// Throttle key for a client address.
+/// Throttle key for a client address (login).
 pub fn address_key(addr: &str) -> String {
     format!("addr:{addr}")
+}
+
+/// Throttle key for an account's password-change form. Apart from the login key on purpose:
+/// a stolen session guessing at the form must not lock the owner out of signing in, and
+/// signing in must not reset the form's count.
+pub fn password_change_key(username: &str) -> String {
+    format!("password_change:{username}")
+}
+
+/// A throttle key and how many attempts it allows before locking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The `login_throttle` key.
+    pub key: String,
+    /// Attempts counted before the key locks.
+    pub threshold: u32,
+}
+
+impl Limit {
+    /// Login attempts against an account.
+    pub fn account(username: &str, cfg: &ThrottleSettings) -> Self {
+        Self {
+            key: account_key(username),
+            threshold: cfg.account_failures,
+        }
+    }
+
+    /// Login attempts from a client address.
+    pub fn address(addr: &str, cfg: &ThrottleSettings) -> Self {
+        Self {
+            key: address_key(addr),
+            threshold: cfg.address_failures,
+        }
+    }
+
+    /// Current-password attempts on an account's password-change form.
+    pub fn password_change(username: &str, cfg: &ThrottleSettings) -> Self {
+        Self {
+            key: password_change_key(username),
+            threshold: cfg.account_failures,
+        }
+    }
+}
+
+/// What became of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Counted against every key: go on and check the password.
+    Counted,
+    /// A key is locked for this long (rounded up to whole seconds, the unit of
+    /// `Retry-After`, so a client that waits that long finds the lock gone); nothing was
+    /// counted.
+    Locked(Duration),
+}
+
+/// Checks the locks of `limits` and, when none holds, counts one attempt against each, in
+/// one write transaction (`BEGIN IMMEDIATE`).
+pub async fn admit(
+    pool: &SqlitePool,
+    limits: &[Limit],
+    cfg: &ThrottleSettings,
+    now: UnixMillis,
+) -> sqlx::Result<Admission> {
+    // A plain read first: during a flood against a locked key the refusals then take no write
+    // lock. It only ever refuses early; the decision to count is made under the write lock.
+    {
+        let mut conn = pool.acquire().await?;
+        if let Some(wait) = longest_lock(&mut conn, limits, now).await? {
+            return Ok(Admission::Locked(wait));
+        }
+    }
+    let mut tx = db::begin_write(pool).await?;
+    let admission = check_and_count(&mut tx, limits, cfg, now).await?;
+    tx.commit().await?;
+    Ok(admission)
+}
+
+/// [`admit`]'s decision inside a write transaction the caller holds.
+pub async fn check_and_count(
+    conn: &mut SqliteConnection,
+    limits: &[Limit],
+    cfg: &ThrottleSettings,
+    now: UnixMillis,
+) -> sqlx::Result<Admission> {
+    if let Some(wait) = longest_lock(conn, limits, now).await? {
+        return Ok(Admission::Locked(wait));
+    }
+    for limit in limits {
+        count(conn, &limit.key, limit.threshold, cfg, now).await?;
+    }
+    Ok(Admission::Counted)
+}
+
+async fn longest_lock(
+    conn: &mut SqliteConnection,
+    limits: &[Limit],
+    now: UnixMillis,
+) -> sqlx::Result<Option<Duration>> {
+    let mut longest = None;
+    for limit in limits {
+        longest = longest.max(locked_for(conn, &limit.key, now).await?);
+    }
+    Ok(longest.map(|d| Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))))
 }
 
 /// How long `key` is still locked, if it is.
@@ -32,8 +143,8 @@ pub async fn locked_for(
         .map(|r| Duration::from_millis(u64::try_from(r.locked_until - now).unwrap_or(0))))
 }
 
-/// Counts a failure against `key`; locks it once `threshold` failures are reached.
-pub async fn record_failure(
+/// Counts an attempt against `key`; from the `threshold`-th on, each one locks the key.
+async fn count(
     conn: &mut SqliteConnection,
     key: &str,
     threshold: u32,
@@ -61,12 +172,19 @@ pub async fn record_failure(
     .await
 }
 
-/// Forgets the failures of `key`.
+/// Un-counts an attempt that was not a guess after all: a legitimate login from an address,
+/// or one that never reached argon2 because hashing was busy.
+pub async fn take_back(conn: &mut SqliteConnection, limit: &Limit) -> sqlx::Result<()> {
+    rows::take_back(conn, &limit.key, limit.threshold).await
+}
+
+/// Forgets every attempt of `key`.
 pub async fn clear(conn: &mut SqliteConnection, key: &str) -> sqlx::Result<()> {
     rows::clear(conn, key).await
 }
 
-/// The lock after the `failures`-th failure: none below the threshold, then base, 2×base, 4×base…
+/// The lock after the `failures`-th attempt: none below the threshold, then base, 2×base,
+/// 4×base… up to the cap.
 pub fn lock_delay(failures: i64, threshold: u32, cfg: &ThrottleSettings) -> Option<Duration> {
     let over = failures - i64::from(threshold);
     if over < 0 {
@@ -82,12 +200,150 @@ pub fn lock_delay(failures: i64, threshold: u32, cfg: &ThrottleSettings) -> Opti
 mod tests {
     use super::*;
 
+    fn cfg() -> ThrottleSettings {
+        crate::config::Settings::default().throttle
+    }
+
+    /// A fresh migrated database in a temp file (a pool over `:memory:` would give each
+    /// connection its own empty database).
+    async fn pool() -> (SqlitePool, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("t.db").display());
+        (db::connect(&url).await.unwrap(), dir)
+    }
+
+    async fn row(pool: &SqlitePool, key: &str) -> Option<ThrottleRow> {
+        rows::get(&mut pool.acquire().await.unwrap(), key)
+            .await
+            .unwrap()
+    }
+
     #[test]
     fn delay_starts_at_threshold_doubles_and_caps() {
-        let cfg = crate::config::Settings::default().throttle;
+        let cfg = cfg();
         assert_eq!(lock_delay(4, 5, &cfg), None);
         assert_eq!(lock_delay(5, 5, &cfg), Some(cfg.base_delay));
         assert_eq!(lock_delay(6, 5, &cfg), Some(cfg.base_delay * 2));
         assert_eq!(lock_delay(500, 5, &cfg), Some(cfg.max_lock));
+    }
+
+    #[tokio::test]
+    async fn parallel_attempts_are_counted_up_to_the_threshold_and_no_further() {
+        let (pool, _dir) = pool().await;
+        let cfg = cfg();
+        let limits = [Limit::account("alice", &cfg)];
+        let attempts = (0..40).map(|_| {
+            let (pool, limits) = (pool.clone(), limits.clone());
+            tokio::spawn(async move { admit(&pool, &limits, &cfg, 1_000).await.unwrap() })
+        });
+        let mut counted = 0;
+        for a in attempts {
+            if a.await.unwrap() == Admission::Counted {
+                counted += 1;
+            }
+        }
+        assert_eq!(counted, cfg.account_failures);
+        let r = row(&pool, "user:alice").await.unwrap();
+        assert_eq!(r.failures, i64::from(cfg.account_failures));
+        assert_eq!(
+            r.locked_until,
+            1_000 + 2_000,
+            "the threshold-th attempt locks"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_locked_key_refuses_without_counting_any_key() {
+        let (pool, _dir) = pool().await;
+        let cfg = ThrottleSettings {
+            address_failures: 1,
+            ..cfg()
+        };
+        let first = [
+            Limit::address("192.0.2.1", &cfg),
+            Limit::account("bob", &cfg),
+        ];
+        assert_eq!(
+            admit(&pool, &first, &cfg, 0).await.unwrap(),
+            Admission::Counted
+        );
+        let second = [
+            Limit::address("192.0.2.1", &cfg),
+            Limit::account("carol", &cfg),
+        ];
+        assert_eq!(
+            admit(&pool, &second, &cfg, 500).await.unwrap(),
+            Admission::Locked(Duration::from_secs(2)),
+            "1.5 s left, rounded up to whole seconds"
+        );
+        assert!(
+            row(&pool, "user:carol").await.is_none(),
+            "carol's key untouched"
+        );
+        assert_eq!(row(&pool, "addr:192.0.2.1").await.unwrap().failures, 1);
+    }
+
+    #[tokio::test]
+    async fn taking_back_below_the_threshold_lifts_the_lock_and_empty_records_go() {
+        let (pool, _dir) = pool().await;
+        let cfg = ThrottleSettings {
+            address_failures: 2,
+            ..cfg()
+        };
+        let limit = Limit::address("192.0.2.9", &cfg);
+        for _ in 0..2 {
+            admit(&pool, std::slice::from_ref(&limit), &cfg, 0)
+                .await
+                .unwrap();
+        }
+        assert!(row(&pool, &limit.key).await.unwrap().locked_until > 0);
+        let mut conn = pool.acquire().await.unwrap();
+        take_back(&mut conn, &limit).await.unwrap();
+        let r = row(&pool, &limit.key).await.unwrap();
+        assert_eq!((r.failures, r.locked_until), (1, 0));
+        take_back(&mut conn, &limit).await.unwrap();
+        assert!(row(&pool, &limit.key).await.is_none());
+        // Taking back what was never counted changes nothing.
+        take_back(&mut conn, &limit).await.unwrap();
+        assert!(row(&pool, &limit.key).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn taking_back_at_or_over_the_threshold_keeps_the_lock() {
+        let (pool, _dir) = pool().await;
+        let cfg = ThrottleSettings {
+            address_failures: 2,
+            ..cfg()
+        };
+        let limit = Limit::address("192.0.2.10", &cfg);
+        for now in [0, 0, 10_000] {
+            admit(&pool, std::slice::from_ref(&limit), &cfg, now)
+                .await
+                .unwrap();
+        }
+        let before = row(&pool, &limit.key).await.unwrap();
+        assert_eq!(before.failures, 3);
+        take_back(&mut pool.acquire().await.unwrap(), &limit)
+            .await
+            .unwrap();
+        let after = row(&pool, &limit.key).await.unwrap();
+        assert_eq!(
+            (after.failures, after.locked_until),
+            (2, before.locked_until)
+        );
+    }
+
+    #[tokio::test]
+    async fn attempts_older_than_the_window_are_forgotten() {
+        let (pool, _dir) = pool().await;
+        let cfg = cfg();
+        let limits = [Limit::account("dave", &cfg)];
+        for _ in 0..cfg.account_failures - 1 {
+            admit(&pool, &limits, &cfg, 0).await.unwrap();
+        }
+        let later = i64::try_from(cfg.window.as_millis()).unwrap() + 1;
+        admit(&pool, &limits, &cfg, later).await.unwrap();
+        let r = row(&pool, "user:dave").await.unwrap();
+        assert_eq!((r.failures, r.locked_until), (1, 0));
     }
 }

@@ -108,4 +108,54 @@ mod tests {
     fn shell_words_survive_quotes() {
         assert_eq!(shell_word("it's $(rm -rf /)"), "'it'\\''s $(rm -rf /)'");
     }
+
+    use proptest::prelude::*;
+
+    /// The YAML scalar read back by a YAML parser, as cloud-init reads the payload.
+    fn yaml_round_trip(s: &str) -> String {
+        let doc = format!("k: {}\n", yaml_str(s));
+        let parsed = yaml_rust2::YamlLoader::load_from_str(&doc)
+            .unwrap_or_else(|e| panic!("{doc:?} does not parse: {e}"));
+        parsed[0]["k"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{doc:?} is not a string scalar"))
+            .to_owned()
+    }
+
+    /// The arguments `sh` sees when `word` follows a command name, each ended by NUL.
+    fn shell_round_trip(word: &str) -> Vec<String> {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\0' {word}"))
+            .env_clear()
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success(), "sh failed on {word:?}");
+        let text = String::from_utf8(out.stdout).expect("UTF-8 back");
+        let mut args: Vec<String> = text.split('\0').map(str::to_owned).collect();
+        assert_eq!(args.pop().as_deref(), Some(""), "output ends with NUL");
+        args
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Any Unicode string survives the yaml filter: the scalar parses back to itself.
+        #[test]
+        fn yaml_scalars_parse_back_to_the_same_string(s in any::<String>()) {
+            prop_assert_eq!(yaml_round_trip(&s), s);
+        }
+
+        /// Any string without NUL (which no argv can hold) comes out of `sh` as exactly one
+        /// argument, unchanged: also after travelling through a YAML runcmd item first.
+        #[test]
+        fn shell_words_reach_sh_as_exactly_one_unchanged_argument(
+            s in any::<String>().prop_filter("argv cannot hold NUL", |s| !s.contains('\0'))
+        ) {
+            let word = shell_word(&s);
+            prop_assert_eq!(shell_round_trip(&word), vec![s.clone()]);
+            let through_yaml = yaml_round_trip(&format!("printf '%s\\0' {word}"));
+            prop_assert_eq!(through_yaml, format!("printf '%s\\0' {word}"));
+        }
+    }
 }

@@ -1,6 +1,7 @@
-//! What a new machine boots with: tera rendering with the project's escaping filters, the
-//! blocking validation of every payload, the raw-insertion lint for templates, cloud-init's own
-//! JSON schema, and the tarball pin pre-flight.
+//! What a new machine boots with: sandboxed tera rendering (in a worker process, under time
+//! and output limits) with the project's escaping filters, the blocking validation of every
+//! payload, the raw-insertion lint for templates, cloud-init's own JSON schema, and the tarball
+//! pin pre-flight.
 
 pub mod filters;
 pub mod known_keys;
@@ -8,10 +9,12 @@ pub mod lint;
 pub mod pin;
 pub mod render;
 pub mod sample;
+pub mod sandbox;
 pub mod schema;
 pub mod validate;
+pub mod worker;
 
-pub use render::{render, RenderRequest, Rendered, Secrets};
+pub use render::{RenderLimits, RenderRequest, Rendered, Renderer, Secrets};
 pub use validate::{Finding, Severity};
 
 /// Hetzner's `user_data` cap.

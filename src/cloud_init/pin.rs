@@ -6,6 +6,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::audit::hex;
+use crate::outbound::{FetchError, OutboundClient};
 
 /// The outcome of a pre-flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,11 +19,19 @@ pub enum PinVerdict {
         actual: String,
         bytes: u64,
     },
-    /// No verdict: unreachable, too large, too slow, not 2xx.
+    /// No verdict: refused by the outbound policy, unreachable, too large, too slow, not 2xx.
     Failed { message: String },
 }
 
 impl PinVerdict {
+    /// Bytes downloaded, when the download completed.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            PinVerdict::Verified { bytes } | PinVerdict::Mismatch { bytes, .. } => Some(*bytes),
+            PinVerdict::Failed { .. } => None,
+        }
+    }
+
     /// Stored name of the verdict.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -66,69 +75,62 @@ impl Default for PinLimits {
     }
 }
 
-/// Downloads `url` and compares its sha256 with `expected`.
+/// Downloads `url` through the outbound policy and compares its sha256 with `expected`.
 #[tracing::instrument(skip_all, fields(pin.url = %url), ret(level = "info"))]
 pub async fn preflight(
-    client: &reqwest::Client,
+    client: &OutboundClient,
     url: &str,
     expected: &str,
     limits: PinLimits,
 ) -> PinVerdict {
+    // The client has a total timeout of its own (from the settings); this one applies the
+    // caller's limits, and whichever ends the fetch first, the message is the same.
     match tokio::time::timeout(
         limits.timeout,
         download(client, url, expected, limits.max_bytes),
     )
     .await
     {
-        Ok(v) => v,
-        Err(_) => PinVerdict::Failed {
-            message: format!(
-                "timed out after {} s downloading {url}",
-                limits.timeout.as_secs_f32()
-            ),
+        Ok(Err(FetchError::TimedOut)) | Err(_) => PinVerdict::Failed {
+            message: format!("timed out after {} s", limits.timeout.as_secs_f32()),
         },
+        Ok(Err(reason)) => PinVerdict::Failed {
+            message: reason.to_string(),
+        },
+        Ok(Ok(verdict)) => verdict,
     }
 }
 
+/// Streams and hashes the body. Failures carry only the outbound client's generic reasons:
+/// the message is shown to whoever asked for the check and must not describe the network.
 async fn download(
-    client: &reqwest::Client,
+    client: &OutboundClient,
     url: &str,
     expected: &str,
     max_bytes: u64,
-) -> PinVerdict {
-    let failed = |message: String| PinVerdict::Failed { message };
-    let mut res = match client.get(url).send().await {
-        Ok(r) => r,
-        Err(e) => return failed(format!("cannot fetch {url}: {}", root_cause(&e))),
+) -> Result<PinVerdict, FetchError> {
+    let too_large = |size: String| PinVerdict::Failed {
+        message: format!("the tarball is {size} the {max_bytes}-byte limit; download stopped"),
     };
-    if !res.status().is_success() {
-        return failed(format!("{url} answered HTTP {}", res.status()));
-    }
-    if res.content_length().is_some_and(|n| n > max_bytes) {
-        return failed(format!(
-            "{url} is {} bytes, over the {max_bytes}-byte limit",
-            res.content_length().unwrap_or(0)
-        ));
+    let mut res = client.get(url).await?;
+    if let Some(n) = res.content_length().filter(|n| *n > max_bytes) {
+        return Ok(too_large(format!("{n} bytes, over")));
     }
     let mut hasher = Sha256::new();
     let mut total: u64 = 0;
-    loop {
-        match res.chunk().await {
-            Ok(Some(chunk)) => {
-                total += chunk.len() as u64;
-                if total > max_bytes {
-                    return failed(format!(
-                        "{url} is over the {max_bytes}-byte limit; download stopped"
-                    ));
-                }
-                hasher.update(&chunk);
-            }
-            Ok(None) => break,
-            Err(e) => return failed(format!("download of {url} failed: {}", root_cause(&e))),
+    while let Some(chunk) = res
+        .chunk()
+        .await
+        .map_err(|e| FetchError::from_reqwest(&e))?
+    {
+        total += chunk.len() as u64;
+        if total > max_bytes {
+            return Ok(too_large("over".into()));
         }
+        hasher.update(&chunk);
     }
     let actual = hex(&hasher.finalize());
-    if actual == expected {
+    Ok(if actual == expected {
         PinVerdict::Verified { bytes: total }
     } else {
         PinVerdict::Mismatch {
@@ -136,13 +138,5 @@ async fn download(
             actual,
             bytes: total,
         }
-    }
-}
-
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
+    })
 }

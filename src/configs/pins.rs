@@ -8,12 +8,37 @@ use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict};
 use crate::db;
 use crate::db::pins::PinCheck;
+use crate::domain::machine::document_name;
 use crate::domain::Role;
 use crate::state::AppState;
 
-/// Downloads and checks the tarball of config `name`'s latest version (operator and up).
-pub async fn check(state: &AppState, caller: &Caller, name: &str) -> Result<PinCheck, ConfigError> {
+/// A finished check: the stored verdict and, when the download completed, its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinOutcome {
+    /// The remembered verdict (as the config page shows it).
+    pub check: PinCheck,
+    /// Bytes downloaded; `None` when the download did not complete.
+    pub bytes: Option<u64>,
+}
+
+impl PinOutcome {
+    /// Whether the download matched the pin.
+    pub fn ok(&self) -> bool {
+        self.check.verdict == "verified"
+    }
+}
+
+/// Downloads and checks the tarball of config `name`'s latest version (operator and up),
+/// through the outbound policy for pins; the verdict is stored and audited, whatever it is.
+/// The page's "Download and check now" button and the API's pin-check both call this.
+pub async fn check(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+) -> Result<PinOutcome, ConfigError> {
     caller.require(Role::Operator)?;
+    // A name that could never exist is a field error, not a lookup.
+    document_name("name", name)?;
     let spec = machines::latest(&state.pool, name).await?.spec;
     let verdict = pin::preflight(
         &state.pin_client,
@@ -22,14 +47,18 @@ pub async fn check(state: &AppState, caller: &Caller, name: &str) -> Result<PinC
         state.settings.pin_limits,
     )
     .await;
-    record(
+    let check = record(
         state,
         caller,
         &spec.yubaba_url,
         &spec.yubaba_sha256,
         &verdict,
     )
-    .await
+    .await?;
+    Ok(PinOutcome {
+        check,
+        bytes: verdict.bytes(),
+    })
 }
 
 /// Stores a verdict with its audit entry.

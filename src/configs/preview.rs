@@ -2,7 +2,7 @@
 
 use super::{machines, ConfigError};
 use crate::auth::Caller;
-use crate::cloud_init::{render, RenderRequest, Rendered, Secrets};
+use crate::cloud_init::{RenderRequest, Rendered, Secrets};
 use crate::db::versions::{self, Family};
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role};
@@ -59,13 +59,16 @@ pub async fn preview(
                 .content
         }
     };
-    let rendered = render(&RenderRequest {
-        template_body: &body,
-        spec: &config.spec,
-        hostname: &config.spec.name,
-        secrets: req.secrets,
-        schema: state.cloud_init_schema.as_deref(),
-    });
+    let rendered = state
+        .renderer
+        .render(&RenderRequest {
+            template_body: &body,
+            spec: &config.spec,
+            hostname: &config.spec.name,
+            secrets: req.secrets,
+            now: state.clock.now(),
+        })
+        .await;
     // Provisions arrive with the provisioning work; until then there is nothing to compare.
     Ok(Preview {
         rendered,

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use super::ConfigError;
 use crate::audit::{self, hex, NewEntry};
 use crate::auth::Caller;
-use crate::cloud_init::{render::check_syntax, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
+use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
 use crate::db;
 use crate::db::versions::{self, Family, Version};
 use crate::domain::machine::document_name;
@@ -15,7 +15,9 @@ use crate::domain::{FieldErrors, Role, UnixMillis};
 /// Largest template accepted (the rendered payload must still fit in 32 KiB).
 pub const MAX_TEMPLATE_BYTES: usize = 128 * 1024;
 
-fn check_body(errors: &mut FieldErrors, body: &str) {
+/// Checks a template body: size, then (in the sandbox) syntax and the allow-list, so a template
+/// that could read the server's environment or include itself is never saved.
+async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, body: &str) {
     if body.trim().is_empty() {
         errors.push("body", "is required");
     } else if body.len() > MAX_TEMPLATE_BYTES {
@@ -25,7 +27,7 @@ fn check_body(errors: &mut FieldErrors, body: &str) {
         );
     } else if body.contains('\0') {
         errors.push("body", "must not contain NUL characters");
-    } else if let Err(why) = check_syntax(body) {
+    } else if let Err(why) = renderer.check(body).await {
         errors.push("body", why);
     }
 }
@@ -86,6 +88,7 @@ fn normalise(body: &str) -> String {
 /// Creates a template (operator and up).
 pub async fn create(
     pool: &sqlx::SqlitePool,
+    renderer: &Renderer,
     caller: &Caller,
     now: UnixMillis,
     name: &str,
@@ -95,7 +98,9 @@ pub async fn create(
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
     let name = errors.check(document_name("name", name));
-    check_body(&mut errors, body);
+    if name.is_some() {
+        check_body(&mut errors, renderer, body).await;
+    }
     let Some(name) = name.filter(|_| errors.is_empty()) else {
         return Err(errors.into());
     };
@@ -123,6 +128,7 @@ pub async fn create(
 /// Saves a new version (operator and up); an unchanged body creates none.
 pub async fn update(
     pool: &sqlx::SqlitePool,
+    renderer: &Renderer,
     caller: &Caller,
     now: UnixMillis,
     name: &str,
@@ -131,7 +137,7 @@ pub async fn update(
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
-    check_body(&mut errors, body);
+    check_body(&mut errors, renderer, body).await;
     let mut tx = db::begin_write(pool).await?;
     let current = versions::latest(&mut tx, Family::Template, name)
         .await?
@@ -167,6 +173,32 @@ pub async fn update(
         .ok_or_else(|| ConfigError::NotFound(name.to_owned()))?;
     tx.commit().await?;
     Ok((v, true))
+}
+
+/// Logs every stored template (latest version) that the sandbox refuses, and returns their
+/// names with the reason. Run once at start: such templates are kept as they are, and each
+/// render of them carries a blocking finding until someone edits them.
+pub async fn report_refused(state: crate::state::AppState) -> Vec<(String, String)> {
+    let templates = match list(&state.pool).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list templates to check them against the sandbox");
+            return Vec::new();
+        }
+    };
+    let mut refused = Vec::new();
+    for t in templates {
+        if let Err(why) = state.renderer.check(&t.content).await {
+            tracing::warn!(
+                template.name = %t.name,
+                template.version = t.version,
+                problem = %why,
+                "stored template is refused by the sandbox: it will not render until edited"
+            );
+            refused.push((t.name, why));
+        }
+    }
+    refused
 }
 
 /// The latest version of every template.

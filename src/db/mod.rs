@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod catalogue;
+pub mod instance_keys;
 pub mod pins;
 pub mod sessions;
 pub mod throttle;

@@ -70,7 +70,11 @@ pub async fn authenticate(
     ) {
         let expected = match &principal {
             Some(p) => p.csrf_token().map(str::to_owned),
-            None => req.cookie(csrf::LOGIN_COOKIE).map(|c| c.value().to_owned()),
+            // Only a pre-login token this instance signed counts: a planted cookie does not.
+            None => req
+                .cookie(csrf::LOGIN_COOKIE)
+                .map(|c| c.value().to_owned())
+                .filter(|t| state.login_key.verify(t, now)),
         };
         let provided = match provided_csrf_token(&mut req).await {
             Ok(t) => t,

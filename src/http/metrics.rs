@@ -1,12 +1,17 @@
 //! Request counters and latency histograms per route, in Prometheus text format.
+//!
+//! Every label comes from a closed set: the method from [`METHODS`] (anything else is
+//! `other`), the route from the route table's patterns (anything else is `unmatched`), so no
+//! request, however odd, can add a series.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{web, Error};
 
@@ -14,6 +19,22 @@ use crate::state::AppState;
 
 /// Upper bounds (seconds) of the latency buckets.
 const BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+/// The methods that get their own label; the method is taken from the request line as sent,
+/// so without this set `FOO1`, `FOO2`, … would each start new series.
+pub const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/// The `method` label of a request: one of [`METHODS`], else `other`.
+pub fn method_label(method: &Method) -> &'static str {
+    METHODS
+        .iter()
+        .find(|m| **m == method.as_str())
+        .copied()
+        .unwrap_or("other")
+}
+
+/// Label of requests whose path matched no route of the table.
+pub const UNMATCHED: &str = "unmatched";
 
 #[derive(Default)]
 struct Histogram {
@@ -23,22 +44,40 @@ struct Histogram {
 }
 
 /// In-process metrics registry. A mutex is plenty: one short critical section per request.
-#[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    latency: Mutex<BTreeMap<(String, String), Histogram>>,
+    /// The route table's patterns: the only values the `route` label may take besides
+    /// [`UNMATCHED`].
+    routes: BTreeSet<&'static str>,
+    requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
+    latency: Mutex<BTreeMap<(&'static str, &'static str), Histogram>>,
 }
 
 impl Metrics {
-    /// Records one finished request. `route` is the matched pattern, never the raw path, so
-    /// label cardinality stays bounded.
-    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+    /// A registry whose `route` label may take the given patterns (the route table's).
+    pub fn for_routes(routes: impl IntoIterator<Item = &'static str>) -> Self {
+        Self {
+            routes: routes.into_iter().collect(),
+            requests: Mutex::default(),
+            latency: Mutex::default(),
+        }
+    }
+
+    /// The `route` label for a matched pattern: the table's own `&'static str` when the
+    /// pattern is one of its routes, else [`UNMATCHED`].
+    pub fn route_label(&self, pattern: Option<&str>) -> &'static str {
+        pattern
+            .and_then(|p| self.routes.get(p).copied())
+            .unwrap_or(UNMATCHED)
+    }
+
+    /// Records one finished request; `method` and `route` are labels from
+    /// [`method_label`] and [`Metrics::route_label`].
+    pub fn observe(&self, method: &'static str, route: &'static str, status: u16, seconds: f64) {
         if let Ok(mut m) = self.requests.lock() {
-            *m.entry((method.to_owned(), route.to_owned(), status))
-                .or_default() += 1;
+            *m.entry((method, route, status)).or_default() += 1;
         }
         if let Ok(mut m) = self.latency.lock() {
-            let h = m.entry((method.to_owned(), route.to_owned())).or_default();
+            let h = m.entry((method, route)).or_default();
             for (i, le) in BUCKETS.iter().enumerate() {
                 if seconds <= *le {
                     h.counts[i] += 1;
@@ -110,19 +149,66 @@ pub async fn record(
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let started = Instant::now();
     let state = req.app_data::<web::Data<AppState>>().cloned();
-    let method = req.method().to_string();
-    let res = next.call(req).await?;
+    let method = method_label(req.method());
+    // Looked up before the call as well: an inner layer that fails hands back no request.
+    let pattern_before = req.match_pattern();
+    let res = next.call(req).await;
     if let Some(state) = state {
-        let route = res
-            .request()
-            .match_pattern()
-            .unwrap_or_else(|| "unmatched".into());
+        let (pattern, status) = match &res {
+            Ok(r) => (r.request().match_pattern(), r.status()),
+            Err(e) => (pattern_before, e.as_response_error().status_code()),
+        };
         state.metrics.observe(
-            &method,
-            &route,
-            res.status().as_u16(),
+            method,
+            state.metrics.route_label(pattern.as_deref()),
+            status.as_u16(),
             started.elapsed().as_secs_f64(),
         );
     }
-    Ok(res)
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_outside_the_fixed_set_share_one_label() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        for odd in ["FOO", "get", "TRACE", "CONNECT", "PROPFIND"] {
+            let m = Method::from_bytes(odd.as_bytes()).unwrap();
+            assert_eq!(method_label(&m), "other", "{odd}");
+        }
+    }
+
+    #[test]
+    fn only_patterns_of_the_route_table_become_route_labels() {
+        let metrics = Metrics::for_routes(["/login", "/users/{username}/role"]);
+        assert_eq!(metrics.route_label(Some("/login")), "/login");
+        assert_eq!(
+            metrics.route_label(Some("/users/{username}/role")),
+            "/users/{username}/role"
+        );
+        assert_eq!(metrics.route_label(Some("/users/alice/role")), UNMATCHED);
+        assert_eq!(metrics.route_label(None), UNMATCHED);
+    }
+
+    #[test]
+    fn the_rendered_text_names_each_observed_series_once() {
+        let metrics = Metrics::for_routes(["/login"]);
+        for _ in 0..3 {
+            metrics.observe("GET", "/login", 200, 0.02);
+        }
+        let text = metrics.render();
+        assert!(text.contains(
+            "headroom_http_requests_total{method=\"GET\",route=\"/login\",status=\"200\"} 3"
+        ));
+        assert!(text.contains(
+            "headroom_http_request_duration_seconds_bucket{method=\"GET\",route=\"/login\",le=\"0.01\"} 0"
+        ));
+        assert!(text.contains(
+            "headroom_http_request_duration_seconds_bucket{method=\"GET\",route=\"/login\",le=\"0.025\"} 3"
+        ));
+    }
 }

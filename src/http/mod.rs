@@ -1,11 +1,13 @@
 //! HTTP plumbing shared by the HTML pages (`web`) and the JSON API (`api`): the route-table
-//! entry type, the authentication/CSRF/role guard, problem+json and request metrics.
+//! entry type, the authentication/CSRF/role guard, problem+json, request metrics, the client
+//! address and the browser-hardening headers.
 
 pub mod client;
 pub mod endpoint;
 pub mod guard;
 pub mod metrics;
 pub mod problem;
+pub mod security_headers;
 
 pub use endpoint::{Access, Endpoint};
 pub use problem::Problem;

@@ -15,6 +15,13 @@ pub enum WebError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// Refused for now (429 throttled, 503 busy); the page carries `Retry-After`.
+    #[error("{message}")]
+    RetryLater {
+        status: StatusCode,
+        retry_after: std::time::Duration,
+        message: String,
+    },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -31,6 +38,16 @@ impl From<AccountError> for WebError {
             AccountError::Forbidden(f) => WebError::Forbidden(f.to_string()),
             AccountError::NotFound(what) => WebError::NotFound(format!("{what} not found")),
             AccountError::Invalid(errors) => WebError::BadRequest(errors.to_string()),
+            e @ AccountError::Throttled(wait) => WebError::RetryLater {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                retry_after: wait,
+                message: e.to_string(),
+            },
+            e @ AccountError::Busy(wait) => WebError::RetryLater {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: wait,
+                message: e.to_string(),
+            },
             AccountError::Internal(e) => WebError::Internal(e),
         }
     }
@@ -42,6 +59,7 @@ impl ResponseError for WebError {
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WebError::RetryLater { status, .. } => *status,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -55,7 +73,14 @@ impl ResponseError for WebError {
             }
             other => other.to_string(),
         };
-        crate::http::html_error(status, &detail)
+        let mut res = crate::http::html_error(status, &detail);
+        if let WebError::RetryLater { retry_after, .. } = self {
+            res.headers_mut().insert(
+                actix_web::http::header::RETRY_AFTER,
+                actix_web::http::header::HeaderValue::from(retry_after.as_secs().max(1)),
+            );
+        }
+        res
     }
 }
 

@@ -31,7 +31,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render())
+        .body(state.metrics.render() + &crate::auth::password::global().metrics_text())
 }
 
 /// Files compiled into the binary, so the console needs nothing beside it at run time.

@@ -58,6 +58,8 @@ async fn browser(driver: &Driver) -> fantoccini::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let profile = tempfile::tempdir().unwrap().keep();
     let caps = serde_json::json!({
+        // The console log (CSP violations land there) is read back through `browser_log`.
+        "goog:loggingPrefs": {"browser": "ALL"},
         "goog:chromeOptions": {
             "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
             "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
@@ -72,6 +74,62 @@ async fn browser(driver: &Driver) -> fantoccini::Client {
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
         .expect("WebDriver session")
+}
+
+/// chromedriver's log endpoint, which fantoccini has no method for: the browser console
+/// entries since the last read.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (reqwest::Method, Option<String>) {
+        (reqwest::Method::POST, Some(r#"{"type":"browser"}"#.into()))
+    }
+}
+
+/// The console messages logged since the last call.
+async fn browser_log(c: &fantoccini::Client) -> Vec<String> {
+    let entries = c
+        .issue_cmd(BrowserLog)
+        .await
+        .expect("chromedriver log endpoint");
+    entries
+        .as_array()
+        .expect("the log is a list of entries")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["level"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Fails on any Content-Security-Policy message in the console since the last read.
+async fn assert_no_csp_violation(c: &fantoccini::Client, when: &str) {
+    let violations: Vec<String> = browser_log(c)
+        .await
+        .into_iter()
+        .filter(|m| m.contains("Content Security Policy"))
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "{when}: the console shows CSP violations:\n{}",
+        violations.join("\n")
+    );
 }
 
 async fn sign_in(c: &fantoccini::Client, app: &TestApp, user: &str) {
@@ -128,6 +186,7 @@ async fn a_person_signs_in_and_sees_the_overview() {
         .await
         .unwrap();
     assert_eq!(version, serde_json::json!("2.0.11"));
+    assert_no_csp_violation(&c, "the whole flow").await;
     c.close().await.unwrap();
 }
 
@@ -171,6 +230,7 @@ async fn an_admin_changes_a_role_inline_through_htmx() {
         c.current_url().await.unwrap().path().ends_with("/users"),
         "no full navigation"
     );
+    assert_no_csp_violation(&c, "the whole flow").await;
     c.close().await.unwrap();
 }
 
@@ -250,5 +310,108 @@ async fn typing_in_the_template_updates_the_findings_and_the_gauge() {
         .await
         .unwrap();
     assert_eq!(versions, 1);
+    assert_no_csp_violation(&c, "the whole flow").await;
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_browser_enforces_the_policy_and_its_log_names_each_violation() {
+    let Some(driver) = start_driver().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "alice").await;
+    assert_no_csp_violation(&c, "signing in").await;
+    // What an injection would add: an inline script and an inline style. The policy blocks
+    // both, and the console says so — the same log the other tests require to stay clean.
+    c.execute(
+        "var s = document.createElement('script'); s.textContent = 'window.injected = true;'; \
+         document.body.appendChild(s); \
+         var st = document.createElement('style'); st.textContent = 'body { display: none; }'; \
+         document.head.appendChild(st);",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let mut log = Vec::new();
+    for _ in 0..50 {
+        log.extend(browser_log(&c).await);
+        if log
+            .iter()
+            .filter(|m| m.contains("Content Security Policy"))
+            .count()
+            >= 2
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let violations: Vec<&String> = log
+        .iter()
+        .filter(|m| m.contains("Content Security Policy"))
+        .collect();
+    assert!(
+        violations.iter().any(|m| m.contains("script"))
+            && violations.iter().any(|m| m.contains("style")),
+        "both injections are reported: {log:?}"
+    );
+    let ran = c
+        .execute("return window.injected === true", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        ran,
+        serde_json::json!(false),
+        "the inline script did not run"
+    );
+    let display = c
+        .execute("return getComputedStyle(document.body).display", vec![])
+        .await
+        .unwrap();
+    assert_ne!(
+        display,
+        serde_json::json!("none"),
+        "the inline style was not applied"
+    );
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_page_loads_under_the_policy_with_htmx_adding_no_inline_style() {
+    let Some(driver) = start_driver().await else {
+        return;
+    };
+    let app = TestApp::spawn_with_config().await;
+    app.create_user("admin-user", Role::Admin).await;
+    app.token_for("admin-user").await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "admin-user").await;
+    let pages: Vec<String> = headroom::web::endpoints()
+        .into_iter()
+        .filter(|e| e.method == actix_web::http::Method::GET)
+        .filter(|e| !crate::headers::NOT_HTML.contains(&e.path) && e.path != "/login")
+        .map(|e| crate::headers::concrete(e.path))
+        .collect();
+    assert!(pages.len() >= 12, "{pages:?}");
+    for path in &pages {
+        c.goto(&app.url(path)).await.unwrap();
+        c.wait().for_element(Locator::Css("main")).await.unwrap();
+        let state = c
+            .execute(
+                "return [document.querySelectorAll('style').length, \
+                         htmx.config.includeIndicatorStyles, htmx.config.allowEval, \
+                         getComputedStyle(document.querySelector('header.topbar')).display]",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(state[0], 0, "{path}: no <style> element, htmx's included");
+        assert_eq!(state[1], false, "{path}: htmx indicator styles off");
+        assert_eq!(state[2], false, "{path}: htmx eval off");
+        assert_ne!(state[3], "", "{path}: the stylesheet applies");
+        assert_no_csp_violation(&c, path).await;
+    }
     c.close().await.unwrap();
 }

@@ -9,6 +9,7 @@ use wiremock::matchers::{header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::{location, texts, TestApp};
+use crate::outbound::{pin_client, TlsFake};
 
 const SHA: &str = "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10";
 
@@ -387,6 +388,7 @@ async fn render_answers_the_documented_shape_and_flags_raw_insertions() {
     let raw = "#cloud-config\nhostname: {{ hostname }}\nruncmd:\n  - {{ \"echo \" ~ machine.yubaba_sha256 ~ \" x | sha256sum -c -\" | yaml }}\n";
     headroom::configs::templates::create(
         &app.pool,
+        &app.state.renderer,
         &headroom::auth::Caller::system(),
         0,
         "raw",
@@ -563,8 +565,10 @@ async fn pin_preflight_verifies_names_both_digests_and_reports_size_and_time_lim
         )
         .mount(&server)
         .await;
-    let client = reqwest::Client::new();
-    let url = format!("{}/yubaba.tar.gz", server.uri());
+    // Pins are https only and refuse loopback: reach wiremock through the TLS fake, listed.
+    let fake = TlsFake::front("127.0.0.1", &server).await;
+    let client = pin_client(&[fake.entry()]);
+    let url = fake.url("/yubaba.tar.gz");
 
     assert_eq!(
         preflight(&client, &url, &right, limits(1 << 20, 5000)).await,
@@ -590,7 +594,7 @@ async fn pin_preflight_verifies_names_both_digests_and_reports_size_and_time_lim
 
     let v = preflight(
         &client,
-        &format!("{}/slow.tar.gz", server.uri()),
+        &fake.url("/slow.tar.gz"),
         &right,
         limits(1 << 20, 300),
     )
@@ -604,19 +608,19 @@ async fn pin_preflight_verifies_names_both_digests_and_reports_size_and_time_lim
 
     let v = preflight(
         &client,
-        &format!("{}/missing.tar.gz", server.uri()),
+        &fake.url("/missing.tar.gz"),
         &right,
         limits(1 << 20, 5000),
     )
     .await;
-    assert!(v.message().contains("HTTP 404"), "{}", v.message());
+    assert_eq!(v.message(), "HTTP 404");
 }
 
 #[tokio::test]
 async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     let app = TestApp::spawn_with_config().await;
     let op = app.session_for(Role::Operator).await;
-    // Point the config at a closed loopback port: the check fails fast and is remembered.
+    // Point the config at a loopback port: the policy refuses it, and that is remembered.
     let mut input = headroom::configs::machines::latest(&app.pool, "spare-fsn1")
         .await
         .unwrap()
@@ -646,7 +650,7 @@ async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     assert!(
         texts(&page, "#pin p")
             .iter()
-            .any(|t| t.contains("cannot fetch https://127.0.0.1:9/yubaba.tar.gz")),
+            .any(|t| t == "error refused: loopback address"),
         "{page}"
     );
     assert!(texts(&page, "#pin p.muted")

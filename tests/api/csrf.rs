@@ -152,3 +152,136 @@ async fn pages_carry_the_session_token_in_forms_and_htmx_headers() {
     assert!(forms > 0);
     assert_eq!(forms, with_token, "every POST form carries csrf_token");
 }
+
+/// Posts the login form with the given pre-login cookie and field values.
+async fn post_login_with(
+    app: &TestApp,
+    cookie: &str,
+    field: &str,
+    password: &str,
+) -> reqwest::Response {
+    app.client
+        .post(app.url("/login"))
+        .header(
+            "Cookie",
+            format!("{}={cookie}", headroom::auth::csrf::LOGIN_COOKIE),
+        )
+        .form(&[
+            ("username", "alice"),
+            ("password", password),
+            ("csrf_token", field),
+        ])
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_login_form_posted_with_a_cookie_and_field_chosen_by_the_attacker_is_refused() {
+    let app = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    let before = app.snapshot().await;
+    // What a sibling subdomain could plant: the old unsigned shape, and the signed shape with
+    // a made-up signature, each sent as both the cookie and the field.
+    let made_up_mac = headroom::auth::secret_token::generate("");
+    let made_up = [
+        "0000000000000000000000000000000000000000000000000000000000000000".to_owned(),
+        headroom::auth::secret_token::generate(""),
+        format!(
+            "{}.{}.{made_up_mac}",
+            app.clock_start(),
+            headroom::auth::secret_token::generate("")
+        ),
+        "attacker".to_owned(),
+    ];
+    for forged in &made_up {
+        let res = post_login_with(&app, forged, forged, crate::helpers::PASSWORD).await;
+        assert_eq!(res.status(), 403, "planted pair {forged:?}");
+        assert!(
+            crate::helpers::cookie_value(res.headers(), "headroom_session").is_none(),
+            "no session for {forged:?}"
+        );
+    }
+    assert_eq!(
+        app.snapshot().await,
+        before,
+        "a refused login changes nothing"
+    );
+
+    // The pair this instance signed still signs in.
+    let (cookie, token) = app.login_form().await;
+    let value = cookie.split_once('=').unwrap().1;
+    assert_ne!(value, made_up[0]);
+    let res = post_login_with(&app, value, &token, crate::helpers::PASSWORD).await;
+    assert_eq!(res.status(), 303);
+    assert!(crate::helpers::cookie_value(res.headers(), "headroom_session").is_some());
+}
+
+#[tokio::test]
+async fn a_login_token_signed_by_another_instance_is_refused() {
+    let app = TestApp::spawn().await;
+    let other = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    // A genuine pair, but from another instance (another database, another key).
+    let (cookie, token) = other.login_form().await;
+    let value = cookie.split_once('=').unwrap().1;
+    let res = post_login_with(&app, value, &token, crate::helpers::PASSWORD).await;
+    assert_eq!(res.status(), 403);
+    // The login page replaces the foreign cookie with one of its own.
+    let res = app
+        .client
+        .get(app.url("/login"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let fresh = crate::helpers::cookie_value(res.headers(), "headroom_login_csrf").unwrap();
+    assert_ne!(fresh, value);
+    assert_eq!(
+        crate::helpers::input_value(&res.text().await.unwrap(), "csrf_token").unwrap(),
+        fresh
+    );
+    let res = post_login_with(&app, &fresh, &fresh, crate::helpers::PASSWORD).await;
+    assert_eq!(res.status(), 303);
+}
+
+#[tokio::test]
+async fn a_stale_login_token_is_refused_and_the_login_page_issues_a_new_one() {
+    let app = TestApp::spawn().await;
+    app.create_user("alice", Role::Admin).await;
+    let (cookie, token) = app.login_form().await;
+    let value = cookie.split_once('=').unwrap().1.to_owned();
+    app.clock.advance(std::time::Duration::from_millis(
+        headroom::auth::csrf::LOGIN_TOKEN_TTL_MS as u64 + 60_000,
+    ));
+    let res = post_login_with(&app, &value, &token, crate::helpers::PASSWORD).await;
+    assert_eq!(res.status(), 403);
+    let (cookie, token) = app.login_form().await;
+    assert_ne!(cookie.split_once('=').unwrap().1, value);
+    let res = post_login_with(
+        &app,
+        cookie.split_once('=').unwrap().1,
+        &token,
+        crate::helpers::PASSWORD,
+    )
+    .await;
+    assert_eq!(res.status(), 303);
+}
+
+#[tokio::test]
+async fn the_login_key_is_created_once_and_kept_in_the_database() {
+    let app = TestApp::spawn().await;
+    let (cookie, _) = app.login_form().await;
+    let value = cookie.split_once('=').unwrap().1;
+    // What a restart on the same database loads: the same key, so open login forms survive.
+    let reloaded = headroom::auth::csrf::LoginKey::load_or_create(&app.pool, app.clock_start())
+        .await
+        .unwrap();
+    assert!(reloaded.verify(value, app.clock_start()));
+    assert_eq!(app.count("instance_keys").await, 1);
+    let fresh_db = TestApp::spawn().await;
+    let foreign = headroom::auth::csrf::LoginKey::load_or_create(&fresh_db.pool, 0)
+        .await
+        .unwrap();
+    assert!(!foreign.verify(value, app.clock_start()));
+}

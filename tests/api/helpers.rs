@@ -57,6 +57,8 @@ impl TestApp {
             bind: "127.0.0.1:0".into(),
             database_url: format!("sqlite:{}", db_path.display()),
             workers: 1,
+            // The test binary is not headroom: render workers start from the real one.
+            render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
             ..Settings::default()
         };
         adjust(&mut settings);
@@ -337,4 +339,13 @@ impl TestApp {
 /// The route table's method as reqwest's type (actix and reqwest use different `http` majors).
 pub fn method(m: &actix_web::http::Method) -> reqwest::Method {
     reqwest::Method::from_bytes(m.as_str().as_bytes()).expect("standard method")
+}
+
+/// A renderer whose workers start from the real binary, as the server's do.
+pub fn renderer(schema: Option<Arc<jsonschema::Validator>>) -> headroom::cloud_init::Renderer {
+    headroom::cloud_init::Renderer::new(
+        env!("CARGO_BIN_EXE_headroom").into(),
+        headroom::cloud_init::RenderLimits::default(),
+        schema,
+    )
 }

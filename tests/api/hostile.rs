@@ -312,3 +312,51 @@ async fn non_utf8_and_garbage_form_bodies_are_4xx() {
     assert!(res.status().is_client_error(), "{}", res.status());
     assert_eq!(app.count("users").await, 1);
 }
+
+#[tokio::test]
+async fn the_pin_check_api_rejects_hostile_names_and_checks_nothing() {
+    let app = TestApp::spawn_with_config().await;
+    app.create_user("op", Role::Operator).await;
+    let token = app.token_for("op").await;
+    // First use records last_used_at; do it before taking snapshots.
+    app.client
+        .get(app.url("/api/v1/me"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    for (what, value) in hostile_values() {
+        let before = app.snapshot().await;
+        let path = headroom::web::paths::fill(
+            headroom::api::paths::MACHINE_CONFIG_PIN_CHECK,
+            &[("name", &value)],
+        );
+        let res = app
+            .client
+            .post(app.url(&path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        if value.is_empty() {
+            // An empty segment matches no route at all.
+            assert_eq!(res.status(), 404, "name {what}");
+        } else {
+            assert_eq!(res.status(), 422, "name {what}");
+            let v: serde_json::Value = res.json().await.unwrap();
+            assert_eq!(v["errors"][0]["field"], "name", "name {what}: {v}");
+            assert!(
+                v["errors"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("RFC 1123")),
+                "name {what}: {v}"
+            );
+        }
+        assert_eq!(
+            app.snapshot().await,
+            before,
+            "name {what} changed something"
+        );
+        assert_eq!(app.count("pin_checks").await, 0, "name {what} was checked");
+    }
+}

@@ -180,3 +180,60 @@ async fn domain_operations_check_the_role_even_without_the_route_guard() {
     );
     assert_eq!(app.count("users").await, 1);
 }
+
+#[tokio::test]
+async fn the_pin_check_api_is_for_operators_and_up() {
+    let app = TestApp::spawn_with_config().await;
+    // A loopback URL: the outbound policy refuses it, so no check leaves the machine.
+    let mut input = headroom::configs::machines::latest(&app.pool, "spare-fsn1")
+        .await
+        .unwrap()
+        .spec
+        .to_input();
+    input.yubaba_url = "https://127.0.0.1:1/yubaba.tar.gz".into();
+    headroom::configs::machines::update(
+        &app.state,
+        &headroom::auth::Caller::system(),
+        "spare-fsn1",
+        &input,
+    )
+    .await
+    .unwrap();
+    let route = route_table()
+        .into_iter()
+        .find(|r| r.path == headroom::api::paths::MACHINE_CONFIG_PIN_CHECK)
+        .expect("pin-check is in the route table");
+    assert_eq!(route.access, Access::AtLeast(Role::Operator));
+    let url = app.url("/api/v1/machine-configs/spare-fsn1/pin-check");
+    // Anonymous, with a valid pre-login CSRF pair so that only the missing sign-in decides.
+    let (cookie, token) = app.login_form().await;
+    let anonymous = app
+        .client
+        .post(&url)
+        .header("Cookie", cookie)
+        .header("X-CSRF-Token", token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    for role in Role::ALL {
+        app.create_user(&format!("{role}-user"), role).await;
+        let token = app.token_for(&format!("{role}-user")).await;
+        let checks_before = app.count("pin_checks").await;
+        let res = app
+            .client
+            .post(&url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        if role.includes(Role::Operator) {
+            assert_eq!(res.status(), StatusCode::OK, "{role}");
+            let v: serde_json::Value = res.json().await.unwrap();
+            assert_eq!(v["message"], "refused: loopback address", "{role}: {v}");
+        } else {
+            assert_eq!(res.status(), StatusCode::FORBIDDEN, "{role}");
+            assert_eq!(app.count("pin_checks").await, checks_before, "{role}");
+        }
+    }
+}

@@ -120,5 +120,19 @@ async fn a_wrong_current_password_changes_nothing() {
     assert!(crate::helpers::texts(&html, ".field-error")
         .iter()
         .any(|t| t.contains("not your current password")));
-    assert_eq!(app.snapshot().await, before);
+    // Only the attempt itself is recorded: counted by the form's throttle and audited.
+    let after = app.snapshot().await;
+    for table in ["users", "sessions", "api_tokens"] {
+        let row = |snap: &Vec<(String, i64, String)>| snap.iter().find(|r| r.0 == table).cloned();
+        assert_eq!(row(&after), row(&before), "{table} changed");
+    }
+    assert_eq!(
+        app.audit_actions().await.last().map(String::as_str),
+        Some("auth.password_change_failed")
+    );
+    assert_eq!(
+        app.count("login_throttle WHERE key = 'password_change:alice'")
+            .await,
+        1
+    );
 }

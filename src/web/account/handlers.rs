@@ -1,13 +1,15 @@
 //! GET /account and POST /account/password.
 
 use actix_htmx::Htmx;
+use actix_web::http::header::{HeaderValue, RETRY_AFTER};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::views;
-use crate::auth::accounts::{self, AccountError, PasswordChange};
+use crate::auth::accounts::{self, AccountError, ChangeOrigin, PasswordChange};
 use crate::auth::{Principal, Via};
 use crate::domain::FieldErrors;
+use crate::http::client::client_addr;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -16,26 +18,35 @@ use crate::web::{flash, paths, see_other};
 /// The account page.
 pub async fn show(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
     let frame = Frame::load(&state, &principal, "Your account", "").await;
-    let body = || views::account(&principal, &FieldErrors::default());
+    let body = || views::account(&principal, &FieldErrors::default(), None);
     respond(&htmx, StatusCode::OK, frame, body, body)
 }
 
-/// Changes the signed-in user's password; other sessions end.
+/// Changes the signed-in user's password; other sessions end. Wrong current passwords are
+/// throttled (429) and a full hashing bound answers 503, both with `Retry-After`.
 pub async fn change_password(
     state: web::Data<AppState>,
+    req: HttpRequest,
     principal: Principal,
     htmx: Htmx,
     form: web::Form<PasswordChange>,
 ) -> Result<HttpResponse, WebError> {
-    let keep = match principal.via {
+    let keep_session = match principal.via {
         Via::Session { session_id, .. } => Some(session_id),
         Via::Token { .. } => None,
+    };
+    let addr = client_addr(&req, &state.settings.trusted_proxies)
+        .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+    let origin = ChangeOrigin {
+        keep_session,
+        client_addr: &addr,
     };
     match accounts::change_own_password(
         &state.pool,
         &principal.caller(),
         state.clock.now(),
-        keep,
+        &state.settings.throttle,
+        origin,
         &form,
     )
     .await
@@ -55,7 +66,7 @@ pub async fn change_password(
         }
         Err(AccountError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "Your account", "").await;
-            let body = || views::account(&principal, &errors);
+            let body = || views::account(&principal, &errors, None);
             Ok(respond(
                 &htmx,
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -63,6 +74,19 @@ pub async fn change_password(
                 body,
                 body,
             ))
+        }
+        Err(e @ (AccountError::Throttled(wait) | AccountError::Busy(wait))) => {
+            let status = match e {
+                AccountError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::TOO_MANY_REQUESTS,
+            };
+            let message = e.to_string();
+            let frame = Frame::load(&state, &principal, "Your account", "").await;
+            let body = || views::account(&principal, &FieldErrors::default(), Some(&message));
+            let mut res = respond(&htmx, status, frame, body, body);
+            res.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            Ok(res)
         }
         Err(e) => Err(e.into()),
     }

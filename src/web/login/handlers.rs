@@ -44,12 +44,14 @@ fn render_form(
     message: Option<&str>,
     errors: &FieldErrors,
 ) -> HttpResponse {
-    // Reuse the visitor's pre-login CSRF cookie so several open tabs keep working.
+    // Reuse the visitor's pre-login CSRF cookie so several open tabs keep working, but only
+    // one this instance signed and that is still fresh; anything else is replaced.
+    let now = state.clock.now();
     let token = req
         .cookie(csrf::LOGIN_COOKIE)
         .map(|c| c.value().to_owned())
-        .filter(|v| v.len() == 64)
-        .unwrap_or_else(csrf::new_login_token);
+        .filter(|v| state.login_key.verify(v, now))
+        .unwrap_or_else(|| state.login_key.issue(now));
     let body = views::login_page(&token, username, next, message, errors);
     HttpResponse::build(status)
         .cookie(cookie(state, req, csrf::LOGIN_COOKIE, token))
@@ -118,11 +120,15 @@ pub async fn submit(
             Some("Wrong username or password."),
             &FieldErrors::default(),
         )),
-        Err(e @ LoginError::Throttled(wait)) => {
+        Err(e @ (LoginError::Throttled(wait) | LoginError::Busy(wait))) => {
+            let status = match e {
+                LoginError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::TOO_MANY_REQUESTS,
+            };
             let mut res = render_form(
                 &state,
                 &req,
-                StatusCode::TOO_MANY_REQUESTS,
+                status,
                 &shown_name,
                 &next,
                 Some(&e.to_string()),

@@ -216,7 +216,7 @@ pub async fn pin_check(
     flash(
         &state,
         &principal,
-        &format!("Pin pre-flight: {}", result.message),
+        &format!("Pin pre-flight: {}", result.check.message),
     )
     .await;
     Ok(see_other(&paths::fill(

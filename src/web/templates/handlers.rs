@@ -59,6 +59,7 @@ pub async fn create(
 ) -> Result<HttpResponse, WebError> {
     match templates::create(
         &state.pool,
+        &state.renderer,
         &principal.caller(),
         state.clock.now(),
         &form.name,
@@ -186,6 +187,7 @@ pub async fn update(
 ) -> Result<HttpResponse, WebError> {
     match templates::update(
         &state.pool,
+        &state.renderer,
         &principal.caller(),
         state.clock.now(),
         &name,
