@@ -4,6 +4,7 @@
 //! array `[id, at, actor, action, target_kind, target_id, details]` with `details` re-encoded
 //! with sorted keys. The first entry chains from [`GENESIS`].
 
+use crate::domain::digest::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::SqliteConnection;
@@ -92,17 +93,6 @@ pub fn entry_hash(row: &AuditRow) -> String {
     h.update(b"\n");
     h.update(canonical.to_string().as_bytes());
     hex(&h.finalize())
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }
 
 /// Why the chain is broken, naming the first entry that does not match.

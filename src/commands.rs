@@ -81,9 +81,9 @@ pub async fn seed_demo_config(state: &crate::state::AppState) -> anyhow::Result<
         yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
         ..Default::default()
     };
-    match crate::configs::machines::create(state, &Caller::system(), &input).await {
+    match crate::machines::machine_configs::create(state, &Caller::system(), &input).await {
         Ok(_) => Ok(()),
-        Err(crate::configs::ConfigError::Invalid(e))
+        Err(crate::machines::MachinesError::Invalid(e))
             if e.for_field("name") == Some("is already taken") =>
         {
             Ok(())

@@ -129,7 +129,7 @@ struct FileSettings {
 
 /// Why settings could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum SettingsError {
     #[error("cannot read config file {path}: {source}")]
     Read {
         path: String,
@@ -157,19 +157,19 @@ impl Settings {
         file: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
         flags: &Overrides,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SettingsError> {
         let mut s = base;
         if let Some(path) = file {
             let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
                 path: shown.clone(),
                 source,
             })?;
-            let f: FileSettings = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            let f: FileSettings = toml::from_str(&text).map_err(|e| SettingsError::Parse {
                 path: shown,
                 message: e.to_string(),
             })?;
-            s.apply_file(f).map_err(|message| ConfigError::Parse {
+            s.apply_file(f).map_err(|message| SettingsError::Parse {
                 path: path.display().to_string(),
                 message,
             })?;
@@ -251,7 +251,7 @@ impl Settings {
         Ok(())
     }
 
-    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), SettingsError> {
         if let Some(v) = env("HEADROOM_BIND") {
             self.bind = v;
         }
@@ -266,7 +266,7 @@ impl Settings {
                 "json" => LogFormat::Json,
                 "text" => LogFormat::Text,
                 _ => {
-                    return Err(ConfigError::Env {
+                    return Err(SettingsError::Env {
                         name: "HEADROOM_LOG_FORMAT".into(),
                         message: "must be text or json".into(),
                     })
@@ -276,7 +276,7 @@ impl Settings {
         if let Some(v) = env("HEADROOM_PASSWORD_HASH_CONCURRENCY") {
             let n = parse_env("HEADROOM_PASSWORD_HASH_CONCURRENCY", &v)?;
             self.password_hash_concurrency =
-                hash_concurrency(n).map_err(|message| ConfigError::Env {
+                hash_concurrency(n).map_err(|message| SettingsError::Env {
                     name: "HEADROOM_PASSWORD_HASH_CONCURRENCY".into(),
                     message,
                 })?;
@@ -298,7 +298,7 @@ impl Settings {
         if let Some(v) = env("HEADROOM_RENDER_TIMEOUT_MS") {
             let ms = parse_env("HEADROOM_RENDER_TIMEOUT_MS", &v)?;
             self.render_limits.timeout =
-                render_timeout(ms).map_err(|message| ConfigError::Env {
+                render_timeout(ms).map_err(|message| SettingsError::Env {
                     name: "HEADROOM_RENDER_TIMEOUT_MS".into(),
                     message,
                 })?;
@@ -306,7 +306,7 @@ impl Settings {
         if let Some(v) = env("HEADROOM_RENDER_OUTPUT_BYTES") {
             let bytes = parse_env("HEADROOM_RENDER_OUTPUT_BYTES", &v)?;
             self.render_limits.output_bytes =
-                render_output(bytes).map_err(|message| ConfigError::Env {
+                render_output(bytes).map_err(|message| SettingsError::Env {
                     name: "HEADROOM_RENDER_OUTPUT_BYTES".into(),
                     message,
                 })?;
@@ -322,7 +322,7 @@ impl Settings {
                 .collect();
             self.outbound_allow =
                 crate::outbound::AllowList::parse(&entries).map_err(|message| {
-                    ConfigError::Env {
+                    SettingsError::Env {
                         name: "HEADROOM_OUTBOUND_ALLOW".into(),
                         message,
                     }
@@ -337,7 +337,7 @@ impl Settings {
         if let Some(v) = env("HETZNER_API_TOKEN") {
             self.hetzner_api_token = Some(SecretString::from(v));
         } else if let Some(path) = env("HETZNER_API_TOKEN_FILE") {
-            let token = std::fs::read_to_string(&path).map_err(|e| ConfigError::Env {
+            let token = std::fs::read_to_string(&path).map_err(|e| SettingsError::Env {
                 name: "HETZNER_API_TOKEN_FILE".into(),
                 message: format!("cannot read {path}: {e}"),
             })?;
@@ -378,8 +378,8 @@ fn hash_concurrency(n: usize) -> Result<usize, String> {
     }
 }
 
-fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, ConfigError> {
-    raw.trim().parse().map_err(|_| ConfigError::Env {
+fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, SettingsError> {
+    raw.trim().parse().map_err(|_| SettingsError::Env {
         name: name.into(),
         message: format!("cannot parse {raw:?}"),
     })

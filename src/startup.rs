@@ -88,19 +88,19 @@ impl Application {
             clock,
             providers: crate::provider::Providers::new(hetzner, settings.simulated_provider),
             settings: Arc::new(settings),
-            metrics: Arc::new(metrics::Metrics::for_routes(
+            metrics: Arc::new(crate::telemetry::metrics::Metrics::for_routes(
                 route_table().iter().map(|e| e.path),
             )),
             login_key,
             renderer,
             pin_client,
         };
-        crate::configs::templates::ensure_default(&state.pool, state.clock.now()).await?;
+        crate::machines::templates::ensure_default(&state.pool, state.clock.now()).await?;
         // Stored templates that the sandbox now refuses are reported, never changed: each
         // renders with a blocking finding until someone edits it.
-        tokio::spawn(crate::configs::templates::report_refused(state.clone()));
+        tokio::spawn(crate::machines::templates::report_refused(state.clone()));
         if state.settings.simulated_provider {
-            crate::configs::catalogue::refresh(
+            crate::machines::catalogue::refresh(
                 &state,
                 &crate::auth::Caller::system(),
                 crate::domain::machine::ProviderKind::Simulated,

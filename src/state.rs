@@ -6,8 +6,8 @@ use sqlx::SqlitePool;
 
 use crate::config::Settings;
 use crate::domain::Clock;
-use crate::http::metrics::Metrics;
 use crate::provider::Providers;
+use crate::telemetry::metrics::Metrics;
 
 /// Shared application state, cheap to clone.
 #[derive(Clone)]

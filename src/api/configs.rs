@@ -8,22 +8,22 @@ use super::errors::ApiError;
 use super::json::ApiJson;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
-use crate::configs::machines::{self, ConfigVersion};
-use crate::configs::preview::{preview, PreviewRequest};
-use crate::configs::{pins, templates, ConfigError};
 use crate::db::versions::Version;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
+use crate::machines::machine_configs::{self, ConfigVersion};
+use crate::machines::preview::{preview, PreviewRequest};
+use crate::machines::{pins, templates, MachinesError};
 use crate::state::AppState;
 
-impl From<ConfigError> for ApiError {
-    fn from(e: ConfigError) -> Self {
+impl From<MachinesError> for ApiError {
+    fn from(e: MachinesError) -> Self {
         match e {
-            ConfigError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
-            ConfigError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            ConfigError::Invalid(errors) => ApiError::Invalid(errors),
-            ConfigError::Provider(p) => ApiError::Upstream(p.to_string()),
-            ConfigError::Internal(e) => ApiError::Internal(e),
+            MachinesError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
+            MachinesError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            MachinesError::Invalid(errors) => ApiError::Invalid(errors),
+            MachinesError::Provider(p) => ApiError::Upstream(p.to_string()),
+            MachinesError::Internal(e) => ApiError::Internal(e),
         }
     }
 }
@@ -66,7 +66,7 @@ pub async fn list_configs(
     _p: Principal,
 ) -> Result<Json<Vec<MachineConfigJson>>, ApiError> {
     Ok(Json(
-        machines::list(&state.pool)
+        machine_configs::list(&state.pool)
             .await?
             .into_iter()
             .map(Into::into)
@@ -82,7 +82,7 @@ pub async fn create_config(
     p: Principal,
     body: ApiJson<MachineInput>,
 ) -> Result<HttpResponse, ApiError> {
-    let v = machines::create(&state, &p.caller(), &body).await?;
+    let v = machine_configs::create(&state, &p.caller(), &body).await?;
     Ok(HttpResponse::Created().json(MachineConfigJson::from(v)))
 }
 
@@ -93,7 +93,9 @@ pub async fn get_config(
     _p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
-    Ok(Json(machines::latest(&state.pool, &name).await?.into()))
+    Ok(Json(
+        machine_configs::latest(&state.pool, &name).await?.into(),
+    ))
 }
 
 /// Saves a new version of a machine config (operator); an identical body makes none.
@@ -105,7 +107,7 @@ pub async fn put_config(
     name: web::Path<String>,
     body: ApiJson<MachineInput>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
-    let (v, _) = machines::update(&state, &p.caller(), &name, &body).await?;
+    let (v, _) = machine_configs::update(&state, &p.caller(), &name, &body).await?;
     Ok(Json(v.into()))
 }
 
@@ -116,7 +118,7 @@ pub async fn config_versions(
     _p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<Vec<MachineConfigVersionJson>>, ApiError> {
-    let h = machines::history(&state.pool, &name).await?;
+    let h = machine_configs::history(&state.pool, &name).await?;
     Ok(Json(
         h.into_iter()
             .map(|(v, changes)| MachineConfigVersionJson {

@@ -11,7 +11,7 @@ use sha2::Sha256;
 use sqlx::SqlitePool;
 
 use super::secret_token;
-use crate::audit::hex;
+use crate::domain::digest::hex;
 use crate::domain::UnixMillis;
 
 /// Form field carrying the token.

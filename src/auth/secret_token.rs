@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::audit::hex;
+use crate::domain::digest::hex;
 
 /// A fresh random token: `prefix` then 64 hex characters (256 bits from the OS).
 pub fn generate(prefix: &str) -> String {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::audit::hex;
+use crate::domain::digest::hex;
 use crate::outbound::{FetchError, OutboundClient};
 
 /// The outcome of a pre-flight.

@@ -21,8 +21,8 @@ use super::sandbox::{self, EngineError, EngineLimits, Job, Outcome};
 use super::validate::{self, Finding, Severity};
 use super::worker::{self, WorkerFailure};
 use super::{lint, REDACTED};
-use crate::audit::hex;
 use crate::domain::clock::format_utc;
+use crate::domain::digest::hex;
 use crate::domain::machine::MachineSpec;
 use crate::domain::{FieldError, FieldErrors, UnixMillis};
 

@@ -1,6 +1,7 @@
 //! Newtypes and rules. No I/O: holding one of these types proves the value is valid.
 
 pub mod clock;
+pub mod digest;
 pub mod field_error;
 pub mod machine;
 pub mod password;

@@ -84,9 +84,9 @@ impl ResponseError for WebError {
     }
 }
 
-impl From<crate::configs::ConfigError> for WebError {
-    fn from(e: crate::configs::ConfigError) -> Self {
-        use crate::configs::ConfigError as C;
+impl From<crate::machines::MachinesError> for WebError {
+    fn from(e: crate::machines::MachinesError) -> Self {
+        use crate::machines::MachinesError as C;
         match e {
             C::Forbidden(f) => WebError::Forbidden(f.to_string()),
             C::NotFound(what) => WebError::NotFound(format!("{what} not found")),

@@ -274,7 +274,7 @@ async fn the_recorded_sha256_is_of_the_real_payload_and_the_kept_copy_hides_the_
     assert!(real.contains("tskey-auth-$(secret)`x`-9f8e7d"));
     assert_eq!(
         r.sha256,
-        headroom::audit::hex(&Sha256::digest(real.as_bytes()))
+        headroom::domain::digest::hex(&Sha256::digest(real.as_bytes()))
     );
     assert_eq!(r.size_bytes, real.len());
     assert!(!r.redacted.contains(key));
@@ -285,6 +285,6 @@ async fn the_recorded_sha256_is_of_the_real_payload_and_the_kept_copy_hides_the_
     );
     assert_ne!(
         r.sha256,
-        headroom::audit::hex(&Sha256::digest(r.redacted.as_bytes()))
+        headroom::domain::digest::hex(&Sha256::digest(r.redacted.as_bytes()))
     );
 }

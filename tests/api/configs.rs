@@ -386,7 +386,7 @@ async fn render_answers_the_documented_shape_and_flags_raw_insertions() {
 
     // A template that inserts a value raw is flagged and blocked.
     let raw = "#cloud-config\nhostname: {{ hostname }}\nruncmd:\n  - {{ \"echo \" ~ machine.yubaba_sha256 ~ \" x | sha256sum -c -\" | yaml }}\n";
-    headroom::configs::templates::create(
+    headroom::machines::templates::create(
         &app.pool,
         &app.state.renderer,
         &headroom::auth::Caller::system(),
@@ -550,7 +550,7 @@ async fn pin_preflight_verifies_names_both_digests_and_reports_size_and_time_lim
     use sha2::{Digest, Sha256};
     let server = MockServer::start().await;
     let tarball = vec![7_u8; 4096];
-    let right = headroom::audit::hex(&Sha256::digest(&tarball));
+    let right = headroom::domain::digest::hex(&Sha256::digest(&tarball));
     Mock::given(method("GET"))
         .and(path("/yubaba.tar.gz"))
         .respond_with(ResponseTemplate::new(200).set_body_bytes(tarball.clone()))
@@ -621,13 +621,13 @@ async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     let app = TestApp::spawn_with_config().await;
     let op = app.session_for(Role::Operator).await;
     // Point the config at a loopback port: the policy refuses it, and that is remembered.
-    let mut input = headroom::configs::machines::latest(&app.pool, "spare-fsn1")
+    let mut input = headroom::machines::machine_configs::latest(&app.pool, "spare-fsn1")
         .await
         .unwrap()
         .spec
         .to_input();
     input.yubaba_url = "https://127.0.0.1:9/yubaba.tar.gz".into();
-    headroom::configs::machines::update(
+    headroom::machines::machine_configs::update(
         &app.state,
         &headroom::auth::Caller::system(),
         "spare-fsn1",

@@ -184,14 +184,14 @@ async fn app_allowing(allow: &[String]) -> TestApp {
 
 /// Points `spare-fsn1` at a tarball URL and pin (as an operator's edit would).
 async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
-    let mut input = headroom::configs::machines::latest(&app.pool, "spare-fsn1")
+    let mut input = headroom::machines::machine_configs::latest(&app.pool, "spare-fsn1")
         .await
         .unwrap()
         .spec
         .to_input();
     input.yubaba_url = url.into();
     input.yubaba_sha256 = sha256.into();
-    headroom::configs::machines::update(
+    headroom::machines::machine_configs::update(
         &app.state,
         &headroom::auth::Caller::system(),
         "spare-fsn1",
@@ -223,7 +223,7 @@ const ANY_SHA: &str = "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4
 
 fn tarball() -> (Vec<u8>, String) {
     let bytes = vec![7_u8; 4096];
-    let sha = headroom::audit::hex(&Sha256::digest(&bytes));
+    let sha = headroom::domain::digest::hex(&Sha256::digest(&bytes));
     (bytes, sha)
 }
 

@@ -185,13 +185,13 @@ async fn domain_operations_check_the_role_even_without_the_route_guard() {
 async fn the_pin_check_api_is_for_operators_and_up() {
     let app = TestApp::spawn_with_config().await;
     // A loopback URL: the outbound policy refuses it, so no check leaves the machine.
-    let mut input = headroom::configs::machines::latest(&app.pool, "spare-fsn1")
+    let mut input = headroom::machines::machine_configs::latest(&app.pool, "spare-fsn1")
         .await
         .unwrap()
         .spec
         .to_input();
     input.yubaba_url = "https://127.0.0.1:1/yubaba.tar.gz".into();
-    headroom::configs::machines::update(
+    headroom::machines::machine_configs::update(
         &app.state,
         &headroom::auth::Caller::system(),
         "spare-fsn1",

@@ -6,8 +6,8 @@ use actix_web::{web, HttpResponse};
 
 use super::views;
 use crate::auth::Principal;
-use crate::configs::catalogue;
 use crate::domain::machine::ProviderKind;
+use crate::machines::catalogue;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};

@@ -7,9 +7,9 @@ use actix_web::{web, HttpResponse};
 use super::forms::MachineForm;
 use super::views::{self, FormChoices};
 use crate::auth::Principal;
-use crate::configs::{self, catalogue, machines, pins, ConfigError};
 use crate::domain::machine::MachineInput;
 use crate::domain::{FieldErrors, Role};
+use crate::machines::{self, catalogue, machine_configs, pins, MachinesError};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -20,7 +20,7 @@ async fn choices(state: &AppState) -> Result<FormChoices, WebError> {
     for kind in state.providers.enabled() {
         catalogues.push((kind, catalogue::cached(&state.pool, kind).await?.0));
     }
-    let templates = configs::templates::list(&state.pool)
+    let templates = machines::templates::list(&state.pool)
         .await?
         .into_iter()
         .map(|t| t.name)
@@ -37,7 +37,7 @@ pub async fn list(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let configs = machines::list(&state.pool).await?;
+    let configs = machine_configs::list(&state.pool).await?;
     let frame = Frame::load(&state, &principal, "Machine configs", "machines").await;
     let body = || views::list(&configs, principal.role.includes(Role::Operator));
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
@@ -97,8 +97,8 @@ pub async fn create(
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
-        Ok(input) => machines::create(&state, &principal.caller(), &input).await,
-        Err(errors) => Err(ConfigError::Invalid(errors)),
+        Ok(input) => machine_configs::create(&state, &principal.caller(), &input).await,
+        Err(errors) => Err(MachinesError::Invalid(errors)),
     };
     match result {
         Ok(v) => {
@@ -113,7 +113,7 @@ pub async fn create(
                 &[("name", &v.spec.name)],
             )))
         }
-        Err(ConfigError::Invalid(errors)) => {
+        Err(MachinesError::Invalid(errors)) => {
             form_page(
                 &state,
                 &principal,
@@ -136,7 +136,7 @@ pub async fn show(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let history = machines::history(&state.pool, &name).await?;
+    let history = machine_configs::history(&state.pool, &name).await?;
     let spec = &history[0].0.spec;
     let pin = pins::latest_for(&state.pool, &spec.yubaba_url, &spec.yubaba_sha256).await?;
     let frame = Frame::load(&state, &principal, name.as_str(), "machines").await;
@@ -151,7 +151,7 @@ pub async fn edit(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let current = machines::latest(&state.pool, &name).await?;
+    let current = machine_configs::latest(&state.pool, &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
     form_page(
         &state,
@@ -174,8 +174,8 @@ pub async fn update(
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
-        Ok(input) => machines::update(&state, &principal.caller(), &name, &input).await,
-        Err(errors) => Err(ConfigError::Invalid(errors)),
+        Ok(input) => machine_configs::update(&state, &principal.caller(), &name, &input).await,
+        Err(errors) => Err(MachinesError::Invalid(errors)),
     };
     match result {
         Ok((v, changed)) => {
@@ -190,7 +190,7 @@ pub async fn update(
                 &[("name", &name)],
             )))
         }
-        Err(ConfigError::Invalid(errors)) => {
+        Err(MachinesError::Invalid(errors)) => {
             form_page(
                 &state,
                 &principal,

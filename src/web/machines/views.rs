@@ -4,10 +4,10 @@ use maud::{html, Markup};
 
 use super::forms::MachineForm;
 use crate::auth::Principal;
-use crate::configs::machines::ConfigVersion;
 use crate::db::pins::PinCheck;
 use crate::domain::machine::{FieldChange, ProviderKind};
 use crate::domain::{FieldErrors, Role};
+use crate::machines::machine_configs::ConfigVersion;
 use crate::provider::Catalogue;
 use crate::web::components::{csrf_field, error_summary, time};
 use crate::web::paths;

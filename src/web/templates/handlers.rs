@@ -8,9 +8,9 @@ use serde::Deserialize;
 use super::views;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
-use crate::configs::preview::{preview, PreviewRequest};
-use crate::configs::{machines, templates, ConfigError};
 use crate::domain::{FieldErrors, Role};
+use crate::machines::preview::{preview, PreviewRequest};
+use crate::machines::{machine_configs, templates, MachinesError};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -74,7 +74,7 @@ pub async fn create(
                 &[("name", &v.name)],
             )))
         }
-        Err(ConfigError::Invalid(errors)) => {
+        Err(MachinesError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "New template", "templates").await;
             let body = || views::new_form(&principal, &form.name, &form.body, &errors);
             Ok(respond(
@@ -124,7 +124,7 @@ async fn editor(
     draft: Draft<'_>,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let configs: Vec<String> = machines::list(&state.pool)
+    let configs: Vec<String> = machine_configs::list(&state.pool)
         .await?
         .into_iter()
         .map(|c| c.spec.name)
@@ -204,7 +204,7 @@ pub async fn update(
             flash(&state, &principal, &msg).await;
             Ok(see_other(&paths::fill(paths::TEMPLATE, &[("name", &name)])))
         }
-        Err(ConfigError::Invalid(errors)) => {
+        Err(MachinesError::Invalid(errors)) => {
             editor(
                 &state,
                 &principal,
@@ -275,11 +275,11 @@ pub async fn live_preview(
     // Problems the preview can name are shown in its own pane, not as a whole error page.
     match preview(&state, &principal.caller(), &req).await {
         Ok(result) => Ok(html(StatusCode::OK, views::preview(&result))),
-        Err(ConfigError::Invalid(errors)) => Ok(html(
+        Err(MachinesError::Invalid(errors)) => Ok(html(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::preview_message(&errors.to_string()),
         )),
-        Err(ConfigError::NotFound(what)) => Ok(html(
+        Err(MachinesError::NotFound(what)) => Ok(html(
             StatusCode::NOT_FOUND,
             views::preview_message(&format!("{what} not found")),
         )),

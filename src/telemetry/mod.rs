@@ -1,4 +1,6 @@
-//! Log subscriber set-up and the request root span.
+//! Log subscriber set-up, the request root span, and the metrics registry.
+
+pub mod metrics;
 
 use std::net::IpAddr;
 

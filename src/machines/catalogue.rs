@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::ConfigError;
+use super::MachinesError;
 use crate::audit::{self, NewEntry};
 use crate::auth::Caller;
 use crate::db;
@@ -17,7 +17,7 @@ pub async fn refresh(
     state: &AppState,
     caller: &Caller,
     kind: ProviderKind,
-) -> Result<Catalogue, ConfigError> {
+) -> Result<Catalogue, MachinesError> {
     caller.require(Role::Operator)?;
     let provider = state.providers.get(kind).ok_or_else(|| {
         FieldError::new(
@@ -67,7 +67,7 @@ pub async fn refresh(
 pub async fn cached(
     pool: &sqlx::SqlitePool,
     kind: ProviderKind,
-) -> Result<(Catalogue, Option<i64>), ConfigError> {
+) -> Result<(Catalogue, Option<i64>), MachinesError> {
     let mut conn = pool.acquire().await?;
     let rows = db::catalogue::for_provider(&mut conn, kind.as_str()).await?;
     let mut c = Catalogue::default();

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{catalogue, ConfigError};
+use super::{catalogue, MachinesError};
 use crate::audit::{self, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::DEFAULT_TEMPLATE;
@@ -22,10 +22,10 @@ pub struct ConfigVersion {
 }
 
 impl TryFrom<Version> for ConfigVersion {
-    type Error = ConfigError;
-    fn try_from(v: Version) -> Result<Self, ConfigError> {
+    type Error = MachinesError;
+    fn try_from(v: Version) -> Result<Self, MachinesError> {
         let spec = serde_json::from_str(&v.content).map_err(|e| {
-            ConfigError::Internal(anyhow::anyhow!(
+            MachinesError::Internal(anyhow::anyhow!(
                 "stored spec of {} v{}: {e}",
                 v.name,
                 v.version
@@ -41,7 +41,7 @@ impl TryFrom<Version> for ConfigVersion {
 }
 
 /// Validates input against the catalogue of the chosen provider and the known templates.
-pub async fn parse(state: &AppState, input: &MachineInput) -> Result<MachineSpec, ConfigError> {
+pub async fn parse(state: &AppState, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
     let kind = ProviderKind::parse_field("provider", &input.provider).ok();
     let view = match kind {
         Some(k) => catalogue::view(&catalogue::cached(&state.pool, k).await?.0),
@@ -92,7 +92,7 @@ pub async fn create(
     state: &AppState,
     caller: &Caller,
     input: &MachineInput,
-) -> Result<ConfigVersion, ConfigError> {
+) -> Result<ConfigVersion, MachinesError> {
     caller.require(Role::Operator)?;
     let spec = parse(state, input).await?;
     let now = state.clock.now();
@@ -135,7 +135,7 @@ pub async fn update(
     caller: &Caller,
     name: &str,
     input: &MachineInput,
-) -> Result<(ConfigVersion, bool), ConfigError> {
+) -> Result<(ConfigVersion, bool), MachinesError> {
     caller.require(Role::Operator)?;
     let current = latest(&state.pool, name).await?;
     let mut input = input.clone();
@@ -166,7 +166,7 @@ pub async fn update(
         now,
     )
     .await?
-    .ok_or_else(|| ConfigError::NotFound(format!("machine config {name}")))?;
+    .ok_or_else(|| MachinesError::NotFound(format!("machine config {name}")))?;
     write_audit(
         &mut tx,
         caller,
@@ -189,16 +189,16 @@ pub async fn update(
 }
 
 /// The latest version of a config.
-pub async fn latest(pool: &sqlx::SqlitePool, name: &str) -> Result<ConfigVersion, ConfigError> {
+pub async fn latest(pool: &sqlx::SqlitePool, name: &str) -> Result<ConfigVersion, MachinesError> {
     let mut conn = pool.acquire().await?;
     versions::latest(&mut conn, Family::MachineConfig, name)
         .await?
-        .ok_or_else(|| ConfigError::NotFound(format!("machine config {name}")))?
+        .ok_or_else(|| MachinesError::NotFound(format!("machine config {name}")))?
         .try_into()
 }
 
 /// The latest version of every config.
-pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, ConfigError> {
+pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, MachinesError> {
     let mut conn = pool.acquire().await?;
     versions::latest_all(&mut conn, Family::MachineConfig)
         .await?
@@ -211,7 +211,7 @@ pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, ConfigE
 pub async fn history(
     pool: &sqlx::SqlitePool,
     name: &str,
-) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, ConfigError> {
+) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, MachinesError> {
     let mut conn = pool.acquire().await?;
     let all: Vec<ConfigVersion> = versions::history(&mut conn, Family::MachineConfig, name)
         .await?
@@ -219,7 +219,7 @@ pub async fn history(
         .map(ConfigVersion::try_from)
         .collect::<Result<_, _>>()?;
     if all.is_empty() {
-        return Err(ConfigError::NotFound(format!("machine config {name}")));
+        return Err(MachinesError::NotFound(format!("machine config {name}")));
     }
     Ok(all
         .iter()

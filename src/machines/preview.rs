@@ -1,6 +1,6 @@
 //! Rendering a template for a config, for the live preview and `POST /api/v1/render`.
 
-use super::{machines, ConfigError};
+use super::{machine_configs, MachinesError};
 use crate::auth::Caller;
 use crate::cloud_init::{RenderRequest, Rendered, Secrets};
 use crate::db::versions::{self, Family};
@@ -32,7 +32,7 @@ pub async fn preview(
     state: &AppState,
     caller: &Caller,
     req: &PreviewRequest<'_>,
-) -> Result<Preview, ConfigError> {
+) -> Result<Preview, MachinesError> {
     caller.require(Role::Operator)?;
     // Names that could never exist are field errors, not lookups.
     let mut errors = FieldErrors::default();
@@ -43,7 +43,7 @@ pub async fn preview(
     if !errors.is_empty() {
         return Err(errors.into());
     }
-    let config = machines::latest(&state.pool, req.machine_config).await?;
+    let config = machine_configs::latest(&state.pool, req.machine_config).await?;
     let template_name = req
         .template
         .filter(|t| !t.trim().is_empty())
@@ -55,7 +55,7 @@ pub async fn preview(
             let mut conn = state.pool.acquire().await?;
             versions::latest(&mut conn, Family::Template, &template_name)
                 .await?
-                .ok_or_else(|| ConfigError::NotFound(format!("template {template_name}")))?
+                .ok_or_else(|| MachinesError::NotFound(format!("template {template_name}")))?
                 .content
         }
     };

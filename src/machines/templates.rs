@@ -3,12 +3,13 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::ConfigError;
-use crate::audit::{self, hex, NewEntry};
+use super::MachinesError;
+use crate::audit::{self, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
 use crate::db;
 use crate::db::versions::{self, Family, Version};
+use crate::domain::digest::hex;
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role, UnixMillis};
 
@@ -53,7 +54,7 @@ async fn audit_version(
 }
 
 /// Loads the shipped default template on first start (no-op afterwards).
-pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<(), ConfigError> {
+pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<(), MachinesError> {
     let mut tx = db::begin_write(pool).await?;
     if versions::create(
         &mut tx,
@@ -93,7 +94,7 @@ pub async fn create(
     now: UnixMillis,
     name: &str,
     body: &str,
-) -> Result<Version, ConfigError> {
+) -> Result<Version, MachinesError> {
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
@@ -120,7 +121,7 @@ pub async fn create(
     audit_version(&mut tx, caller, now, "template.created", &name, 1, body).await?;
     let v = versions::latest(&mut tx, Family::Template, &name)
         .await?
-        .ok_or_else(|| ConfigError::NotFound(name.clone()))?;
+        .ok_or_else(|| MachinesError::NotFound(name.clone()))?;
     tx.commit().await?;
     Ok(v)
 }
@@ -133,7 +134,7 @@ pub async fn update(
     now: UnixMillis,
     name: &str,
     body: &str,
-) -> Result<(Version, bool), ConfigError> {
+) -> Result<(Version, bool), MachinesError> {
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
@@ -141,7 +142,7 @@ pub async fn update(
     let mut tx = db::begin_write(pool).await?;
     let current = versions::latest(&mut tx, Family::Template, name)
         .await?
-        .ok_or_else(|| ConfigError::NotFound(format!("template {name}")))?;
+        .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))?;
     if !errors.is_empty() {
         return Err(errors.into());
     }
@@ -157,7 +158,7 @@ pub async fn update(
         now,
     )
     .await?
-    .ok_or_else(|| ConfigError::NotFound(name.to_owned()))?;
+    .ok_or_else(|| MachinesError::NotFound(name.to_owned()))?;
     audit_version(
         &mut tx,
         caller,
@@ -170,7 +171,7 @@ pub async fn update(
     .await?;
     let v = versions::exact(&mut tx, Family::Template, name, version)
         .await?
-        .ok_or_else(|| ConfigError::NotFound(name.to_owned()))?;
+        .ok_or_else(|| MachinesError::NotFound(name.to_owned()))?;
     tx.commit().await?;
     Ok((v, true))
 }
@@ -202,17 +203,17 @@ pub async fn report_refused(state: crate::state::AppState) -> Vec<(String, Strin
 }
 
 /// The latest version of every template.
-pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<Version>, ConfigError> {
+pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<Version>, MachinesError> {
     let mut conn = pool.acquire().await?;
     Ok(versions::latest_all(&mut conn, Family::Template).await?)
 }
 
 /// Every version of one template, newest first.
-pub async fn history(pool: &sqlx::SqlitePool, name: &str) -> Result<Vec<Version>, ConfigError> {
+pub async fn history(pool: &sqlx::SqlitePool, name: &str) -> Result<Vec<Version>, MachinesError> {
     let mut conn = pool.acquire().await?;
     let h = versions::history(&mut conn, Family::Template, name).await?;
     if h.is_empty() {
-        return Err(ConfigError::NotFound(format!("template {name}")));
+        return Err(MachinesError::NotFound(format!("template {name}")));
     }
     Ok(h)
 }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{machines, ConfigError};
+use super::{machine_configs, MachinesError};
 use crate::audit::{self, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict};
@@ -35,11 +35,11 @@ pub async fn check(
     state: &AppState,
     caller: &Caller,
     name: &str,
-) -> Result<PinOutcome, ConfigError> {
+) -> Result<PinOutcome, MachinesError> {
     caller.require(Role::Operator)?;
     // A name that could never exist is a field error, not a lookup.
     document_name("name", name)?;
-    let spec = machines::latest(&state.pool, name).await?.spec;
+    let spec = machine_configs::latest(&state.pool, name).await?.spec;
     let verdict = pin::preflight(
         &state.pin_client,
         &spec.yubaba_url,
@@ -68,7 +68,7 @@ pub async fn record(
     url: &str,
     sha256: &str,
     verdict: &PinVerdict,
-) -> Result<PinCheck, ConfigError> {
+) -> Result<PinCheck, MachinesError> {
     let now = state.clock.now();
     let row = PinCheck {
         url: url.to_owned(),
@@ -101,7 +101,7 @@ pub async fn latest_for(
     pool: &sqlx::SqlitePool,
     url: &str,
     sha256: &str,
-) -> Result<Option<PinCheck>, ConfigError> {
+) -> Result<Option<PinCheck>, MachinesError> {
     let mut conn = pool.acquire().await?;
     Ok(db::pins::get(&mut conn, url, sha256).await?)
 }

@@ -3,7 +3,7 @@
 //! change and audit entry in one transaction.
 
 pub mod catalogue;
-pub mod machines;
+pub mod machine_configs;
 pub mod pins;
 pub mod preview;
 pub mod templates;
@@ -14,7 +14,7 @@ use crate::provider::ProviderError;
 
 /// Why an operation was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum MachinesError {
     #[error(transparent)]
     Forbidden(#[from] Forbidden),
     #[error("{0}")]
@@ -27,20 +27,20 @@ pub enum ConfigError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for ConfigError {
+impl From<sqlx::Error> for MachinesError {
     fn from(e: sqlx::Error) -> Self {
-        ConfigError::Internal(e.into())
+        MachinesError::Internal(e.into())
     }
 }
 
-impl From<FieldError> for ConfigError {
+impl From<FieldError> for MachinesError {
     fn from(e: FieldError) -> Self {
-        ConfigError::Invalid(e.into())
+        MachinesError::Invalid(e.into())
     }
 }
 
-impl From<FieldErrors> for ConfigError {
+impl From<FieldErrors> for MachinesError {
     fn from(e: FieldErrors) -> Self {
-        ConfigError::Invalid(e)
+        MachinesError::Invalid(e)
     }
 }
