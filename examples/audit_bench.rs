@@ -7,20 +7,20 @@
 
 use std::time::{Duration, Instant};
 
-use headroom::audit::{self, Actor, NewEntry};
+use headroom::audit::{self, Action, Actor, NewEntry};
 use headroom::db::{self, audit::AuditFilter};
 
 const ACTORS: [&str; 20] = [
     "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory",
     "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor", "walter", "system",
 ];
-const ACTIONS: [&str; 6] = [
-    "user.created",
-    "user.role_changed",
-    "machine_config.updated",
-    "template.updated",
-    "auth.login_succeeded",
-    "token.created",
+const ACTIONS: [Action; 6] = [
+    Action::UserCreated,
+    Action::UserRoleChanged,
+    Action::MachineConfigUpdated,
+    Action::TemplateUpdated,
+    Action::AuthLoginSucceeded,
+    Action::TokenCreated,
 ];
 const START: i64 = 1_767_225_600_000; // 2026-01-01, one entry a minute after.
 
@@ -28,7 +28,7 @@ async fn fill(pool: &sqlx::SqlitePool, from: i64, to: i64) -> anyhow::Result<()>
     let mut tx = db::begin_write(pool).await?;
     for i in from..to {
         let (actor, action) = if i % 10 == 0 {
-            (Actor::Anonymous, "auth.login_failed")
+            (Actor::Anonymous, Action::AuthLoginFailed)
         } else {
             (
                 Actor::User(ACTORS[(i % 20) as usize].into()),

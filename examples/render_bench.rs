@@ -107,6 +107,7 @@ async fn bench() -> anyhow::Result<()> {
             hostname: "spare-fsn1",
             secrets: &secrets,
             now: 0,
+            requested_by: "test",
         };
         for _ in 0..runs / 10 {
             black_box(renderer.render(&req).await);
@@ -140,6 +141,7 @@ async fn bench() -> anyhow::Result<()> {
                         hostname: "spare-fsn1",
                         secrets: &secrets,
                         now: 0,
+                        requested_by: "test",
                     })
                     .await;
                 assert!(r.ok);

@@ -4,13 +4,17 @@
 //! array `[id, at, actor, action, target_kind, target_id, details]` with `details` re-encoded
 //! with sorted keys. The first entry chains from [`GENESIS`].
 
-use crate::domain::digest::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::SqliteConnection;
 
-use crate::db::audit::{self as rows, AuditRow};
-use crate::domain::UnixMillis;
+use crate::db::audit as rows;
+/// The stored entry and the filter, as pages and the API see them.
+pub use crate::db::audit::{AuditFilter, AuditRow};
+use crate::domain::clock::parse_utc;
+use crate::domain::digest::hex;
+use crate::domain::field_error::reject_control_chars;
+use crate::domain::{FieldErrors, Role, UnixMillis};
 
 /// The `prev_hash` of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -37,12 +41,108 @@ impl Actor {
     }
 }
 
+/// What happened, as one closed set: each action's wire name (what the log stores, filters
+/// match and exports show) is defined here and nowhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// `user.created`: a user was added.
+    UserCreated,
+    /// `user.role_changed`: a user's role changed.
+    UserRoleChanged,
+    /// `user.disabled`: a user was disabled (their sessions and tokens stop working).
+    UserDisabled,
+    /// `user.enabled`: a user was enabled again.
+    UserEnabled,
+    /// `user.password_changed`: a user changed their own password.
+    UserPasswordChanged,
+    /// `user.password_reset`: an admin (or the demo seeding) set a user's password.
+    UserPasswordReset,
+    /// `auth.password_change_failed`: a password change was refused (wrong current password, or throttled).
+    AuthPasswordChangeFailed,
+    /// `auth.login_succeeded`: a session was opened.
+    AuthLoginSucceeded,
+    /// `auth.login_failed`: a login was refused.
+    AuthLoginFailed,
+    /// `auth.logout`: a session was closed by its user.
+    AuthLogout,
+    /// `token.created`: an API token was created.
+    TokenCreated,
+    /// `token.revoked`: an API token was revoked.
+    TokenRevoked,
+    /// `pin.checked`: a tarball pin was checked.
+    PinChecked,
+    /// `template.created`: a template was created.
+    TemplateCreated,
+    /// `template.updated`: a template got a new version.
+    TemplateUpdated,
+    /// `machine_config.created`: a machine config was created.
+    MachineConfigCreated,
+    /// `machine_config.updated`: a machine config got a new version.
+    MachineConfigUpdated,
+    /// `catalogue.refreshed`: a provider catalogue was fetched again.
+    CatalogueRefreshed,
+}
+
+impl Action {
+    /// Every action, for listings and tests.
+    pub const ALL: [Action; 18] = [
+        Action::UserCreated,
+        Action::UserRoleChanged,
+        Action::UserDisabled,
+        Action::UserEnabled,
+        Action::UserPasswordChanged,
+        Action::UserPasswordReset,
+        Action::AuthPasswordChangeFailed,
+        Action::AuthLoginSucceeded,
+        Action::AuthLoginFailed,
+        Action::AuthLogout,
+        Action::TokenCreated,
+        Action::TokenRevoked,
+        Action::PinChecked,
+        Action::TemplateCreated,
+        Action::TemplateUpdated,
+        Action::MachineConfigCreated,
+        Action::MachineConfigUpdated,
+        Action::CatalogueRefreshed,
+    ];
+
+    /// The dotted wire name, e.g. `user.role_changed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::UserCreated => "user.created",
+            Action::UserRoleChanged => "user.role_changed",
+            Action::UserDisabled => "user.disabled",
+            Action::UserEnabled => "user.enabled",
+            Action::UserPasswordChanged => "user.password_changed",
+            Action::UserPasswordReset => "user.password_reset",
+            Action::AuthPasswordChangeFailed => "auth.password_change_failed",
+            Action::AuthLoginSucceeded => "auth.login_succeeded",
+            Action::AuthLoginFailed => "auth.login_failed",
+            Action::AuthLogout => "auth.logout",
+            Action::TokenCreated => "token.created",
+            Action::TokenRevoked => "token.revoked",
+            Action::PinChecked => "pin.checked",
+            Action::TemplateCreated => "template.created",
+            Action::TemplateUpdated => "template.updated",
+            Action::MachineConfigCreated => "machine_config.created",
+            Action::MachineConfigUpdated => "machine_config.updated",
+            Action::CatalogueRefreshed => "catalogue.refreshed",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An entry to append.
 #[derive(Debug, Clone)]
 pub struct NewEntry<'a> {
     pub actor: &'a Actor,
-    /// Dotted verb, e.g. `user.role_changed`.
-    pub action: &'a str,
+    /// What happened.
+    pub action: Action,
     pub target_kind: &'a str,
     pub target_id: &'a str,
     /// Already free of secrets.
@@ -61,7 +161,7 @@ pub async fn append(
         id,
         at,
         actor: entry.actor.name().to_owned(),
-        action: entry.action.to_owned(),
+        action: entry.action.as_str().to_owned(),
         target_kind: entry.target_kind.to_owned(),
         target_id: entry.target_id.to_owned(),
         details: entry.details.to_string(),
@@ -283,6 +383,238 @@ fn csv_cell(raw: &str) -> String {
     }
 }
 
+/// An audit search as submitted (the API's query string; the page's form); empty means any.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SearchInput<'a> {
+    /// Exact actor name.
+    pub actor: &'a str,
+    /// Exact action, or a prefix ending in `.` or `*`.
+    pub action: &'a str,
+    /// `kind` or `kind:id`.
+    pub target: &'a str,
+    /// Inclusive lower time bound (UTC).
+    pub from: &'a str,
+    /// Exclusive upper time bound (UTC).
+    pub to: &'a str,
+    /// The `next_cursor` of the page before: entries older than it.
+    pub cursor: &'a str,
+    /// Entries per page.
+    pub limit: &'a str,
+}
+
+/// A parsed audit search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    /// Who, what, which target, when.
+    pub filter: rows::AuditFilter,
+    /// Entries with ids below this one.
+    pub before: Option<i64>,
+    pub limit: i64,
+}
+
+/// Entries per page unless asked otherwise, and the most one page may hold.
+pub const DEFAULT_PAGE: i64 = 50;
+/// The most entries one page may hold.
+pub const MAX_PAGE: i64 = 500;
+/// The longest filter text.
+pub const MAX_FILTER_CHARS: usize = 200;
+
+fn filter_text(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return None;
+    }
+    if v.chars().count() > MAX_FILTER_CHARS {
+        errors.push(
+            field,
+            format!("must be at most {MAX_FILTER_CHARS} characters"),
+        );
+        return None;
+    }
+    errors.check(reject_control_chars(field, v))?;
+    Some(v.to_owned())
+}
+
+fn filter_time(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<UnixMillis> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return None;
+    }
+    let parsed = parse_utc(v);
+    if parsed.is_none() {
+        errors.push(
+            field,
+            "must be a time like 2026-12-02T09:30 (UTC) or RFC 3339",
+        );
+    }
+    parsed
+}
+
+fn whole_number(
+    errors: &mut FieldErrors,
+    field: &str,
+    raw: &str,
+    min: i64,
+    max: i64,
+    rule: &str,
+) -> Option<i64> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return None;
+    }
+    match v.parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Some(n),
+        _ => {
+            errors.push(field, rule);
+            None
+        }
+    }
+}
+
+impl Search {
+    /// The newest `limit` entries, unfiltered.
+    pub fn latest(limit: i64) -> Search {
+        Search {
+            filter: AuditFilter::default(),
+            before: None,
+            limit,
+        }
+    }
+
+    /// Parses every field, naming each one that breaks its rule.
+    pub fn parse(input: &SearchInput<'_>) -> Result<Search, FieldErrors> {
+        let mut errors = FieldErrors::default();
+        let filter = rows::AuditFilter {
+            actor: filter_text(&mut errors, "actor", input.actor),
+            action: filter_text(&mut errors, "action", input.action),
+            target: filter_text(&mut errors, "target", input.target),
+            from: filter_time(&mut errors, "from", input.from),
+            to: filter_time(&mut errors, "to", input.to),
+        };
+        let before = whole_number(
+            &mut errors,
+            "cursor",
+            input.cursor,
+            1,
+            i64::MAX,
+            "must be a next_cursor this API gave out (a positive entry id)",
+        );
+        let limit = whole_number(
+            &mut errors,
+            "limit",
+            input.limit,
+            1,
+            MAX_PAGE,
+            "must be a whole number from 1 to 500",
+        )
+        .unwrap_or(DEFAULT_PAGE);
+        if let (Some(f), Some(t)) = (filter.from, filter.to) {
+            if f >= t {
+                errors.push("to", "must be later than from");
+            }
+        }
+        if errors.is_empty() {
+            Ok(Search {
+                filter,
+                before,
+                limit,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// One page of a search, newest first.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub entries: Vec<AuditRow>,
+    /// Pass as `cursor` for the next (older) page; `None` on the last page.
+    pub next_cursor: Option<i64>,
+}
+
+/// Why reading the log was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// Only signed-in roles read the log (`reader` is the caller's role).
+    #[error("reading the audit log needs the viewer role")]
+    Forbidden,
+    #[error(transparent)]
+    Internal(#[from] sqlx::Error),
+}
+
+/// A page of entries matching `search`, for the audit page and `GET /api/v1/audit`. Takes the
+/// caller's role rather than the caller, because `auth` writes through this module and the
+/// import must run one way.
+pub async fn search(
+    ctx: &crate::context::Ctx,
+    reader: Option<Role>,
+    search: &Search,
+) -> Result<Page, AuditError> {
+    require_reader(reader)?;
+    let mut conn = ctx.pool.acquire().await?;
+    // One extra row tells whether an older page exists.
+    let mut entries =
+        rows::page(&mut conn, &search.filter, search.before, search.limit + 1).await?;
+    let more = entries.len() > usize::try_from(search.limit).unwrap_or(usize::MAX);
+    entries.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
+    let next_cursor = more.then(|| entries.last().map(|e| e.id)).flatten();
+    Ok(Page {
+        entries,
+        next_cursor,
+    })
+}
+
+/// The export as a stream of encoded chunks, fed by [`export`] on its own task (so the walk
+/// runs once, however the caller sends it); dropping the stream stops the walk.
+pub fn export_stream(
+    ctx: &crate::context::Ctx,
+    reader: Option<Role>,
+    filter: rows::AuditFilter,
+    format: ExportFormat,
+) -> Result<ExportStream, AuditError> {
+    require_reader(reader)?;
+    let pool = ctx.pool.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    tokio::spawn(async move {
+        let sink = tx.clone();
+        let walked = export(&pool, &filter, format, async move |chunk: String| {
+            sink.send(Ok(chunk)).await.is_ok()
+        })
+        .await;
+        if let Err(e) = walked {
+            tracing::error!(error = %e, "audit export failed");
+            let _ = tx
+                .send(Err(std::io::Error::other("audit export failed")))
+                .await;
+        }
+    });
+    Ok(ExportStream(rx))
+}
+
+/// Reading the log needs the viewer role (so, a signed-in user).
+fn require_reader(reader: Option<Role>) -> Result<(), AuditError> {
+    if reader.is_some_and(|r| r.includes(Role::Viewer)) {
+        Ok(())
+    } else {
+        Err(AuditError::Forbidden)
+    }
+}
+
+/// Encoded export chunks, in order; an error item ends a broken walk.
+pub struct ExportStream(tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>);
+
+impl futures_core::Stream for ExportStream {
+    type Item = Result<String, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +651,91 @@ mod tests {
         let mut b = a.clone();
         b.details = r#"{ "a": 2, "b": 1 }"#.into();
         assert_eq!(entry_hash(&b), a.hash);
+    }
+
+    #[test]
+    fn search_parses_filters_and_names_each_broken_field() {
+        let ok = Search::parse(&SearchInput {
+            actor: " alice ",
+            action: "user.",
+            target: "user:bob",
+            from: "2026-12-01T00:00",
+            to: "2026-12-02T00:00",
+            cursor: "42",
+            limit: "10",
+        })
+        .unwrap();
+        assert_eq!(ok.filter.actor.as_deref(), Some("alice"));
+        assert_eq!((ok.before, ok.limit), (Some(42), 10));
+        assert_eq!(
+            Search::parse(&SearchInput::default()).unwrap().limit,
+            DEFAULT_PAGE
+        );
+        let fields = |input: SearchInput<'_>| -> Vec<String> {
+            Search::parse(&input)
+                .unwrap_err()
+                .0
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        let long = "a".repeat(MAX_FILTER_CHARS + 1);
+        assert_eq!(
+            fields(SearchInput {
+                actor: &long,
+                ..Default::default()
+            }),
+            ["actor"]
+        );
+        assert_eq!(
+            fields(SearchInput {
+                action: "a\u{0}b",
+                ..Default::default()
+            }),
+            ["action"]
+        );
+        assert_eq!(
+            fields(SearchInput {
+                from: "yesterday",
+                ..Default::default()
+            }),
+            ["from"]
+        );
+        assert_eq!(
+            fields(SearchInput {
+                from: "2026-12-02T00:00",
+                to: "2026-12-01T00:00",
+                ..Default::default()
+            }),
+            ["to"]
+        );
+        for bad in ["0", "-1", "x"] {
+            assert_eq!(
+                fields(SearchInput {
+                    cursor: bad,
+                    ..Default::default()
+                }),
+                ["cursor"]
+            );
+        }
+        for bad in ["0", "501", "ten"] {
+            assert_eq!(
+                fields(SearchInput {
+                    limit: bad,
+                    ..Default::default()
+                }),
+                ["limit"]
+            );
+        }
+        assert_eq!(
+            Search::parse(&SearchInput {
+                limit: "500",
+                ..Default::default()
+            })
+            .unwrap()
+            .limit,
+            500
+        );
     }
 
     #[test]

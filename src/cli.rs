@@ -1,4 +1,4 @@
-//! Command-line definitions (the contract in DESIGN.md).
+//! Command-line definitions (the commands README.md shows under "Running for real").
 
 use std::path::PathBuf;
 
@@ -21,15 +21,8 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+/// Log formats live with the settings they are one of; the flag re-uses them.
+pub use crate::config::LogFormat;
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -49,6 +42,8 @@ pub enum Command {
     /// Check or export the audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Print every effective setting, its value and where it came from.
+    Settings,
 }
 
 /// Options of `serve` and `demo`.

@@ -1,13 +1,54 @@
-//! Settings: defaults in code, then an optional TOML file, then `HEADROOM_*` environment
-//! variables, then command-line flags. Secrets come only from the environment or files.
+//! Settings: four layers of one partial type — defaults, the TOML file, `HEADROOM_*`
+//! variables, flags — merged in that order and validated once into [`Settings`]. Every key is
+//! declared once, in [`KEYS`]: its file key is its name, its variable `HEADROOM_` + the name in
+//! capitals, and both reach the same parser. Secrets come only from the environment or files.
+//!
+//! This module imports nothing from the rest of the crate except `outbound`'s allow-list
+//! type, so everything else may depend on it without a cycle.
 
-use std::path::Path;
+mod value;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use secrecy::SecretString;
-use serde::Deserialize;
 
-use crate::cli::LogFormat;
+use value::Value;
+pub use value::{Kind, Raw};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Limits of a pin pre-flight download.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinLimits {
+    /// Largest download accepted.
+    pub max_bytes: u64,
+    /// Deadline for the whole download.
+    pub timeout: Duration,
+}
+
+impl Default for PinLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 512 * 1024 * 1024,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The smallest render output limit: Hetzner's 32 KiB user_data cap (the same number as
+/// `cloud_init::MAX_PAYLOAD_BYTES`, kept here so settings need not import cloud_init; a test
+/// holds them equal), so an oversized payload is still measured instead of cut off.
+pub const MIN_RENDER_OUTPUT_BYTES: usize = 32_768;
 
 /// Everything the console needs to start.
 #[derive(Debug, Clone)]
@@ -37,21 +78,25 @@ pub struct Settings {
     /// Hetzner Cloud API token, from `HETZNER_API_TOKEN` or `HETZNER_API_TOKEN_FILE`.
     pub hetzner_api_token: Option<SecretString>,
     /// Reverse proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed.
-    pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// Offer the simulated cloud (the demo).
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Offer the simulated cloud (the demo; a mode of the command, not a key).
     pub simulated_provider: bool,
     /// cloud-init's JSON schema file; default: where Debian's cloud-init installs it.
-    pub cloud_init_schema: Option<std::path::PathBuf>,
+    pub cloud_init_schema: Option<PathBuf>,
     /// Size and time limits of pin pre-flights.
-    pub pin_limits: crate::cloud_init::pin::PinLimits,
+    pub pin_limits: PinLimits,
     /// Hosts (`host` or `host:port`) that fetches may reach whatever their address.
     pub outbound_allow: crate::outbound::AllowList,
     /// Extra CA certificates (PEM) trusted by outbound https, e.g. for an allow-listed mirror.
-    pub outbound_ca_file: Option<std::path::PathBuf>,
-    /// Time and output limits of one template render.
-    pub render_limits: crate::cloud_init::RenderLimits,
+    pub outbound_ca_file: Option<PathBuf>,
+    /// Wall-clock limit of one template render.
+    pub render_timeout: Duration,
+    /// Bytes one template render may write.
+    pub render_output_bytes: usize,
     /// The program render workers are started from; default: this executable.
-    pub render_worker: Option<std::path::PathBuf>,
+    pub render_worker: Option<PathBuf>,
+    /// A cached provider catalogue older than this is fetched again when next used.
+    pub catalogue_max_age: Duration,
 }
 
 /// When failed logins slow down and lock.
@@ -69,510 +114,785 @@ pub struct ThrottleSettings {
     pub window: Duration,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            bind: "127.0.0.1:8080".into(),
-            database_url: "sqlite:headroom.db".into(),
-            workers: 2,
-            log_format: LogFormat::Text,
-            session_idle: Duration::from_secs(30 * 60),
-            session_absolute: Duration::from_secs(12 * 3600),
-            cookie_secure: false,
-            body_limit: 256 * 1024,
-            throttle: ThrottleSettings {
-                account_failures: 5,
-                address_failures: 20,
-                base_delay: Duration::from_secs(2),
-                max_lock: Duration::from_secs(15 * 60),
-                window: Duration::from_secs(15 * 60),
+/// One settings key: a file key, a variable and a parser shared by both.
+pub struct Key {
+    name: &'static str,
+    kind: Kind,
+    example: &'static str,
+    set: fn(&mut PartialSettings, Raw) -> Result<(), String>,
+    show: fn(&PartialSettings) -> Option<String>,
+}
+
+impl Key {
+    /// The file key (and the name `headroom settings` prints).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The environment variable: `HEADROOM_` and the name in capitals.
+    pub fn env(&self) -> String {
+        format!("HEADROOM_{}", self.name.to_ascii_uppercase())
+    }
+
+    /// How the value is written in the file.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// A valid value other than the default, written as the variable takes it.
+    pub fn example(&self) -> &'static str {
+        self.example
+    }
+
+    /// Parses `raw` into `layer`.
+    fn apply(&self, layer: &mut PartialSettings, raw: Raw) -> Result<(), String> {
+        (self.set)(layer, raw).map_err(|m| format!("{} {m}", self.name))
+    }
+}
+
+/// Declares every key once: the partial type's field, its entry in [`KEYS`] and its merge.
+macro_rules! keys {
+    ($( $(#[doc = $doc:literal])+ $name:ident: $ty:ty = $example:literal; )+) => {
+        /// One layer of settings (defaults, the file, the environment or flags): every key
+        /// optional, in the units the file uses.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct PartialSettings {
+            $( $(#[doc = $doc])+ pub $name: Option<$ty>, )+
+        }
+
+        /// Every key, in the order `headroom settings` prints them. The loader reads the file
+        /// and the environment through this list and nothing else.
+        pub const KEYS: &[Key] = &[$(
+            Key {
+                name: stringify!($name),
+                kind: <$ty as Value>::KIND,
+                example: $example,
+                set: |layer, raw| {
+                    layer.$name = Some(<$ty as Value>::parse(raw)?);
+                    Ok(())
+                },
+                show: |layer| layer.$name.as_ref().map(<$ty as Value>::show),
             },
-            password_hash_concurrency: crate::auth::password::default_bound(),
-            hetzner_api_url: "https://api.hetzner.cloud/v1".into(),
-            hetzner_api_token: None,
-            trusted_proxies: Vec::new(),
-            simulated_provider: false,
+        )+];
+
+        impl PartialSettings {
+            /// This layer with `over`'s values wherever `over` has one.
+            fn overlaid(self, over: PartialSettings) -> Self {
+                Self { $( $name: over.$name.or(self.$name), )+ }
+            }
+        }
+    };
+}
+
+keys! {
+    /// Listen address.
+    bind: String = "127.0.0.1:9090";
+    /// sqlx SQLite URL.
+    database_url: String = "sqlite:example.db";
+    /// HTTP worker threads (1–256).
+    workers: usize = "3";
+    /// `text` or `json`.
+    log_format: LogFormat = "json";
+    /// Minutes a session may sit unused (1–43200).
+    session_idle_minutes: u64 = "45";
+    /// Hours a session lasts at most (1–8760).
+    session_absolute_hours: u64 = "8";
+    /// Mark cookies `Secure`.
+    cookie_secure: bool = "true";
+    /// Largest request body in bytes (4096–268435456).
+    body_limit_bytes: usize = "524288";
+    /// Failed logins per account before delays start (1–1000).
+    throttle_account_failures: u32 = "7";
+    /// Failed logins per client address before delays start (1–100000).
+    throttle_address_failures: u32 = "40";
+    /// First delay in seconds; each further failure doubles it (1–3600).
+    throttle_base_delay_seconds: u64 = "3";
+    /// Longest lock in seconds (at least the first delay, at most 86400).
+    throttle_max_lock_seconds: u64 = "1800";
+    /// Seconds after which a failure is forgotten (1–604800).
+    throttle_window_seconds: u64 = "600";
+    /// Password hashes allowed at once (1–256).
+    password_hash_concurrency: usize = "97";
+    /// Hetzner Cloud API base URL (http or https).
+    hetzner_api_url: String = "http://127.0.0.1:9/v1";
+    /// Reverse proxies whose forwarded headers are believed.
+    trusted_proxies: Vec<IpAddr> = "10.0.0.2,10.0.0.3";
+    /// cloud-init's JSON schema file.
+    cloud_init_schema: PathBuf = "/etc/headroom/cloud-init-schema.json";
+    /// Largest pin pre-flight download in bytes (1–17179869184).
+    pin_max_bytes: u64 = "1048576";
+    /// Pin pre-flight deadline in seconds (1–3600).
+    pin_timeout_seconds: u64 = "30";
+    /// Hosts fetches may reach whatever their address.
+    outbound_allow: Vec<String> = "mirror.internal:8443,10.0.0.5";
+    /// Extra CA certificates (PEM) for outbound https.
+    outbound_ca_file: PathBuf = "/etc/headroom/mirror-ca.pem";
+    /// Render time limit in milliseconds (10–60000).
+    render_timeout_ms: u64 = "350";
+    /// Render output limit in bytes (32768–16777216).
+    render_output_bytes: usize = "65536";
+    /// Program render workers start from.
+    render_worker: PathBuf = "/usr/local/bin/headroom";
+    /// Hours before a cached provider catalogue is fetched again on use (1–8760).
+    catalogue_max_age_hours: u64 = "6";
+}
+
+impl PartialSettings {
+    /// The defaults layer.
+    pub fn defaults() -> Self {
+        let throttle_window = 15 * 60;
+        Self {
+            bind: Some("127.0.0.1:8080".into()),
+            database_url: Some("sqlite:headroom.db".into()),
+            workers: Some(2),
+            log_format: Some(LogFormat::Text),
+            session_idle_minutes: Some(30),
+            session_absolute_hours: Some(12),
+            cookie_secure: Some(false),
+            body_limit_bytes: Some(256 * 1024),
+            throttle_account_failures: Some(5),
+            throttle_address_failures: Some(20),
+            throttle_base_delay_seconds: Some(2),
+            throttle_max_lock_seconds: Some(15 * 60),
+            throttle_window_seconds: Some(throttle_window),
+            // One per core, at most four (each permit keeps a 19 MiB argon2 buffer for good).
+            password_hash_concurrency: Some(
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            ),
+            hetzner_api_url: Some("https://api.hetzner.cloud/v1".into()),
+            trusted_proxies: Some(Vec::new()),
             cloud_init_schema: None,
-            pin_limits: crate::cloud_init::pin::PinLimits::default(),
-            outbound_allow: crate::outbound::AllowList::default(),
+            pin_max_bytes: Some(PinLimits::default().max_bytes),
+            pin_timeout_seconds: Some(PinLimits::default().timeout.as_secs()),
+            outbound_allow: Some(Vec::new()),
             outbound_ca_file: None,
-            render_limits: crate::cloud_init::RenderLimits::default(),
+            render_timeout_ms: Some(200),
+            // Four times the cap, as the render engine's own default.
+            render_output_bytes: Some(4 * MIN_RENDER_OUTPUT_BYTES),
             render_worker: None,
+            catalogue_max_age_hours: Some(24),
         }
     }
 }
 
-/// The TOML file's shape: every key optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    bind: Option<String>,
-    database_url: Option<String>,
-    workers: Option<usize>,
-    log_format: Option<LogFormat>,
-    session_idle_minutes: Option<u64>,
-    session_absolute_hours: Option<u64>,
-    cookie_secure: Option<bool>,
-    body_limit_bytes: Option<usize>,
-    password_hash_concurrency: Option<usize>,
-    hetzner_api_url: Option<String>,
-    cloud_init_schema: Option<std::path::PathBuf>,
-    trusted_proxies: Option<Vec<std::net::IpAddr>>,
-    pin_max_bytes: Option<u64>,
-    pin_timeout_seconds: Option<u64>,
-    outbound_allow: Option<Vec<String>>,
-    outbound_ca_file: Option<std::path::PathBuf>,
-    render_timeout_ms: Option<u64>,
-    render_output_bytes: Option<usize>,
-    render_worker: Option<std::path::PathBuf>,
+/// Where an effective value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Built in.
+    Default,
+    /// The TOML file.
+    File,
+    /// An environment variable.
+    Env,
+    /// A command-line flag.
+    Flag,
+}
+
+impl Source {
+    /// The word `headroom settings` prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::File => "file",
+            Source::Env => "env",
+            Source::Flag => "flag",
+        }
+    }
+}
+
+/// One line of `headroom settings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effective {
+    /// The file key.
+    pub key: &'static str,
+    /// The value as a variable would give it; secrets only `set` or `unset`.
+    pub value: String,
+    /// The layer it came from.
+    pub source: Source,
+}
+
+/// The effective settings and where each came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// What the console runs with.
+    pub settings: Settings,
+    /// Every key (and the secret) with its value and source, in [`KEYS`] order.
+    pub effective: Vec<Effective>,
 }
 
 /// Why settings could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
+    /// The file named by `--config` cannot be read.
     #[error("cannot read config file {path}: {source}")]
     Read {
         path: String,
         source: std::io::Error,
     },
+    /// The file is not TOML, names an unknown key or holds a value of the wrong type.
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
+    /// A variable's value cannot be parsed, or the token file cannot be read.
     #[error("environment variable {name}: {message}")]
     Env { name: String, message: String },
+    /// The effective value breaks its key's rule.
+    #[error("{message} (set by {origin})")]
+    Invalid { origin: String, message: String },
 }
 
-/// Flag values that beat everything else.
-#[derive(Debug, Default, Clone)]
-pub struct Overrides {
-    pub bind: Option<String>,
-    pub database_url: Option<String>,
-    pub log_format: Option<LogFormat>,
-}
+/// The variables holding the provider token (never a file key).
+pub const SECRET_VARIABLES: [&str; 2] = ["HETZNER_API_TOKEN", "HETZNER_API_TOKEN_FILE"];
 
-impl Settings {
-    /// Layers file, environment (`env` is passed in so tests need not touch the process) and
-    /// flags over the defaults.
-    pub fn load(
-        base: Settings,
-        file: Option<&Path>,
-        env: &dyn Fn(&str) -> Option<String>,
-        flags: &Overrides,
-    ) -> Result<Self, SettingsError> {
-        let mut s = base;
-        if let Some(path) = file {
-            let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
-                path: shown.clone(),
-                source,
-            })?;
-            let f: FileSettings = toml::from_str(&text).map_err(|e| SettingsError::Parse {
-                path: shown,
-                message: e.to_string(),
-            })?;
-            s.apply_file(f).map_err(|message| SettingsError::Parse {
-                path: path.display().to_string(),
-                message,
-            })?;
-        }
-        s.apply_env(env)?;
-        if let Some(v) = &flags.bind {
-            s.bind.clone_from(v);
-        }
-        if let Some(v) = &flags.database_url {
-            s.database_url.clone_from(v);
-        }
-        if let Some(v) = flags.log_format {
-            s.log_format = v;
-        }
-        Ok(s)
+/// Loads the layers in order — `defaults`, the file, the environment (`env` is passed in so
+/// tests need not touch the process), `flags` — and validates the result once. `serve`,
+/// `demo` and `headroom settings` all come through here.
+pub fn load(
+    defaults: PartialSettings,
+    file: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    flags: PartialSettings,
+) -> Result<Loaded, SettingsError> {
+    let mut layers = vec![(Source::Default, defaults)];
+    if let Some(path) = file {
+        layers.push((Source::File, read_file(path)?));
     }
+    layers.push((Source::Env, read_env(env)?));
+    layers.push((Source::Flag, flags));
 
-    fn apply_file(&mut self, f: FileSettings) -> Result<(), String> {
-        if let Some(v) = f.render_timeout_ms {
-            self.render_limits.timeout =
-                render_timeout(v).map_err(|m| format!("render_timeout_ms {m}"))?;
+    let mut sources: HashMap<&'static str, Source> = HashMap::new();
+    let mut merged = PartialSettings::default();
+    for (source, layer) in layers {
+        for key in KEYS {
+            if (key.show)(&layer).is_some() {
+                sources.insert(key.name, source);
+            }
         }
-        if let Some(v) = f.render_output_bytes {
-            self.render_limits.output_bytes =
-                render_output(v).map_err(|m| format!("render_output_bytes {m}"))?;
-        }
-        if let Some(v) = f.render_worker {
-            self.render_worker = Some(v);
-        }
-        if let Some(v) = f.bind {
-            self.bind = v;
-        }
-        if let Some(v) = f.database_url {
-            self.database_url = v;
-        }
-        if let Some(v) = f.workers {
-            self.workers = v.max(1);
-        }
-        if let Some(v) = f.log_format {
-            self.log_format = v;
-        }
-        if let Some(v) = f.session_idle_minutes {
-            self.session_idle = Duration::from_secs(v * 60);
-        }
-        if let Some(v) = f.session_absolute_hours {
-            self.session_absolute = Duration::from_secs(v * 3600);
-        }
-        if let Some(v) = f.cookie_secure {
-            self.cookie_secure = v;
-        }
-        if let Some(v) = f.body_limit_bytes {
-            self.body_limit = v;
-        }
-        if let Some(v) = f.password_hash_concurrency {
-            self.password_hash_concurrency =
-                hash_concurrency(v).map_err(|m| format!("password_hash_concurrency {m}"))?;
-        }
-        if let Some(v) = f.hetzner_api_url {
-            self.hetzner_api_url = v;
-        }
-        if let Some(v) = f.trusted_proxies {
-            self.trusted_proxies = v;
-        }
-        if let Some(v) = f.cloud_init_schema {
-            self.cloud_init_schema = Some(v);
-        }
-        if let Some(v) = f.pin_max_bytes {
-            self.pin_limits.max_bytes = v;
-        }
-        if let Some(v) = f.pin_timeout_seconds {
-            self.pin_limits.timeout = Duration::from_secs(v);
-        }
-        if let Some(v) = f.outbound_allow {
-            self.outbound_allow = crate::outbound::AllowList::parse(&v)?;
-        }
-        if let Some(v) = f.outbound_ca_file {
-            self.outbound_ca_file = Some(v);
-        }
-        Ok(())
+        merged = merged.overlaid(layer);
     }
+    let origin = |name: &'static str| match sources.get(name).copied() {
+        Some(Source::File) => format!(
+            "config file {}",
+            file.map(|p| p.display().to_string()).unwrap_or_default()
+        ),
+        Some(Source::Env) => format!("environment variable HEADROOM_{}", name.to_uppercase()),
+        Some(Source::Flag) => format!("flag --{}", name.replace('_', "-")),
+        Some(Source::Default) | None => "the default".into(),
+    };
+    let (token, token_source) = read_token(env)?;
+    let settings = settle(&merged, token, &origin)?;
 
-    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), SettingsError> {
-        if let Some(v) = env("HEADROOM_BIND") {
-            self.bind = v;
-        }
-        if let Some(v) = env("HEADROOM_DATABASE_URL") {
-            self.database_url = v;
-        }
-        if let Some(v) = env("HEADROOM_WORKERS") {
-            self.workers = parse_env("HEADROOM_WORKERS", &v)?;
-        }
-        if let Some(v) = env("HEADROOM_LOG_FORMAT") {
-            self.log_format = match v.as_str() {
-                "json" => LogFormat::Json,
-                "text" => LogFormat::Text,
-                _ => {
-                    return Err(SettingsError::Env {
-                        name: "HEADROOM_LOG_FORMAT".into(),
-                        message: "must be text or json".into(),
-                    })
-                }
-            };
-        }
-        if let Some(v) = env("HEADROOM_PASSWORD_HASH_CONCURRENCY") {
-            let n = parse_env("HEADROOM_PASSWORD_HASH_CONCURRENCY", &v)?;
-            self.password_hash_concurrency =
-                hash_concurrency(n).map_err(|message| SettingsError::Env {
-                    name: "HEADROOM_PASSWORD_HASH_CONCURRENCY".into(),
-                    message,
-                })?;
-        }
-        if let Some(v) = env("HEADROOM_COOKIE_SECURE") {
-            self.cookie_secure = parse_env("HEADROOM_COOKIE_SECURE", &v)?;
-        }
-        if let Some(v) = env("HEADROOM_TRUSTED_PROXIES") {
-            self.trusted_proxies = v
-                .split(',')
-                .map(str::trim)
-                .filter(|a| !a.is_empty())
-                .map(|a| parse_env("HEADROOM_TRUSTED_PROXIES", a))
-                .collect::<Result<_, _>>()?;
-        }
-        if let Some(v) = env("HEADROOM_CLOUD_INIT_SCHEMA") {
-            self.cloud_init_schema = Some(v.into());
-        }
-        if let Some(v) = env("HEADROOM_RENDER_TIMEOUT_MS") {
-            let ms = parse_env("HEADROOM_RENDER_TIMEOUT_MS", &v)?;
-            self.render_limits.timeout =
-                render_timeout(ms).map_err(|message| SettingsError::Env {
-                    name: "HEADROOM_RENDER_TIMEOUT_MS".into(),
-                    message,
-                })?;
-        }
-        if let Some(v) = env("HEADROOM_RENDER_OUTPUT_BYTES") {
-            let bytes = parse_env("HEADROOM_RENDER_OUTPUT_BYTES", &v)?;
-            self.render_limits.output_bytes =
-                render_output(bytes).map_err(|message| SettingsError::Env {
-                    name: "HEADROOM_RENDER_OUTPUT_BYTES".into(),
-                    message,
-                })?;
-        }
-        if let Some(v) = env("HEADROOM_RENDER_WORKER") {
-            self.render_worker = Some(v.into());
-        }
-        if let Some(v) = env("HEADROOM_OUTBOUND_ALLOW") {
-            let entries: Vec<&str> = v
-                .split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .collect();
-            self.outbound_allow =
-                crate::outbound::AllowList::parse(&entries).map_err(|message| {
-                    SettingsError::Env {
-                        name: "HEADROOM_OUTBOUND_ALLOW".into(),
-                        message,
-                    }
-                })?;
-        }
-        if let Some(v) = env("HEADROOM_OUTBOUND_CA_FILE") {
-            self.outbound_ca_file = Some(v.into());
-        }
-        if let Some(v) = env("HEADROOM_HETZNER_API_URL") {
-            self.hetzner_api_url = v;
-        }
-        if let Some(v) = env("HETZNER_API_TOKEN") {
-            self.hetzner_api_token = Some(SecretString::from(v));
-        } else if let Some(path) = env("HETZNER_API_TOKEN_FILE") {
-            let token = std::fs::read_to_string(&path).map_err(|e| SettingsError::Env {
-                name: "HETZNER_API_TOKEN_FILE".into(),
-                message: format!("cannot read {path}: {e}"),
-            })?;
-            self.hetzner_api_token = Some(SecretString::from(token.trim().to_owned()));
-        }
-        Ok(())
-    }
-}
-
-/// A render time limit: long enough for a real template, short enough that a runaway one
-/// cannot hold a render permit for long.
-fn render_timeout(ms: u64) -> Result<Duration, String> {
-    if (10..=60_000).contains(&ms) {
-        Ok(Duration::from_millis(ms))
-    } else {
-        Err("must be between 10 and 60000 (milliseconds)".into())
-    }
-}
-
-/// A render output limit: at least the 32 KiB cap, so an oversized payload is still measured
-/// and reported by the size check instead of being cut off.
-fn render_output(bytes: usize) -> Result<usize, String> {
-    let min = crate::cloud_init::MAX_PAYLOAD_BYTES;
-    if (min..=16 * 1024 * 1024).contains(&bytes) {
-        Ok(bytes)
-    } else {
-        Err(format!("must be between {min} and 16777216 (bytes)"))
-    }
-}
-
-/// A hashing bound: at least one (zero would refuse every login), and small enough that the
-/// bound still bounds memory (each argon2 call takes about 19 MiB).
-fn hash_concurrency(n: usize) -> Result<usize, String> {
-    if (1..=256).contains(&n) {
-        Ok(n)
-    } else {
-        Err("must be between 1 and 256".into())
-    }
-}
-
-fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, SettingsError> {
-    raw.trim().parse().map_err(|_| SettingsError::Env {
-        name: name.into(),
-        message: format!("cannot parse {raw:?}"),
+    let mut effective: Vec<Effective> = KEYS
+        .iter()
+        .map(|key| Effective {
+            key: key.name,
+            value: (key.show)(&merged).unwrap_or_else(|| "(none)".into()),
+            source: sources.get(key.name).copied().unwrap_or(Source::Default),
+        })
+        .collect();
+    effective.push(Effective {
+        key: "hetzner_api_token",
+        value: if settings.hetzner_api_token.is_some() {
+            "set".into()
+        } else {
+            "unset".into()
+        },
+        source: token_source,
+    });
+    Ok(Loaded {
+        settings,
+        effective,
     })
+}
+
+fn read_file(path: &Path) -> Result<PartialSettings, SettingsError> {
+    let shown = path.display().to_string();
+    let parse_error = |message: String| SettingsError::Parse {
+        path: shown.clone(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
+    let mut layer = PartialSettings::default();
+    for (name, value) in &table {
+        let Some(key) = KEYS.iter().find(|k| k.name == name) else {
+            let message = if name == "hetzner_api_token" {
+                "hetzner_api_token is a secret and never read from the file: set \
+                 HETZNER_API_TOKEN or HETZNER_API_TOKEN_FILE"
+                    .to_owned()
+            } else {
+                format!("unknown key `{name}` (`headroom settings` lists every key)")
+            };
+            return Err(parse_error(message));
+        };
+        let raw =
+            Raw::from_toml(key.kind, value).map_err(|m| parse_error(format!("{name} {m}")))?;
+        key.apply(&mut layer, raw).map_err(parse_error)?;
+    }
+    Ok(layer)
+}
+
+fn read_env(env: &dyn Fn(&str) -> Option<String>) -> Result<PartialSettings, SettingsError> {
+    let mut layer = PartialSettings::default();
+    for key in KEYS {
+        let name = key.env();
+        if let Some(text) = env(&name) {
+            key.apply(&mut layer, Raw::from_env(key.kind, &text))
+                .map_err(|message| SettingsError::Env { name, message })?;
+        }
+    }
+    Ok(layer)
+}
+
+fn read_token(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<SecretString>, Source), SettingsError> {
+    let [direct, from_file] = SECRET_VARIABLES;
+    if let Some(v) = env(direct) {
+        return Ok((Some(SecretString::from(v)), Source::Env));
+    }
+    let Some(path) = env(from_file) else {
+        return Ok((None, Source::Default));
+    };
+    let token = std::fs::read_to_string(&path).map_err(|e| SettingsError::Env {
+        name: from_file.into(),
+        message: format!("cannot read {path}: {e}"),
+    })?;
+    Ok((
+        Some(SecretString::from(token.trim().to_owned())),
+        Source::Env,
+    ))
+}
+
+/// Validates the merged layers once, each rule naming its key and where the value came from.
+fn settle(
+    p: &PartialSettings,
+    hetzner_api_token: Option<SecretString>,
+    origin: &dyn Fn(&'static str) -> String,
+) -> Result<Settings, SettingsError> {
+    let rules = Rules { origin };
+    let base_delay = rules.range(
+        p.throttle_base_delay_seconds,
+        "throttle_base_delay_seconds",
+        1,
+        3600,
+        "seconds",
+    )?;
+    let max_lock = rules.range(
+        p.throttle_max_lock_seconds,
+        "throttle_max_lock_seconds",
+        1,
+        86_400,
+        "seconds",
+    )?;
+    if max_lock < base_delay {
+        return Err(rules.broken(
+            "throttle_max_lock_seconds",
+            format!("throttle_max_lock_seconds must be at least throttle_base_delay_seconds ({base_delay})"),
+        ));
+    }
+    let hetzner_api_url = rules.required(p.hetzner_api_url.clone(), "hetzner_api_url")?;
+    if !url::Url::parse(&hetzner_api_url).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
+        return Err(rules.broken(
+            "hetzner_api_url",
+            format!("hetzner_api_url must be an http or https URL, not {hetzner_api_url:?}"),
+        ));
+    }
+    let outbound_allow = crate::outbound::AllowList::parse(
+        &rules.required(p.outbound_allow.clone(), "outbound_allow")?,
+    )
+    .map_err(|m| rules.broken("outbound_allow", m))?;
+    Ok(Settings {
+        bind: rules.required(p.bind.clone(), "bind")?,
+        database_url: rules.required(p.database_url.clone(), "database_url")?,
+        workers: rules.range(p.workers, "workers", 1, 256, "threads")?,
+        log_format: rules.required(p.log_format, "log_format")?,
+        session_idle: Duration::from_secs(
+            60 * rules.range(
+                p.session_idle_minutes,
+                "session_idle_minutes",
+                1,
+                43_200,
+                "minutes",
+            )?,
+        ),
+        session_absolute: Duration::from_secs(
+            3600 * rules.range(
+                p.session_absolute_hours,
+                "session_absolute_hours",
+                1,
+                8_760,
+                "hours",
+            )?,
+        ),
+        cookie_secure: rules.required(p.cookie_secure, "cookie_secure")?,
+        body_limit: rules.range(
+            p.body_limit_bytes,
+            "body_limit_bytes",
+            4_096,
+            268_435_456,
+            "bytes",
+        )?,
+        throttle: ThrottleSettings {
+            account_failures: rules.range(
+                p.throttle_account_failures,
+                "throttle_account_failures",
+                1,
+                1_000,
+                "failures",
+            )?,
+            address_failures: rules.range(
+                p.throttle_address_failures,
+                "throttle_address_failures",
+                1,
+                100_000,
+                "failures",
+            )?,
+            base_delay: Duration::from_secs(base_delay),
+            max_lock: Duration::from_secs(max_lock),
+            window: Duration::from_secs(rules.range(
+                p.throttle_window_seconds,
+                "throttle_window_seconds",
+                1,
+                604_800,
+                "seconds",
+            )?),
+        },
+        // At least one (zero would refuse every login), and small enough that the bound
+        // still bounds memory (each argon2 call takes about 19 MiB).
+        password_hash_concurrency: rules.range(
+            p.password_hash_concurrency,
+            "password_hash_concurrency",
+            1,
+            256,
+            "hashes",
+        )?,
+        hetzner_api_url,
+        hetzner_api_token,
+        trusted_proxies: rules.required(p.trusted_proxies.clone(), "trusted_proxies")?,
+        simulated_provider: false,
+        cloud_init_schema: p.cloud_init_schema.clone(),
+        pin_limits: PinLimits {
+            max_bytes: rules.range(p.pin_max_bytes, "pin_max_bytes", 1, 16 << 30, "bytes")?,
+            timeout: Duration::from_secs(rules.range(
+                p.pin_timeout_seconds,
+                "pin_timeout_seconds",
+                1,
+                3600,
+                "seconds",
+            )?),
+        },
+        outbound_allow,
+        outbound_ca_file: p.outbound_ca_file.clone(),
+        // Long enough for a real template, short enough that a runaway one cannot hold a
+        // render permit for long.
+        render_timeout: Duration::from_millis(rules.range(
+            p.render_timeout_ms,
+            "render_timeout_ms",
+            10,
+            60_000,
+            "milliseconds",
+        )?),
+        render_output_bytes: rules.range(
+            p.render_output_bytes,
+            "render_output_bytes",
+            MIN_RENDER_OUTPUT_BYTES,
+            16 << 20,
+            "bytes",
+        )?,
+        render_worker: p.render_worker.clone(),
+        catalogue_max_age: Duration::from_secs(
+            3600 * rules.range(
+                p.catalogue_max_age_hours,
+                "catalogue_max_age_hours",
+                1,
+                8_760,
+                "hours",
+            )?,
+        ),
+    })
+}
+
+/// The one place rules are checked, so every message has the same shape.
+struct Rules<'a> {
+    origin: &'a dyn Fn(&'static str) -> String,
+}
+
+impl Rules<'_> {
+    fn broken(&self, key: &'static str, message: String) -> SettingsError {
+        SettingsError::Invalid {
+            origin: (self.origin)(key),
+            message,
+        }
+    }
+
+    /// Every key but the optional paths has a default, so `None` here is a missing default.
+    fn required<T>(&self, value: Option<T>, key: &'static str) -> Result<T, SettingsError> {
+        value.ok_or_else(|| self.broken(key, format!("{key} has no value")))
+    }
+
+    fn range<T>(
+        &self,
+        value: Option<T>,
+        key: &'static str,
+        min: T,
+        max: T,
+        unit: &str,
+    ) -> Result<T, SettingsError>
+    where
+        T: PartialOrd + std::fmt::Display + Copy,
+    {
+        let v = self.required(value, key)?;
+        if !(min..=max).contains(&v) {
+            return Err(self.broken(
+                key,
+                format!("{key} must be between {min} and {max} ({unit}), not {v}"),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+impl Default for Settings {
+    /// The defaults layer alone, through the same validation as every load.
+    fn default() -> Self {
+        match load(
+            PartialSettings::defaults(),
+            None,
+            &|_| None,
+            PartialSettings::default(),
+        ) {
+            Ok(loaded) => loaded.settings,
+            // The defaults are constants; a unit test loads them, so this cannot be reached
+            // by any input.
+            Err(e) => unreachable!("the built-in defaults are invalid: {e}"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn none(_: &str) -> Option<String> {
+        None
+    }
+
+    fn from_file(text: &str) -> Result<Loaded, SettingsError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("h.toml");
+        std::fs::write(&file, text).unwrap();
+        load(
+            PartialSettings::defaults(),
+            Some(&file),
+            &none,
+            PartialSettings::default(),
+        )
+    }
+
+    fn from_env(name: &str, value: &str) -> Result<Loaded, SettingsError> {
+        let env = |k: &str| (k == name).then(|| value.to_owned());
+        load(
+            PartialSettings::defaults(),
+            None,
+            &env,
+            PartialSettings::default(),
+        )
+    }
+
+    #[test]
+    fn the_defaults_alone_are_valid_and_every_key_but_the_optional_paths_has_one() {
+        let loaded = load(
+            PartialSettings::defaults(),
+            None,
+            &none,
+            PartialSettings::default(),
+        )
+        .unwrap();
+        let unset: Vec<_> = loaded
+            .effective
+            .iter()
+            .filter(|e| e.value == "(none)")
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(
+            unset,
+            ["cloud_init_schema", "outbound_ca_file", "render_worker"]
+        );
+        assert!(loaded.effective.iter().all(|e| e.source == Source::Default));
+    }
+
     #[test]
     fn flags_beat_env_beat_file_beat_defaults() {
-        let dir = std::env::temp_dir().join(format!("headroom-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("h.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("h.toml");
         std::fs::write(
             &file,
             "bind = \"127.0.0.1:1\"\ndatabase_url = \"sqlite:file.db\"\nworkers = 3\n",
         )
         .unwrap();
         let env = |k: &str| match k {
-            "HEADROOM_DATABASE_URL" => Some("sqlite:env.db".to_string()),
+            "HEADROOM_DATABASE_URL" | "HEADROOM_BIND" => Some("sqlite:env.db".to_string()),
             _ => None,
         };
-        let flags = Overrides {
+        let flags = PartialSettings {
             bind: Some("127.0.0.1:2".into()),
-            ..Overrides::default()
+            ..PartialSettings::default()
         };
-        let s = Settings::load(Settings::default(), Some(&file), &env, &flags).unwrap();
+        let loaded = load(PartialSettings::defaults(), Some(&file), &env, flags).unwrap();
+        let s = &loaded.settings;
         assert_eq!(s.bind, "127.0.0.1:2");
         assert_eq!(s.database_url, "sqlite:env.db");
         assert_eq!(s.workers, 3);
         assert_eq!(s.session_idle, Settings::default().session_idle);
+        let source = |k: &str| loaded.effective.iter().find(|e| e.key == k).unwrap().source;
+        assert_eq!(source("bind"), Source::Flag);
+        assert_eq!(source("database_url"), Source::Env);
+        assert_eq!(source("workers"), Source::File);
+        assert_eq!(source("log_format"), Source::Default);
     }
 
     #[test]
-    fn render_limits_come_from_file_or_env_alike_and_are_range_checked() {
-        let dir = std::env::temp_dir().join(format!("headroom-cfg3-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("h.toml");
-        std::fs::write(
-            &file,
-            "render_timeout_ms = 350\nrender_output_bytes = 65536\n",
-        )
-        .unwrap();
-        let from_file = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &|_| None,
-            &Overrides::default(),
-        )
-        .unwrap();
-        let env = |k: &str| match k {
-            "HEADROOM_RENDER_TIMEOUT_MS" => Some("350".to_string()),
-            "HEADROOM_RENDER_OUTPUT_BYTES" => Some("65536".to_string()),
-            _ => None,
-        };
-        let from_env =
-            Settings::load(Settings::default(), None, &env, &Overrides::default()).unwrap();
-        assert_eq!(from_file.render_limits, from_env.render_limits);
-        assert_eq!(from_file.render_limits.timeout, Duration::from_millis(350));
-        assert_eq!(from_file.render_limits.output_bytes, 65536);
-
-        std::fs::write(&file, "render_timeout_ms = 0\n").unwrap();
-        let err = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &|_| None,
-            &Overrides::default(),
-        )
-        .unwrap_err();
+    fn workers_zero_is_refused_from_the_file_and_the_environment_alike() {
+        let file = from_file("workers = 0\n").unwrap_err().to_string();
+        let env = from_env("HEADROOM_WORKERS", "0").unwrap_err().to_string();
+        let rule = "workers must be between 1 and 256 (threads), not 0";
         assert!(
-            err.to_string()
-                .contains("render_timeout_ms must be between"),
-            "{err}"
+            file.starts_with(rule) && file.contains("(set by config file"),
+            "{file}"
         );
-        let env = |k: &str| (k == "HEADROOM_RENDER_OUTPUT_BYTES").then(|| "100".to_string());
-        let err =
-            Settings::load(Settings::default(), None, &env, &Overrides::default()).unwrap_err();
-        assert!(
-            err.to_string().contains("HEADROOM_RENDER_OUTPUT_BYTES"),
-            "{err}"
+        assert_eq!(
+            env,
+            format!("{rule} (set by environment variable HEADROOM_WORKERS)")
         );
     }
 
     #[test]
-    fn unknown_file_keys_are_errors() {
-        let dir = std::env::temp_dir().join(format!("headroom-cfg2-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("h.toml");
-        std::fs::write(&file, "bnd = \"x\"\n").unwrap();
-        let err = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &|_| None,
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("bnd"), "{err}");
-    }
-
-    #[test]
-    fn password_hash_concurrency_comes_from_file_or_env_and_must_be_at_least_one() {
+    fn only_the_effective_value_is_validated() {
+        // A bad file value that the environment replaces does not stop the start.
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("h.toml");
-        std::fs::write(&file, "password_hash_concurrency = 3\n").unwrap();
-        let none = |_: &str| None;
-        let s = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &none,
-            &Overrides::default(),
-        );
-        assert_eq!(s.unwrap().password_hash_concurrency, 3);
-        let env = |k: &str| (k == "HEADROOM_PASSWORD_HASH_CONCURRENCY").then(|| "1".to_owned());
-        let s = Settings::load(
-            Settings::default(),
+        std::fs::write(&file, "render_timeout_ms = 0\n").unwrap();
+        let env = |k: &str| (k == "HEADROOM_RENDER_TIMEOUT_MS").then(|| "500".to_owned());
+        let loaded = load(
+            PartialSettings::defaults(),
             Some(&file),
             &env,
-            &Overrides::default(),
+            PartialSettings::default(),
+        )
+        .unwrap();
+        assert_eq!(loaded.settings.render_timeout, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn range_rules_name_the_key_and_the_bound() {
+        for (text, expected) in [
+            (
+                "render_timeout_ms = 5",
+                "render_timeout_ms must be between 10 and 60000",
+            ),
+            (
+                "render_output_bytes = 100",
+                "render_output_bytes must be between 32768",
+            ),
+            (
+                "password_hash_concurrency = 0",
+                "password_hash_concurrency must be between 1 and 256",
+            ),
+            (
+                "session_idle_minutes = 0",
+                "session_idle_minutes must be between 1",
+            ),
+            (
+                "body_limit_bytes = 10",
+                "body_limit_bytes must be between 4096",
+            ),
+            (
+                "pin_timeout_seconds = 0",
+                "pin_timeout_seconds must be between 1 and 3600",
+            ),
+            (
+                "throttle_base_delay_seconds = 60\nthrottle_max_lock_seconds = 30",
+                "throttle_max_lock_seconds must be at least throttle_base_delay_seconds (60)",
+            ),
+            (
+                "hetzner_api_url = \"ftp://x\"",
+                "hetzner_api_url must be an http or https URL",
+            ),
+            (
+                "outbound_allow = [\"*.example.com\"]",
+                "outbound_allow entry \"*.example.com\"",
+            ),
+        ] {
+            let err = from_file(text).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_wrong_types_and_secrets_in_the_file_are_errors() {
+        let err = from_file("bnd = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("unknown key `bnd`"), "{err}");
+        let err = from_file("workers = \"3\"\n").unwrap_err().to_string();
+        assert!(
+            err.ends_with("workers must be an integer, not a string"),
+            "{err}"
         );
-        assert_eq!(s.unwrap().password_hash_concurrency, 1);
-        let zero = |k: &str| (k == "HEADROOM_PASSWORD_HASH_CONCURRENCY").then(|| "0".to_owned());
-        let err = Settings::load(Settings::default(), None, &zero, &Overrides::default())
+        let err = from_file("hetzner_api_token = \"t\"\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains("HEADROOM_PASSWORD_HASH_CONCURRENCY") && err.contains("between 1 and"),
-            "{err}"
+        assert!(err.contains("never read from the file"), "{err}");
+        let err = from_env("HEADROOM_COOKIE_SECURE", "yes")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "environment variable HEADROOM_COOKIE_SECURE: cookie_secure must be true or false, not \"yes\""
         );
-        std::fs::write(&file, "password_hash_concurrency = 0\n").unwrap();
-        let err = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &none,
-            &Overrides::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("password_hash_concurrency must be between 1"),
-            "{err}"
+    }
+
+    #[test]
+    fn the_token_is_shown_only_as_set_and_comes_from_a_variable_or_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "s3cret-token\n").unwrap();
+        let path = token_file.display().to_string();
+        let loaded = from_env("HETZNER_API_TOKEN_FILE", &path).unwrap();
+        let line = loaded.effective.last().unwrap();
+        assert_eq!(
+            (line.key, line.value.as_str(), line.source),
+            ("hetzner_api_token", "set", Source::Env)
         );
+        use secrecy::ExposeSecret;
+        assert_eq!(
+            loaded.settings.hetzner_api_token.unwrap().expose_secret(),
+            "s3cret-token"
+        );
+        let loaded = from_env("UNRELATED", "x").unwrap();
+        assert_eq!(loaded.effective.last().unwrap().value, "unset");
+        assert!(loaded.effective.iter().all(|e| !e.value.contains("s3cret")));
     }
 
     #[test]
     fn outbound_allow_comes_from_the_file_or_a_comma_separated_variable() {
         use crate::outbound::AllowList;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("h.toml");
-        std::fs::write(&file, "outbound_allow = [\"mirror.internal:8443\"]\n").unwrap();
-        let none = |_: &str| None;
-        let s = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &none,
-            &Overrides::default(),
-        );
+        let s = from_file("outbound_allow = [\"mirror.internal:8443\"]\n").unwrap();
         assert_eq!(
-            s.unwrap().outbound_allow,
+            s.settings.outbound_allow,
             AllowList::parse(&["mirror.internal:8443"]).unwrap()
         );
-        let env = |k: &str| {
-            (k == "HEADROOM_OUTBOUND_ALLOW").then(|| " 127.0.0.1:9443, [::1] ,".to_owned())
-        };
-        let s = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &env,
-            &Overrides::default(),
-        );
+        let s = from_env("HEADROOM_OUTBOUND_ALLOW", " 127.0.0.1:9443, [::1] ,").unwrap();
         assert_eq!(
-            s.unwrap().outbound_allow,
+            s.settings.outbound_allow,
             AllowList::parse(&["127.0.0.1:9443", "[::1]"]).unwrap()
         );
-        let bad = |k: &str| (k == "HEADROOM_OUTBOUND_ALLOW").then(|| "https://x".to_owned());
-        let err = Settings::load(Settings::default(), None, &bad, &Overrides::default())
+        let err = from_env("HEADROOM_OUTBOUND_ALLOW", "https://x")
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("HEADROOM_OUTBOUND_ALLOW") && err.contains("not a URL"),
-            "{err}"
-        );
-        std::fs::write(&file, "outbound_allow = [\"*.example.com\"]\n").unwrap();
-        let err = Settings::load(
-            Settings::default(),
-            Some(&file),
-            &none,
-            &Overrides::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("outbound_allow entry") && err.contains("wildcards"),
             "{err}"
         );
     }

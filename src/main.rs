@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use headroom::cli::{Cli, Command};
-use headroom::config::{Overrides, Settings};
-use headroom::{commands, db, telemetry};
+use headroom::config::{self, PartialSettings};
+use headroom::{commands, db, sim, telemetry};
 
 fn main() -> ExitCode {
     // A render worker is a child this binary starts for each template render: it must not
@@ -37,23 +37,31 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let demo = matches!(cli.command, Command::Demo(_));
     let bind = match &cli.command {
         Command::Serve(a) | Command::Demo(a) => a.bind.clone(),
         _ => None,
     };
-    let flags = Overrides {
+    let flags = PartialSettings {
         bind,
         database_url: cli.database_url.clone(),
         log_format: cli.log_format,
+        ..PartialSettings::default()
     };
-    let mut base = Settings::default();
-    if matches!(cli.command, Command::Demo(_)) {
-        // The demo keeps its own file so it never touches a production database by accident.
-        base.database_url = "sqlite:headroom-demo.db".into();
-        base.simulated_provider = true;
-    }
+    let defaults = if demo {
+        sim::demo::default_settings()
+    } else {
+        PartialSettings::defaults()
+    };
     let env = |k: &str| std::env::var(k).ok();
-    let settings = Settings::load(base, cli.config.as_deref(), &env, &flags)?;
+    // One loader for every command, so `settings` prints exactly what `serve` would use.
+    let loaded = config::load(defaults, cli.config.as_deref(), &env, flags)?;
+    if matches!(cli.command, Command::Settings) {
+        commands::settings(&loaded, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut settings = loaded.settings;
+    settings.simulated_provider = demo;
     telemetry::init(settings.log_format);
     let pool = db::connect(&settings.database_url).await?;
 
@@ -70,8 +78,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("database {} is migrated", settings.database_url);
             ExitCode::SUCCESS
         }
-        Command::User(cmd) => commands::user(&pool, cmd).await?,
-        Command::Token(cmd) => commands::token(&pool, cmd).await?,
+        Command::User(cmd) => commands::user(&cli_ctx(settings, pool)?, cmd).await?,
+        Command::Token(cmd) => commands::token(&cli_ctx(settings, pool)?, cmd).await?,
         Command::Audit(cmd) => commands::audit(&pool, cmd).await?,
+        Command::Settings => unreachable!("answered before the database is opened"),
     })
+}
+
+/// The operations' context for a CLI command: the same as the server's, on the real clock.
+fn cli_ctx(
+    settings: headroom::config::Settings,
+    pool: sqlx::SqlitePool,
+) -> anyhow::Result<headroom::context::Ctx> {
+    headroom::context::Ctx::build(
+        settings,
+        pool,
+        std::sync::Arc::new(headroom::domain::SystemClock),
+    )
 }

@@ -13,9 +13,9 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
 use crate::domain::Clock;
+use crate::http::span::HeadroomRootSpan;
 use crate::http::{guard, is_api_path, metrics, security_headers, Endpoint, Problem};
 use crate::state::AppState;
-use crate::telemetry::HeadroomRootSpan;
 use crate::{api, web as pages};
 
 /// Both route tables: pages and API. Tests enumerate this.
@@ -30,6 +30,10 @@ pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
+    /// Turned true when the server ends; every background loop watches it.
+    shutdown: tokio::sync::watch::Sender<bool>,
+    /// The background loops, awaited after the stop signal so none outlives the server.
+    loops: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Application {
@@ -51,67 +55,52 @@ impl Application {
                 "password hashing bound already set; keeping it"
             );
         }
-        let hetzner = settings.hetzner_api_token.clone().map(|token| {
-            Arc::new(crate::provider::hetzner::Hetzner::new(
-                &settings.hetzner_api_url,
-                token,
-            )) as Arc<dyn crate::provider::MachineProvider>
-        });
-        let schema = match crate::cloud_init::schema::locate(settings.cloud_init_schema.as_deref())
-        {
-            Some(path) => {
-                let v = crate::cloud_init::schema::load(&path)?;
-                tracing::info!(schema = %path.display(), "cloud-init schema check enabled");
-                Some(Arc::new(v))
-            }
-            None => {
-                tracing::warn!("cloud-init schema not found: payloads are checked without it (install Debian's cloud-init or set cloud_init_schema)");
-                None
-            }
-        };
-        let program =
-            crate::cloud_init::worker::default_program(settings.render_worker.as_deref())?;
-        let renderer = crate::cloud_init::Renderer::new(program, settings.render_limits, schema);
-        renderer.probe().await?;
-        let mut pin = crate::outbound::OutboundClient::builder(
-            crate::outbound::Purpose::Pin,
-            settings.outbound_allow.clone(),
-        )
-        .timeout(settings.pin_limits.timeout);
-        if let Some(path) = &settings.outbound_ca_file {
-            pin = pin.ca_file(path)?;
-        }
-        let pin_client = pin.build()?;
         let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;
+        let ctx = crate::context::Ctx::build(settings, pool, clock)?;
+        ctx.renderer.probe().await?;
         let state = AppState {
-            pool,
-            clock,
-            providers: crate::provider::Providers::new(hetzner, settings.simulated_provider),
-            settings: Arc::new(settings),
+            ctx,
             metrics: Arc::new(crate::telemetry::metrics::Metrics::for_routes(
                 route_table().iter().map(|e| e.path),
             )),
             login_key,
-            renderer,
-            pin_client,
         };
-        crate::machines::templates::ensure_default(&state.pool, state.clock.now()).await?;
+        crate::machines::templates::ensure_default(&state.ctx).await?;
         // Stored templates that the sandbox now refuses are reported, never changed: each
         // renders with a blocking finding until someone edits it.
-        tokio::spawn(crate::machines::templates::report_refused(state.clone()));
-        if state.settings.simulated_provider {
+        // Awaited, not spawned: a check is a few milliseconds a template, and nothing is left
+        // running that shutdown would have to stop.
+        crate::machines::templates::report_refused(&state.ctx).await;
+        if state.ctx.settings.simulated_provider {
             crate::machines::catalogue::refresh(
-                &state,
+                &state.ctx,
                 &crate::auth::Caller::system(),
                 crate::domain::machine::ProviderKind::Simulated,
             )
             .await?;
         }
+        // A configured provider with an empty cache is fetched now, without holding up start.
+        crate::machines::catalogue::fetch_missing_in_background(&state.ctx);
         let server = run(listener, state.clone())?;
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        let loops = vec![tokio::spawn(crate::auth::sessions::run_until_stopped(
+            crate::auth::sessions::PurgeDeps {
+                pool: state.ctx.pool.clone(),
+                clock: state.ctx.clock.clone(),
+                life: crate::auth::sessions::Lifetimes {
+                    idle: state.ctx.settings.session_idle,
+                    absolute: state.ctx.settings.session_absolute,
+                },
+                every: crate::auth::sessions::PURGE_EVERY,
+            },
+            shutdown.subscribe(),
+        ))];
         Ok(Self {
             port,
             server,
             state,
+            shutdown,
+            loops,
         })
     }
 
@@ -125,15 +114,37 @@ impl Application {
         &self.state
     }
 
-    /// Serves until SIGINT/SIGTERM (graceful: in-flight requests finish).
+    /// Seeds the demo (machine config, accounts) and prints where to sign in.
+    pub async fn seed_demo(&self) -> anyhow::Result<()> {
+        // The bound port, not the configured one, which may be 0.
+        let host = self
+            .state
+            .ctx
+            .settings
+            .bind
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(host, _)| host);
+        crate::sim::demo::seed(&self.state, &format!("{host}:{}", self.port)).await
+    }
+
+    /// Serves until SIGINT/SIGTERM (graceful: in-flight requests finish), then stops the
+    /// background loops and waits for them.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        // No receiver left only means every loop already ended.
+        let _ = self.shutdown.send(true);
+        for handle in self.loops {
+            if let Err(e) = handle.await {
+                tracing::warn!(error = %e, "a background loop ended abnormally");
+            }
+        }
+        served
     }
 }
 
 fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
-    let workers = state.settings.workers.max(1);
-    let limit = state.settings.body_limit;
+    let workers = state.ctx.settings.workers.max(1);
+    let limit = state.ctx.settings.body_limit;
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new()

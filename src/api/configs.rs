@@ -6,13 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
 use super::json::ApiJson;
+use super::machine_request::{MachineConfigRequest, MachineConfigUpdate};
+use super::rules;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
-use crate::db::versions::Version;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
 use crate::machines::machine_configs::{self, ConfigVersion};
 use crate::machines::preview::{preview, PreviewRequest};
+use crate::machines::templates::Version;
 use crate::machines::{pins, templates, MachinesError};
 use crate::state::AppState;
 
@@ -63,10 +65,10 @@ pub struct MachineConfigVersionJson {
 #[utoipa::path(get, path = "/api/v1/machine-configs", tag = "machine configs", responses((status = 200, body = Vec<MachineConfigJson>)))]
 pub async fn list_configs(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
 ) -> Result<Json<Vec<MachineConfigJson>>, ApiError> {
     Ok(Json(
-        machine_configs::list(&state.pool)
+        machine_configs::list(&state.ctx, &p.caller())
             .await?
             .into_iter()
             .map(Into::into)
@@ -75,14 +77,14 @@ pub async fn list_configs(
 }
 
 /// Creates a machine config (operator).
-#[utoipa::path(post, path = "/api/v1/machine-configs", tag = "machine configs", request_body = MachineInput,
+#[utoipa::path(post, path = "/api/v1/machine-configs", tag = "machine configs", request_body = MachineConfigRequest,
     responses((status = 201, body = MachineConfigJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn create_config(
     state: web::Data<AppState>,
     p: Principal,
-    body: ApiJson<MachineInput>,
+    body: ApiJson<MachineConfigRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let v = machine_configs::create(&state, &p.caller(), &body).await?;
+    let v = machine_configs::create(&state.ctx, &p.caller(), &MachineInput::from(body.0)).await?;
     Ok(HttpResponse::Created().json(MachineConfigJson::from(v)))
 }
 
@@ -90,24 +92,27 @@ pub async fn create_config(
 #[utoipa::path(get, path = "/api/v1/machine-configs/{name}", tag = "machine configs", responses((status = 200, body = MachineConfigJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn get_config(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
     Ok(Json(
-        machine_configs::latest(&state.pool, &name).await?.into(),
+        machine_configs::latest(&state.ctx, &p.caller(), &name)
+            .await?
+            .into(),
     ))
 }
 
 /// Saves a new version of a machine config (operator); an identical body makes none.
-#[utoipa::path(put, path = "/api/v1/machine-configs/{name}", tag = "machine configs", request_body = MachineInput,
+#[utoipa::path(put, path = "/api/v1/machine-configs/{name}", tag = "machine configs", request_body = MachineConfigUpdate,
     responses((status = 200, body = MachineConfigJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn put_config(
     state: web::Data<AppState>,
     p: Principal,
     name: web::Path<String>,
-    body: ApiJson<MachineInput>,
+    body: ApiJson<MachineConfigRequest>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
-    let (v, _) = machine_configs::update(&state, &p.caller(), &name, &body).await?;
+    let input = MachineInput::from(body.0);
+    let (v, _) = machine_configs::update(&state.ctx, &p.caller(), &name, &input).await?;
     Ok(Json(v.into()))
 }
 
@@ -115,10 +120,10 @@ pub async fn put_config(
 #[utoipa::path(get, path = "/api/v1/machine-configs/{name}/versions", tag = "machine configs", responses((status = 200, body = Vec<MachineConfigVersionJson>)))]
 pub async fn config_versions(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<Vec<MachineConfigVersionJson>>, ApiError> {
-    let h = machine_configs::history(&state.pool, &name).await?;
+    let h = machine_configs::history(&state.ctx, &p.caller(), &name).await?;
     Ok(Json(
         h.into_iter()
             .map(|(v, changes)| MachineConfigVersionJson {
@@ -159,7 +164,7 @@ pub async fn pin_check(
     p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<PinCheckJson>, ApiError> {
-    let outcome = pins::check(&state, &p.caller(), &name).await?;
+    let outcome = pins::check(&state.ctx, &p.caller(), &name).await?;
     let ok = outcome.ok();
     let c = outcome.check;
     Ok(Json(PinCheckJson {
@@ -201,18 +206,35 @@ impl From<Version> for TemplateJson {
 pub struct TemplateRequest {
     /// Required on create; on PUT it must be absent or equal to the path.
     #[serde(default)]
+    #[schema(value_type = rules::DocumentNameRule, inline)]
     pub name: String,
+    #[schema(value_type = rules::TemplateBodyRule, inline)]
     pub body: String,
+}
+
+/// The body of `PUT /api/v1/templates/{name}`: the template text; the path names it.
+pub struct TemplateUpdate;
+
+impl utoipa::PartialSchema for TemplateUpdate {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        super::machine_request::without_name(<TemplateRequest as utoipa::PartialSchema>::schema())
+    }
+}
+
+impl utoipa::ToSchema for TemplateUpdate {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("TemplateUpdate")
+    }
 }
 
 /// Every template (latest versions).
 #[utoipa::path(get, path = "/api/v1/templates", tag = "templates", responses((status = 200, body = Vec<TemplateJson>)))]
 pub async fn list_templates(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
 ) -> Result<Json<Vec<TemplateJson>>, ApiError> {
     Ok(Json(
-        templates::list(&state.pool)
+        templates::list(&state.ctx, &p.caller())
             .await?
             .into_iter()
             .map(Into::into)
@@ -228,15 +250,7 @@ pub async fn create_template(
     p: Principal,
     body: ApiJson<TemplateRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let v = templates::create(
-        &state.pool,
-        &state.renderer,
-        &p.caller(),
-        state.clock.now(),
-        &body.name,
-        &body.body,
-    )
-    .await?;
+    let v = templates::create(&state.ctx, &p.caller(), &body.name, &body.body).await?;
     Ok(HttpResponse::Created().json(TemplateJson::from(v)))
 }
 
@@ -244,11 +258,11 @@ pub async fn create_template(
 #[utoipa::path(get, path = "/api/v1/templates/{name}", tag = "templates", responses((status = 200, body = TemplateJson)))]
 pub async fn get_template(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<TemplateJson>, ApiError> {
     Ok(Json(
-        templates::history(&state.pool, &name)
+        templates::history(&state.ctx, &p.caller(), &name)
             .await?
             .remove(0)
             .into(),
@@ -256,7 +270,7 @@ pub async fn get_template(
 }
 
 /// Saves a new version of a template (operator).
-#[utoipa::path(put, path = "/api/v1/templates/{name}", tag = "templates", request_body = TemplateRequest,
+#[utoipa::path(put, path = "/api/v1/templates/{name}", tag = "templates", request_body = TemplateUpdate,
     responses((status = 200, body = TemplateJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn put_template(
     state: web::Data<AppState>,
@@ -273,15 +287,7 @@ pub async fn put_template(
             .into(),
         ));
     }
-    let (v, _) = templates::update(
-        &state.pool,
-        &state.renderer,
-        &p.caller(),
-        state.clock.now(),
-        &name,
-        &body.body,
-    )
-    .await?;
+    let (v, _) = templates::update(&state.ctx, &p.caller(), &name, &body.body).await?;
     Ok(Json(v.into()))
 }
 
@@ -289,11 +295,11 @@ pub async fn put_template(
 #[utoipa::path(get, path = "/api/v1/templates/{name}/versions", tag = "templates", responses((status = 200, body = Vec<TemplateJson>)))]
 pub async fn template_versions(
     state: web::Data<AppState>,
-    _p: Principal,
+    p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<Vec<TemplateJson>>, ApiError> {
     Ok(Json(
-        templates::history(&state.pool, &name)
+        templates::history(&state.ctx, &p.caller(), &name)
             .await?
             .into_iter()
             .map(Into::into)
@@ -305,7 +311,9 @@ pub async fn template_versions(
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecretsJson {
+    #[schema(value_type = rules::SecretRule, inline)]
     pub mesh_preauth_key: Option<String>,
+    #[schema(value_type = rules::SecretRule, inline)]
     pub tunnel_token: Option<String>,
 }
 
@@ -313,9 +321,11 @@ pub struct SecretsJson {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenderRequestJson {
+    #[schema(value_type = rules::DocumentNameRule, inline)]
     pub machine_config: String,
     /// Defaults to the config's template.
     #[serde(default)]
+    #[schema(value_type = rules::TemplateChoiceRule, inline)]
     pub template: Option<String>,
     #[serde(default)]
     pub secrets: SecretsJson,
@@ -361,7 +371,7 @@ pub async fn render(
         ))
     })?;
     let result = preview(
-        &state,
+        &state.ctx,
         &p.caller(),
         &PreviewRequest {
             machine_config: &body.machine_config,

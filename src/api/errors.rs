@@ -3,7 +3,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
-use crate::auth::accounts::AccountError;
+use crate::auth::AccountError;
 use crate::domain::FieldErrors;
 use crate::http::Problem;
 

@@ -1,10 +1,15 @@
 //! The JSON API under `/api/v1`: bearer token or session (with CSRF), errors as
 //! problem+json, documented at `/api/openapi.json`.
 
+pub mod audit;
+pub mod catalogue;
 pub mod configs;
 pub mod errors;
 pub mod json;
+pub mod machine_request;
 pub mod me;
+pub mod rules;
+pub mod tokens;
 pub mod users;
 
 use actix_web::http::Method;
@@ -27,6 +32,12 @@ pub mod paths {
     pub const TEMPLATE: &str = "/api/v1/templates/{name}";
     pub const TEMPLATE_VERSIONS: &str = "/api/v1/templates/{name}/versions";
     pub const RENDER: &str = "/api/v1/render";
+    pub const USER: &str = "/api/v1/users/{username}";
+    pub const TOKENS: &str = "/api/v1/tokens";
+    pub const TOKEN_REVOKE: &str = "/api/v1/tokens/{id}/revoke";
+    pub const CATALOGUE: &str = "/api/v1/catalogue";
+    pub const CATALOGUE_REFRESH: &str = "/api/v1/catalogue/{provider}/refresh";
+    pub const AUDIT: &str = "/api/v1/audit";
 }
 
 /// The API route table.
@@ -80,6 +91,29 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::POST, RENDER, operator, || {
             web::route().to(configs::render)
         }),
+        Endpoint::new(Method::PATCH, USER, Access::AtLeast(Role::Admin), || {
+            web::route().to(users::patch)
+        }),
+        Endpoint::new(Method::GET, TOKENS, Access::AtLeast(Role::Admin), || {
+            web::route().to(tokens::list)
+        }),
+        Endpoint::new(Method::POST, TOKENS, Access::AtLeast(Role::Admin), || {
+            web::route().to(tokens::create)
+        }),
+        Endpoint::new(
+            Method::POST,
+            TOKEN_REVOKE,
+            Access::AtLeast(Role::Admin),
+            || web::route().to(tokens::revoke),
+        ),
+        Endpoint::new(Method::GET, CATALOGUE, viewer, || {
+            web::route().to(catalogue::show)
+        }),
+        Endpoint::new(Method::POST, CATALOGUE_REFRESH, operator, || {
+            web::route().to(catalogue::refresh)
+        }),
+        // The audit page's role.
+        Endpoint::new(Method::GET, AUDIT, viewer, || web::route().to(audit::list)),
         Endpoint::new(Method::GET, OPENAPI, Access::Public, || {
             web::route().to(openapi_json)
         }),
@@ -90,14 +124,20 @@ pub fn endpoints() -> Vec<Endpoint> {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "headroom API", description = "Warm-spare headroom for yubaba fleets."),
-    paths(me::me, users::list, users::create,
+    paths(me::me, users::list, users::create, users::patch,
+        tokens::list, tokens::create, tokens::revoke,
+        catalogue::show, catalogue::refresh,
+        audit::list,
         configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions, configs::pin_check,
         configs::list_templates, configs::create_template, configs::get_template, configs::put_template, configs::template_versions,
         configs::render),
-    components(schemas(me::MeResponse, users::UserJson, users::CreateUserRequest, crate::http::Problem,
+    components(schemas(me::MeResponse, users::UserJson, users::CreateUserRequest, users::UserPatchRequest, crate::http::Problem,
+        tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
+        catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
+        audit::AuditPageJson, audit::AuditEntryJson,
         configs::MachineConfigJson, configs::MachineConfigVersionJson, configs::PinCheckJson, configs::TemplateJson, configs::TemplateRequest,
-        configs::RenderRequestJson, configs::RenderResponse, configs::FindingJson, configs::SecretsJson,
-        crate::domain::machine::MachineInput, crate::domain::machine::MachineSpec)),
+        configs::TemplateUpdate, configs::RenderRequestJson, configs::RenderResponse, configs::FindingJson, configs::SecretsJson,
+        machine_request::MachineConfigRequest, machine_request::MachineConfigUpdate, crate::domain::machine::MachineSpec)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
 )]

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
 use super::json::ApiJson;
-use crate::auth::accounts::{self, NewUserInput};
+use super::rules;
+use crate::auth::users::User;
+use crate::auth::users::{self, NewUserInput};
 use crate::auth::Principal;
-use crate::db::users::User;
 use crate::domain::clock::format_utc;
 use crate::state::AppState;
 
@@ -37,11 +38,28 @@ impl From<&User> for UserJson {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
+    #[schema(value_type = rules::UsernameRule, inline)]
     pub username: String,
     /// viewer, operator, approver or admin.
+    #[schema(value_type = rules::RoleRule, inline)]
     pub role: String,
     /// 12 to 1,024 characters.
+    #[schema(value_type = rules::PasswordRule, inline)]
     pub password: String,
+}
+
+/// A change to a user: either or both of role and disabled.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserPatchRequest {
+    /// The new role; the last active admin cannot be demoted.
+    #[serde(default)]
+    #[schema(value_type = Option<rules::RoleRule>, inline)]
+    pub role: Option<String>,
+    /// Disabling ends the user's sessions and stops their tokens; the last active admin cannot
+    /// be disabled.
+    #[serde(default)]
+    pub disabled: Option<bool>,
 }
 
 /// Every user.
@@ -51,7 +69,7 @@ pub async fn list(
     state: web::Data<AppState>,
     principal: Principal,
 ) -> Result<Json<Vec<UserJson>>, ApiError> {
-    let users = accounts::list_users(&state.pool, &principal.caller()).await?;
+    let users = users::list_users(&state.ctx, &principal.caller()).await?;
     Ok(Json(users.iter().map(UserJson::from).collect()))
 }
 
@@ -71,7 +89,39 @@ pub async fn create(
         role: body.role,
         password: body.password,
     };
-    let user =
-        accounts::create_user(&state.pool, &principal.caller(), state.clock.now(), &input).await?;
+    let user = users::create_user(&state.ctx, &principal.caller(), &input).await?;
     Ok(HttpResponse::Created().json(UserJson::from(&user)))
+}
+
+/// Changes a user's role and/or disables or re-enables them (admin), as the users page does;
+/// the role is checked before anything is written.
+#[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "accounts", request_body = UserPatchRequest,
+    params(("username" = String, Path, description = "An existing user", pattern = "^[a-z0-9][a-z0-9._-]*$", max_length = 64)),
+    responses((status = 200, body = UserJson),
+              (status = 403, body = crate::http::Problem, content_type = "application/problem+json"),
+              (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
+              (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn patch(
+    state: web::Data<AppState>,
+    principal: Principal,
+    username: web::Path<String>,
+    body: ApiJson<UserPatchRequest>,
+) -> Result<Json<UserJson>, ApiError> {
+    if body.role.is_none() && body.disabled.is_none() {
+        return Err(ApiError::Invalid(
+            crate::domain::FieldError::new("body", "must set role, disabled or both").into(),
+        ));
+    }
+    let caller = principal.caller();
+    let mut user = None;
+    // Role first: once it succeeded, disabling can no longer hit the last-admin rule (the user
+    // is either no admin now or one of at least two), so a refusal never leaves half a change.
+    if let Some(role) = &body.role {
+        user = Some(users::set_role(&state.ctx, &caller, &username, role).await?);
+    }
+    if let Some(disabled) = body.disabled {
+        user = Some(users::set_disabled(&state.ctx, &caller, &username, disabled).await?);
+    }
+    user.map(|u| Json(UserJson::from(&u)))
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("PATCH user changed nothing")))
 }

@@ -8,10 +8,10 @@ use serde_json::json;
 use super::password::{self, PasswordError};
 use super::secret_token;
 use super::throttle::{self, Admission};
-use crate::audit::{self, Actor, NewEntry};
+use crate::audit::{self, Action, Actor, NewEntry};
+use crate::context::Ctx;
 use crate::db;
 use crate::domain::{FieldErrors, NewPassword, Username};
-use crate::state::AppState;
 
 /// Why a login did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +49,7 @@ pub struct LoggedIn {
 /// Checks the credentials and opens a session. `client_addr` is the peer address.
 #[tracing::instrument(skip_all, fields(client.addr = %client_addr), err(level = "info"))]
 pub async fn login(
-    state: &AppState,
+    ctx: &Ctx,
     username: &str,
     pass: &str,
     client_addr: &str,
@@ -72,18 +72,18 @@ pub async fn login(
         return Err(LoginError::Invalid(errors));
     }
     let username = username.trim();
-    let cfg = state.settings.throttle;
-    let now = state.clock.now();
+    let cfg = ctx.settings.throttle;
+    let now = ctx.clock.now();
     let account = throttle::Limit::account(username, &cfg);
     let address = throttle::Limit::address(client_addr, &cfg);
     let limits = [account.clone(), address.clone()];
 
     // Counted before argon2 runs, so parallel guesses cannot all pass the lock check.
-    if let Admission::Locked(wait) = throttle::admit(&state.pool, &limits, &cfg, now).await? {
+    if let Admission::Locked(wait) = throttle::admit(&ctx.pool, &limits, &cfg, now).await? {
         return Err(LoginError::Throttled(wait));
     }
     let credentials = {
-        let mut conn = state.pool.acquire().await?;
+        let mut conn = ctx.pool.acquire().await?;
         db::users::credentials(&mut conn, username).await?
     };
     let (user, hash) = match credentials {
@@ -94,7 +94,7 @@ pub async fn login(
         Ok(ok) => ok,
         Err(PasswordError::Busy(busy)) => {
             // The password was never checked, so this was no guess: give the attempt back.
-            let mut tx = db::begin_write(&state.pool).await?;
+            let mut tx = db::begin_write(&ctx.pool).await?;
             for limit in &limits {
                 throttle::take_back(&mut tx, limit).await?;
             }
@@ -105,7 +105,7 @@ pub async fn login(
     };
     let enabled = user.as_ref().is_some_and(|u| !u.disabled);
 
-    let mut tx = db::begin_write(&state.pool).await?;
+    let mut tx = db::begin_write(&ctx.pool).await?;
     let result = match user {
         Some(user) if password_ok && enabled => {
             throttle::clear(&mut tx, &account.key).await?;
@@ -119,7 +119,7 @@ pub async fn login(
                 now,
                 NewEntry {
                     actor: &Actor::User(user.username.clone()),
-                    action: "auth.login_succeeded",
+                    action: Action::AuthLoginSucceeded,
                     target_kind: "session",
                     target_id: &session_id.to_string(),
                     details: json!({ "client_addr": client_addr }),
@@ -149,7 +149,7 @@ pub async fn login(
                 now,
                 NewEntry {
                     actor: &Actor::Anonymous,
-                    action: "auth.login_failed",
+                    action: Action::AuthLoginFailed,
                     target_kind: "user",
                     target_id: &attempted,
                     details: json!({ "client_addr": client_addr, "reason": reason }),
@@ -164,16 +164,16 @@ pub async fn login(
 }
 
 /// Ends a session, recording who logged out.
-pub async fn logout(state: &AppState, session_id: i64, username: &str) -> anyhow::Result<()> {
-    let now = state.clock.now();
-    let mut tx = db::begin_write(&state.pool).await?;
+pub async fn logout(ctx: &Ctx, session_id: i64, username: &str) -> anyhow::Result<()> {
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     db::sessions::delete(&mut tx, session_id).await?;
     audit::append(
         &mut tx,
         now,
         NewEntry {
             actor: &Actor::User(username.to_owned()),
-            action: "auth.logout",
+            action: Action::AuthLogout,
             target_kind: "session",
             target_id: &session_id.to_string(),
             details: json!({}),

@@ -1,7 +1,6 @@
 //! Who is asking and what they may do: passwords, sessions, CSRF, API tokens, throttling,
 //! account management with its role checks, and the per-route guard.
 
-pub mod accounts;
 pub mod api_tokens;
 pub mod csrf;
 pub mod login;
@@ -10,8 +9,11 @@ pub mod principal;
 pub mod secret_token;
 pub mod sessions;
 pub mod throttle;
+pub mod tokens;
+pub mod users;
 
 pub use principal::{Caller, Principal, Via};
+pub use users::AccountError;
 
 /// Last-use times (sessions, API tokens) are written back at most this often, so reading
 /// pages is not a database write per request.

@@ -275,9 +275,13 @@ fn verify_with(buffers: &Buffers, password: &[u8], stored: &str) -> anyhow::Resu
 
 static GLOBAL: OnceLock<Hashing> = OnceLock::new();
 
-/// One permit per core: argon2 is CPU-bound, more at once only adds memory and latency.
+/// One permit per core, at most four: argon2 is CPU-bound, so more at once only adds latency,
+/// and each permit keeps a 19 MiB buffer for good — on a 32-core host one per core would keep
+/// 600 MiB for logins alone.
 pub fn default_bound() -> usize {
-    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+    std::thread::available_parallelism()
+        .map_or(1, NonZeroUsize::get)
+        .min(4)
 }
 
 /// Sizes the process-wide bound; only the first call (or first use) decides. Returns the

@@ -9,8 +9,20 @@ use super::{csrf, secret_token, ACTIVITY_WRITE_EVERY_MS};
 use crate::db;
 use crate::domain::{Role, UnixMillis};
 
-/// Cookie carrying the session token.
+/// Cookie carrying the session token when the browser did not reach us over TLS.
 pub const COOKIE: &str = "headroom_session";
+/// The same cookie over TLS: `__Host-` makes browsers keep it to this host, `Secure`,
+/// `Path=/`, so a sibling subdomain cannot plant a session of its choosing.
+pub const SECURE_COOKIE: &str = "__Host-headroom_session";
+
+/// The session cookie's name for a request that did (`tls`) or did not reach us over TLS.
+pub fn cookie_name(tls: bool) -> &'static str {
+    if tls {
+        SECURE_COOKIE
+    } else {
+        COOKIE
+    }
+}
 
 /// Expiry rules.
 #[derive(Debug, Clone, Copy)]
@@ -57,12 +69,186 @@ pub async fn resolve(
     }))
 }
 
-/// Removes every expired session (run periodically; lookups also expire lazily).
-pub async fn purge_expired(
-    pool: &SqlitePool,
-    now: UnixMillis,
-    life: Lifetimes,
-) -> sqlx::Result<u64> {
-    let mut conn = pool.acquire().await?;
-    db::sessions::delete_expired(&mut conn, now - ms(life.idle), now - ms(life.absolute)).await
+/// How often the purge loop runs: lookups already expire sessions lazily, so this only
+/// keeps rows of people who never came back from piling up.
+pub const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// What the session purge loop needs.
+#[derive(Clone)]
+pub struct PurgeDeps {
+    /// The database.
+    pub pool: SqlitePool,
+    /// The source of "now".
+    pub clock: std::sync::Arc<dyn crate::domain::Clock>,
+    /// The expiry rules.
+    pub life: Lifetimes,
+    /// Time between purges.
+    pub every: Duration,
+}
+
+/// Removes every session expired by the clock's now; returns how many.
+#[tracing::instrument(skip_all, err)]
+pub async fn purge_expired_once(deps: &PurgeDeps) -> sqlx::Result<u64> {
+    let now = deps.clock.now();
+    let mut conn = deps.pool.acquire().await?;
+    db::sessions::delete_expired(
+        &mut conn,
+        now - ms(deps.life.idle),
+        now - ms(deps.life.absolute),
+    )
+    .await
+}
+
+/// The purge loop: purges at once (rows may have expired while the server was down), then
+/// every `deps.every`, until `shutdown` turns true or its sender is dropped.
+pub async fn run_until_stopped(deps: PurgeDeps, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(deps.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // A stop wins over a due tick, so shutdown never waits for one more purge.
+            biased;
+            () = stop_requested(&mut shutdown) => break,
+            _ = tick.tick() => match purge_expired_once(&deps).await {
+                Ok(n) if n > 0 => tracing::info!(sessions.purged = n, "expired sessions removed"),
+                Ok(_) => {}
+                // The next tick tries again; a failed purge only delays housekeeping.
+                Err(e) => tracing::warn!(error = %e, "session purge failed"),
+            },
+        }
+    }
+    tracing::debug!("session purge stopped");
+}
+
+/// Resolves once the stop signal is true or its sender is gone (both mean stop); the guard
+/// `wait_for` returns is dropped here, so loops holding this future stay `Send`.
+async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Keeps a message for this session's next full page (after a redirect). Best effort: a
+/// message that cannot be stored is logged, never an error for the change it reports.
+pub async fn set_flash(ctx: &crate::context::Ctx, principal: &Principal, message: &str) {
+    let Via::Session { session_id, .. } = principal.via else {
+        return;
+    };
+    let stored = async {
+        let mut conn = ctx.pool.acquire().await?;
+        db::sessions::set_flash(&mut conn, session_id, message).await
+    };
+    if let Err(e) = stored.await {
+        tracing::warn!(error = %e, "cannot keep a flash message");
+    }
+}
+
+/// Takes (reads and clears) this session's flash message, if it has one.
+pub async fn take_flash(ctx: &crate::context::Ctx, principal: &Principal) -> Option<String> {
+    let Via::Session {
+        session_id,
+        has_flash: true,
+        ..
+    } = principal.via
+    else {
+        return None;
+    };
+    let mut conn = ctx.pool.acquire().await.ok()?;
+    db::sessions::take_flash(&mut conn, session_id)
+        .await
+        .ok()
+        .flatten()
+}
+
+#[cfg(test)]
+mod purge_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::domain::{ManualClock, Username};
+
+    const START: UnixMillis = 1_796_000_000_000;
+
+    async fn deps_with_sessions(created: &[UnixMillis]) -> (PurgeDeps, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("purge.db").display());
+        let pool = crate::db::connect(&url).await.unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        let name = Username::parse("alice").unwrap();
+        let user = db::users::insert(&mut conn, &name, Role::Viewer, "x", START)
+            .await
+            .unwrap()
+            .unwrap();
+        for (i, at) in created.iter().enumerate() {
+            db::sessions::insert(&mut conn, &format!("hash-{i}"), user.id, *at)
+                .await
+                .unwrap();
+        }
+        let clock = ManualClock::new(START);
+        let deps = PurgeDeps {
+            pool: pool.clone(),
+            clock: Arc::new(clock),
+            life: Lifetimes {
+                idle: Duration::from_secs(30 * 60),
+                absolute: Duration::from_secs(12 * 3600),
+            },
+            every: PURGE_EVERY,
+        };
+        (deps, dir)
+    }
+
+    async fn remaining(deps: &PurgeDeps) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM sessions")
+            .fetch_one(&deps.pool)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn purge_once_removes_only_sessions_idle_past_the_limit() {
+        let minute = 60_000;
+        // Unused for 31 and 45 minutes (expired), 29 minutes and just now (alive).
+        let (deps, _dir) = deps_with_sessions(&[
+            START - 31 * minute,
+            START - 45 * minute,
+            START - 29 * minute,
+            START,
+        ])
+        .await;
+        assert_eq!(purge_expired_once(&deps).await.unwrap(), 2);
+        assert_eq!(remaining(&deps).await, 2);
+        assert_eq!(purge_expired_once(&deps).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_loop_purges_at_start_and_stops_on_shutdown() {
+        let (deps, _dir) = deps_with_sessions(&[START - 3_600_000, START]).await;
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let probe = deps.clone();
+        let task = tokio::spawn(run_until_stopped(deps, shutdown));
+        // The first purge runs at once; wait for its effect rather than for time.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while remaining(&probe).await != 1 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the loop purged at start");
+        stop.send(true).unwrap();
+        // PURGE_EVERY is ten minutes: only the stop signal can end the task this soon.
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the loop stops on shutdown")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_loop_stops_when_the_signal_is_dropped() {
+        let (deps, _dir) = deps_with_sessions(&[]).await;
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(run_until_stopped(deps, shutdown));
+        drop(stop);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the loop stops when its application is gone")
+            .unwrap();
+    }
 }

@@ -9,6 +9,7 @@
 //! locks the key for a doubling delay, capped; attempts older than the window are forgotten.
 //! An attempt that turns out legitimate (or never reached argon2) is taken back.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
 use sqlx::{SqliteConnection, SqlitePool};
@@ -23,9 +24,20 @@ pub fn account_key(username: &str) -> String {
     format!("user:{username}")
 }
 
-/// Throttle key for a client address (login).
+/// Throttle key for a client address (login). An IPv6 client is keyed by its /64: that is
+/// the block one subscriber is handed, so keyed by full address anyone holding a /64 would
+/// have 2^64 fresh keys. IPv4 clients, and IPv4-mapped IPv6 ones (the same client seen through
+/// a dual-stack socket), are keyed by the full IPv4 address. Anything that is not an address
+/// (`unknown`) is kept as it is.
 pub fn address_key(addr: &str) -> String {
-    format!("addr:{addr}")
+    match addr.parse::<IpAddr>().map(|a| a.to_canonical()) {
+        Ok(IpAddr::V4(v4)) => format!("addr:{v4}"),
+        Ok(IpAddr::V6(v6)) => {
+            let [a, b, c, d, ..] = v6.segments();
+            format!("addr:{}/64", Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+        }
+        Err(_) => format!("addr:{addr}"),
+    }
 }
 
 /// Throttle key for an account's password-change form. Apart from the login key on purpose:
@@ -216,6 +228,38 @@ mod tests {
         rows::get(&mut pool.acquire().await.unwrap(), key)
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn ipv6_clients_share_a_key_per_64_and_ipv4_clients_keep_theirs() {
+        let one_64 = [
+            "2001:db8:1:2::1",
+            "2001:db8:1:2:ffff:ffff:ffff:ffff",
+            "2001:0DB8:0001:0002:dead:beef:0:7",
+            "2001:db8:1:2::",
+        ];
+        for addr in one_64 {
+            assert_eq!(address_key(addr), "addr:2001:db8:1:2::/64", "{addr}");
+        }
+        // The neighbouring /64s, on either side of the boundary, are other clients.
+        assert_eq!(address_key("2001:db8:1:3::1"), "addr:2001:db8:1:3::/64");
+        assert_eq!(
+            address_key("2001:db8:1:1:ffff::1"),
+            "addr:2001:db8:1:1::/64"
+        );
+        assert_eq!(address_key("::1"), "addr:::/64");
+
+        // IPv4: the full address, so neighbours on one /24 are counted apart.
+        assert_eq!(address_key("192.0.2.1"), "addr:192.0.2.1");
+        assert_ne!(address_key("192.0.2.1"), address_key("192.0.2.2"));
+        // IPv4-mapped IPv6 is the same IPv4 client, not the ::ffff:0:0/64 block.
+        assert_eq!(address_key("::ffff:192.0.2.1"), "addr:192.0.2.1");
+        assert_ne!(
+            address_key("::ffff:192.0.2.1"),
+            address_key("::ffff:192.0.2.2")
+        );
+        // No address at all is one key of its own.
+        assert_eq!(address_key("unknown"), "addr:unknown");
     }
 
     #[test]

@@ -1,20 +1,26 @@
 //! Template lint: every `{{ … }}` must end with the `yaml` filter, so no value reaches the YAML
 //! raw. Commands are built with `shell` inside `{% set %}` and then inserted with `| yaml`.
 
-use super::validate::{Finding, Severity};
+use super::validate::{Finding, Severity, MAX_FINDINGS_PER_CHECK};
 
 /// Findings (template line numbers) for insertions that skip the `yaml` filter.
+/// Linear in the template's size: lines are counted from one tag to the next, never from the
+/// start again, and past [`MAX_FINDINGS_PER_CHECK`] insertions are only counted.
 pub fn raw_insertions(body: &str) -> Vec<Finding> {
     let mut findings = Vec::new();
+    let mut more = 0_usize;
     let mut rest = body;
-    let mut offset = 0;
+    let mut line = 1;
     while let Some(start) = rest.find("{{") {
         let Some(len) = rest[start..].find("}}") else {
             break;
         };
         let expr = &rest[start + 2..start + len];
-        let line = body[..offset + start].matches('\n').count() + 1;
-        if !ends_with_yaml(expr) {
+        line += rest[..start].matches('\n').count();
+        let expr_lines = expr.matches('\n').count();
+        if !ends_with_yaml(expr) && findings.len() == MAX_FINDINGS_PER_CHECK {
+            more += 1;
+        } else if !ends_with_yaml(expr) {
             let shown: String = expr
                 .trim()
                 .trim_matches('-')
@@ -30,8 +36,17 @@ pub fn raw_insertions(body: &str) -> Vec<Finding> {
                 in_template: true,
             });
         }
-        offset += start + len + 2;
+        line += expr_lines;
         rest = &rest[start + len + 2..];
+    }
+    if more > 0 {
+        findings.push(Finding {
+            severity: Severity::Error,
+            check: "raw-insertion",
+            message: format!("… and {more} more insertions without the yaml filter"),
+            line: None,
+            in_template: true,
+        });
     }
     findings
 }
@@ -60,5 +75,22 @@ mod tests {
         let body = "#cloud-config\nhostname: {{ hostname }}\nfqdn: {{ hostname | yaml }}\nx: {{ a | shell }}\ny: {{- \"a|b\" | yaml -}}\n";
         let lines: Vec<usize> = raw_insertions(body).iter().filter_map(|f| f.line).collect();
         assert_eq!(lines, [2, 4]);
+    }
+
+    #[test]
+    fn many_insertions_are_counted_past_the_cap_with_their_lines_right() {
+        let body = "#cloud-config\n".to_owned() + &"{{x}}\n".repeat(5000);
+        let findings = raw_insertions(&body);
+        assert_eq!(findings.len(), MAX_FINDINGS_PER_CHECK + 1);
+        assert_eq!(findings[0].line, Some(2));
+        assert_eq!(findings[19].line, Some(21));
+        assert!(
+            findings[20].message.contains("4980 more"),
+            "{}",
+            findings[20].message
+        );
+        // A tag spanning lines moves the next one down.
+        let body = "a\n{{ x\n| yaml }}\n{{ y }}\n";
+        assert_eq!(raw_insertions(body)[0].line, Some(4));
     }
 }

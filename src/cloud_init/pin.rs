@@ -1,10 +1,10 @@
 //! Pin pre-flight: download the tarball (streaming, capped, with a deadline), hash it, and
 //! compare with the pin before any machine is asked to do the same at first boot.
 
-use std::time::Duration;
-
 use sha2::{Digest, Sha256};
 
+/// Pre-flight limits are settings; re-exported beside the function that takes them.
+pub use crate::config::PinLimits;
 use crate::domain::digest::hex;
 use crate::outbound::{FetchError, OutboundClient};
 
@@ -55,22 +55,6 @@ impl PinVerdict {
                 "MISMATCH: the {bytes}-byte download hashes to {actual}, but the pin is {expected}"
             ),
             PinVerdict::Failed { message } => message.clone(),
-        }
-    }
-}
-
-/// Limits of a pre-flight.
-#[derive(Debug, Clone, Copy)]
-pub struct PinLimits {
-    pub max_bytes: u64,
-    pub timeout: Duration,
-}
-
-impl Default for PinLimits {
-    fn default() -> Self {
-        Self {
-            max_bytes: 512 * 1024 * 1024,
-            timeout: Duration::from_secs(120),
         }
     }
 }

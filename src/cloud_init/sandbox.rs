@@ -128,7 +128,9 @@ impl Refusal {
 /// A render that did not produce output, with the template line when one is known.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EngineError {
+    /// 1-based template line, when tera's message names one or a word can be found.
     pub line: Option<usize>,
+    /// tera's innermost message, shortened.
     pub message: String,
     /// True when the output limit stopped it.
     pub over_output_limit: bool,
@@ -137,8 +139,11 @@ pub struct EngineError {
 /// A job for the engine: one template, rendered once per context (none = only check it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
+    /// The template text.
     pub body: String,
+    /// One JSON object per render; empty to only check the template.
     pub contexts: Vec<Value>,
+    /// Output and `range` limits.
     pub limits: EngineLimits,
 }
 
@@ -161,11 +166,13 @@ pub fn run(job: &Job) -> Outcome {
         Ok(t) => t,
         Err(e) => {
             // A template that parses but names another template is refused, not "broken".
-            return match tera::Template::new("payload", None, &job.body) {
-                Ok(t) if !refusals(&job.body, &t.ast).is_empty() => {
-                    Outcome::Refused(refusals(&job.body, &t.ast))
-                }
-                _ => Outcome::Syntax(engine_error(&job.body, &e)),
+            let refused = tera::Template::new("payload", None, &job.body)
+                .map(|t| refusals(&job.body, &t.ast))
+                .unwrap_or_default();
+            return if refused.is_empty() {
+                Outcome::Syntax(engine_error(&job.body, &e))
+            } else {
+                Outcome::Refused(refused)
             };
         }
     };

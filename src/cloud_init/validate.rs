@@ -1,8 +1,12 @@
-//! The blocking checks on a rendered payload (DESIGN.md "Validation"): leftover template
-//! markers, header, YAML mapping and runcmd shape, known top-level keys, size against the cap,
-//! the sha256 check of the tarball, and cloud-init's own JSON schema when available.
+//! The seven blocking checks on a rendered payload (README.md, "cloud-init templates"):
+//! leftover template markers, header, YAML mapping and runcmd shape, known top-level keys, size
+//! against the cap, the sha256 check of the tarball, and cloud-init's own JSON schema when
+//! available.
+
+use std::collections::HashMap;
 
 use serde::Serialize;
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::known_keys::KNOWN_KEYS;
@@ -55,22 +59,92 @@ fn finding(
     }
 }
 
-/// Runs every payload check.
+/// Most findings one check reports; the rest are counted in one closing finding. A payload is
+/// at most a few hundred KiB, but a hostile one can hold tens of thousands of bad lines, and
+/// neither the page nor the time to build each message should grow with them.
+pub const MAX_FINDINGS_PER_CHECK: usize = 20;
+
+/// Runs every payload check. Each check costs time linear in the payload's size.
 pub fn validate(payload: &str, pin: &str, schema: Option<&jsonschema::Validator>) -> Vec<Finding> {
     let mut out = Vec::new();
     leftovers(payload, &mut out);
     header(payload, &mut out);
     size(payload, &mut out);
-    let Some(doc) = parse(payload, &mut out) else {
-        return out;
-    };
-    runcmd_shape(payload, &doc, &mut out);
-    known_keys(payload, &doc, &mut out);
-    tarball_check(payload, &doc, pin, &mut out);
-    if let Some(schema) = schema {
-        schema_check(payload, &doc, schema, &mut out);
+    // Anchors and aliases are refused before the document is built: the loader copies an
+    // aliased value at every use, so a few hundred bytes of nested aliases become gigabytes.
+    if aliases(payload, &mut out) {
+        return cap_per_check(out);
     }
-    out
+    let Some(doc) = parse(payload, &mut out) else {
+        return cap_per_check(out);
+    };
+    let lines = KeyLines::of(payload);
+    runcmd_shape(payload, &lines, &doc, &mut out);
+    known_keys(&lines, &doc, &mut out);
+    tarball_check(&lines, &doc, pin, &mut out);
+    if let Some(schema) = schema {
+        schema_check(&lines, &doc, schema, &mut out);
+    }
+    cap_per_check(out)
+}
+
+/// Keeps the first [`MAX_FINDINGS_PER_CHECK`] findings of each check and says how many more
+/// there were.
+fn cap_per_check(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut kept: Vec<Finding> = Vec::with_capacity(findings.len().min(64));
+    let mut seen: HashMap<&'static str, usize> = HashMap::new();
+    let mut dropped: Vec<(&'static str, Severity, usize)> = Vec::new();
+    for f in findings {
+        let n = seen.entry(f.check).or_default();
+        *n += 1;
+        if *n <= MAX_FINDINGS_PER_CHECK {
+            kept.push(f);
+        } else if let Some(d) = dropped.iter_mut().find(|d| d.0 == f.check) {
+            d.2 += 1;
+        } else {
+            dropped.push((f.check, f.severity, 1));
+        }
+    }
+    for (check, severity, n) in dropped {
+        kept.push(finding(
+            severity,
+            check,
+            format!("… and {n} more like the above"),
+            None,
+        ));
+    }
+    kept
+}
+
+/// Flags the first anchor or alias (`&name`, `*name`); true when one was found.
+fn aliases(payload: &str, out: &mut Vec<Finding>) -> bool {
+    let mut parser = Parser::new_from_str(payload);
+    loop {
+        let Ok((event, mark)) = parser.next_token() else {
+            // Syntax errors are reported by the full parse.
+            return false;
+        };
+        let (anchored, alias) = match event {
+            Event::StreamEnd => return false,
+            Event::Alias(_) => (false, true),
+            Event::Scalar(_, _, anchor, _)
+            | Event::SequenceStart(anchor, _)
+            | Event::MappingStart(anchor, _) => (anchor > 0, false),
+            _ => (false, false),
+        };
+        if anchored || alias {
+            out.push(finding(
+                Severity::Error,
+                "yaml",
+                format!(
+                    "YAML {} are not allowed in payloads: cloud-config needs none, and a loader expands each use",
+                    if alias { "aliases (`*name`)" } else { "anchors (`&name`)" }
+                ),
+                Some(mark.line()),
+            ));
+            return true;
+        }
+    }
 }
 
 fn leftovers(payload: &str, out: &mut Vec<Finding>) {
@@ -144,20 +218,36 @@ fn parse(payload: &str, out: &mut Vec<Finding>) -> Option<Yaml> {
     }
 }
 
-/// Line of a top-level key (block mappings put them at column 0).
-fn key_line(payload: &str, key: &str) -> Option<usize> {
-    payload
-        .lines()
-        .position(|l| {
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        })
-        .map(|i| i + 1)
+/// The line of each top-level key, found in one pass (block mappings put them at column 0;
+/// a quoted key is found by its unquoted text too).
+struct KeyLines(HashMap<String, usize>);
+
+impl KeyLines {
+    fn of(payload: &str) -> Self {
+        let mut lines = HashMap::new();
+        for (i, l) in payload.lines().enumerate() {
+            if l.starts_with([' ', '\t', '#', '-']) {
+                continue;
+            }
+            let Some((key, _)) = l.split_once(':') else {
+                continue;
+            };
+            let key = key.trim_end();
+            let unquoted = key.trim_matches('"').trim_matches('\'');
+            lines.entry(key.to_owned()).or_insert(i + 1);
+            lines.entry(unquoted.to_owned()).or_insert(i + 1);
+        }
+        KeyLines(lines)
+    }
+
+    fn get(&self, key: &str) -> Option<usize> {
+        self.0.get(key).copied()
+    }
 }
 
 /// Line of the `index`-th item of a top-level block sequence.
-fn item_line(payload: &str, key: &str, index: usize) -> Option<usize> {
-    let start = key_line(payload, key)?;
+fn item_line(payload: &str, lines_of_keys: &KeyLines, key: &str, index: usize) -> Option<usize> {
+    let start = lines_of_keys.get(key)?;
     let lines: Vec<&str> = payload.lines().collect();
     let indent = lines
         .iter()
@@ -193,7 +283,7 @@ fn describe(y: &Yaml) -> &'static str {
     }
 }
 
-fn runcmd_shape(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
+fn runcmd_shape(payload: &str, lines: &KeyLines, doc: &Yaml, out: &mut Vec<Finding>) {
     let runcmd = &doc["runcmd"];
     if runcmd.is_badvalue() {
         return;
@@ -203,10 +293,11 @@ fn runcmd_shape(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
             Severity::Error,
             "runcmd",
             "runcmd must be a list".into(),
-            key_line(payload, "runcmd"),
+            lines.get("runcmd"),
         ));
         return;
     };
+    let mut reported = 0;
     for (i, item) in items.iter().enumerate() {
         let ok = match item {
             Yaml::String(_) => true,
@@ -214,6 +305,13 @@ fn runcmd_shape(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
             _ => false,
         };
         if !ok {
+            // Past the cap the finding only counts: finding its line costs a scan.
+            reported += 1;
+            let line = if reported <= MAX_FINDINGS_PER_CHECK {
+                item_line(payload, lines, "runcmd", i)
+            } else {
+                None
+            };
             out.push(finding(
                 Severity::Error,
                 "runcmd",
@@ -222,7 +320,7 @@ fn runcmd_shape(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
                     i + 1,
                     describe(item)
                 ),
-                item_line(payload, "runcmd", i),
+                line,
             ));
         }
     }
@@ -243,8 +341,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-fn known_keys(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
+fn known_keys(lines: &KeyLines, doc: &Yaml, out: &mut Vec<Finding>) {
     let Some(map) = doc.as_hash() else { return };
+    let mut reported = 0;
     for key in map.keys() {
         let name = match key {
             Yaml::String(s) => s.clone(),
@@ -253,6 +352,14 @@ fn known_keys(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
         if KNOWN_KEYS.binary_search(&name.as_str()).is_ok() {
             continue;
         }
+        reported += 1;
+        if reported > MAX_FINDINGS_PER_CHECK {
+            // Counted, not described: the hint costs an edit distance to every known key.
+            out.push(finding(Severity::Error, "unknown-key", String::new(), None));
+            continue;
+        }
+        let line = lines.get(&name);
+        let name: String = name.chars().take(80).collect();
         let hint = KNOWN_KEYS
             .iter()
             .map(|k| (edit_distance(&name, k), *k))
@@ -264,7 +371,7 @@ fn known_keys(payload: &str, doc: &Yaml, out: &mut Vec<Finding>) {
             Severity::Error,
             "unknown-key",
             format!("`{name}` is not a cloud-config module key{hint}"),
-            key_line(payload, &name),
+            line,
         ));
     }
 }
@@ -281,14 +388,14 @@ fn item_text(item: &Yaml) -> String {
     }
 }
 
-fn tarball_check(payload: &str, doc: &Yaml, pin: &str, out: &mut Vec<Finding>) {
+fn tarball_check(lines: &KeyLines, doc: &Yaml, pin: &str, out: &mut Vec<Finding>) {
     let items = doc["runcmd"].as_vec().cloned().unwrap_or_default();
     let found = items
         .iter()
         .map(item_text)
         .any(|t| t.contains("sha256sum -c") && t.contains(pin));
     if !found {
-        out.push(finding(Severity::Error, "tarball-pin", format!("no runcmd item checks the downloaded tarball with `sha256sum -c` against the pinned sha256 {pin}"), key_line(payload, "runcmd")));
+        out.push(finding(Severity::Error, "tarball-pin", format!("no runcmd item checks the downloaded tarball with `sha256sum -c` against the pinned sha256 {pin}"), lines.get("runcmd")));
     }
 }
 
@@ -323,7 +430,12 @@ fn item_text_key(k: &Yaml) -> String {
     }
 }
 
-fn schema_check(payload: &str, doc: &Yaml, schema: &jsonschema::Validator, out: &mut Vec<Finding>) {
+fn schema_check(
+    lines: &KeyLines,
+    doc: &Yaml,
+    schema: &jsonschema::Validator,
+    out: &mut Vec<Finding>,
+) {
     let instance = to_json(doc);
     for err in schema.iter_errors(&instance).take(20) {
         let path = err.instance_path.to_string();
@@ -336,7 +448,7 @@ fn schema_check(payload: &str, doc: &Yaml, schema: &jsonschema::Validator, out: 
         let line = if top.is_empty() {
             None
         } else {
-            key_line(payload, &top)
+            lines.get(&top)
         };
         let at = if path.is_empty() {
             "the document".to_owned()
@@ -368,6 +480,42 @@ mod tests {
             .filter(|f| f.severity == Severity::Error)
             .map(|f| f.check)
             .collect()
+    }
+
+    #[test]
+    fn yaml_anchors_and_aliases_are_refused_before_the_document_is_built() {
+        // Six levels of twelve aliases would expand to ~3 GB in the loader.
+        let mut bomb = "#cloud-config\na0: &a0 \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\n".to_owned();
+        for level in 1..=6 {
+            let refs = vec![format!("*a{}", level - 1); 12].join(",");
+            bomb.push_str(&format!("a{level}: &a{level} [{refs}]\n"));
+        }
+        let found = validate(&bomb, PIN, None);
+        let yaml: Vec<_> = found.iter().filter(|f| f.check == "yaml").collect();
+        assert_eq!(yaml.len(), 1, "{found:?}");
+        assert!(yaml[0].message.contains("anchors"), "{}", yaml[0].message);
+        assert_eq!(yaml[0].line, Some(2));
+        let alias_only = format!("{}x: *nothing\n", good());
+        assert!(validate(&alias_only, PIN, None)
+            .iter()
+            .any(|f| f.check == "yaml"));
+    }
+
+    #[test]
+    fn findings_are_capped_per_check_and_the_rest_counted() {
+        let mut many = good();
+        for i in 0..10_000 {
+            many.push_str(&format!("k{i:05}: 1\n"));
+        }
+        let found = validate(&many, PIN, None);
+        let unknown: Vec<_> = found.iter().filter(|f| f.check == "unknown-key").collect();
+        assert_eq!(unknown.len(), MAX_FINDINGS_PER_CHECK + 1);
+        assert_eq!(unknown[0].line, Some(5));
+        assert!(
+            unknown[20].message.contains("9980 more"),
+            "{}",
+            unknown[20].message
+        );
     }
 
     #[test]

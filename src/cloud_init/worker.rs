@@ -80,10 +80,15 @@ pub async fn run_job(
         let mut answer = Vec::new();
         let mut diagnostics = Vec::new();
         let mut stdout = (&mut stdout).take(max_answer + 1);
-        let mut stderr = (&mut stderr).take(4096);
         let read = stdout.read_to_end(&mut answer);
-        let read_err = stderr.read_to_end(&mut diagnostics);
-        let (w, r, _) = tokio::join!(write, read, read_err);
+        let (w, r) = tokio::join!(write, read);
+        if answer.len() as u64 > max_answer {
+            // Reading stopped at the cap; the worker would wait on a full pipe until the
+            // deadline. It has said too much already: end it now.
+            let _ = child.start_kill();
+        }
+        // The worker writes a line or two to stderr at most, and only before it exits.
+        let _ = (&mut stderr).take(4096).read_to_end(&mut diagnostics).await;
         let status = child.wait().await;
         (w, r, status, answer, diagnostics)
     };
@@ -98,6 +103,11 @@ pub async fn run_job(
         }
     };
     let status = status.map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
+    if answer.len() as u64 > max_answer {
+        return Err(WorkerFailure::Unavailable(
+            "the worker's answer was larger than any render can be".into(),
+        ));
+    }
     if !status.success() {
         let why = match status.signal() {
             Some(sig) => format!("signal {sig}"),
@@ -140,10 +150,13 @@ pub async fn probe(program: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// The program to start workers from: the configured one, or this executable.
+/// The program to start workers from: the configured one, or this very executable. On Linux
+/// that is `/proc/self/exe`, which stays the running binary even after an upgrade replaces the
+/// file on disk, so a worker always speaks the server's protocol.
 pub fn default_program(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
     match configured {
         Some(p) => Ok(p.to_owned()),
+        None if Path::new("/proc/self/exe").exists() => Ok(PathBuf::from("/proc/self/exe")),
         None => std::env::current_exe().map_err(|e| anyhow::anyhow!("locating headroom: {e}")),
     }
 }

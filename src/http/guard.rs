@@ -1,6 +1,7 @@
 //! The request guard. `authenticate` runs on every request: it resolves the caller (bearer
 //! token or session cookie) and enforces CSRF on every unsafe method not authenticated by a
-//! bearer token. `require` runs per route and enforces the route's [`Access`].
+//! bearer token: first where the browser says the request came from (`Sec-Fetch-Site`,
+//! `Origin`), then the token. `require` runs per route and enforces the route's [`Access`].
 
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -8,6 +9,7 @@ use actix_web::http::{header, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpMessage, HttpResponse};
 
+use super::client::over_tls;
 use super::{is_api_path, Access, Problem};
 use crate::auth::{api_tokens, csrf, secret_token, sessions, Principal};
 use crate::state::AppState;
@@ -24,7 +26,7 @@ pub async fn authenticate(
     if path.starts_with("/static/") {
         return Ok(next.call(req).await?.map_into_left_body());
     }
-    let now = state.clock.now();
+    let now = state.ctx.clock.now();
 
     // A bearer token that does not work is an error, never a silent fall back to anonymous.
     if let Some(auth) = req.headers().get(header::AUTHORIZATION) {
@@ -34,7 +36,7 @@ pub async fn authenticate(
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         let owner = match token {
-            Some(t) if !t.is_empty() => api_tokens::resolve(&state.pool, t, now)
+            Some(t) if !t.is_empty() => api_tokens::resolve(&state.ctx.pool, t, now)
                 .await
                 .map_err(internal)?,
             _ => None,
@@ -51,13 +53,20 @@ pub async fn authenticate(
         return Ok(next.call(req).await?.map_into_left_body());
     }
 
+    // Over TLS the cookies carry the `__Host-` prefix, and only those names are read: a
+    // plain-named cookie may have been planted by a sibling subdomain.
+    let tls = over_tls(
+        req.request(),
+        state.ctx.settings.cookie_secure,
+        &state.ctx.settings.trusted_proxies,
+    );
     let mut principal = None;
-    if let Some(cookie) = req.cookie(sessions::COOKIE) {
+    if let Some(cookie) = req.cookie(sessions::cookie_name(tls)) {
         let life = sessions::Lifetimes {
-            idle: state.settings.session_idle,
-            absolute: state.settings.session_absolute,
+            idle: state.ctx.settings.session_idle,
+            absolute: state.ctx.settings.session_absolute,
         };
-        principal = sessions::resolve(&state.pool, cookie.value(), now, life)
+        principal = sessions::resolve(&state.ctx.pool, cookie.value(), now, life)
             .await
             .map_err(internal)?;
     }
@@ -68,11 +77,18 @@ pub async fn authenticate(
             | actix_web::http::Method::HEAD
             | actix_web::http::Method::OPTIONS
     ) {
+        // A genuine token proves only that someone fetched our page; the browser's word on
+        // who sent the request catches a harvested token planted in a victim's browser.
+        if let Err(why) = request_site(&req, tls) {
+            tracing::warn!(http.path = %path, reason = %why, "request refused: sent by another site");
+            let res = deny(&req, StatusCode::FORBIDDEN, &why);
+            return Ok(req.into_response(res).map_into_right_body());
+        }
         let expected = match &principal {
             Some(p) => p.csrf_token().map(str::to_owned),
             // Only a pre-login token this instance signed counts: a planted cookie does not.
             None => req
-                .cookie(csrf::LOGIN_COOKIE)
+                .cookie(csrf::login_cookie(tls))
                 .map(|c| c.value().to_owned())
                 .filter(|t| state.login_key.verify(t, now)),
         };
@@ -171,6 +187,32 @@ fn deny(req: &ServiceRequest, status: StatusCode, detail: &str) -> HttpResponse 
         res
     } else {
         super::html_error(status, detail)
+    }
+}
+
+/// [`csrf::check_request_site`] over this request's headers and the origin it reached.
+fn request_site(req: &ServiceRequest, tls: bool) -> Result<(), String> {
+    let host = match req.uri().authority() {
+        Some(a) => Some(a.as_str()),
+        None => match seen(req, header::HOST) {
+            csrf::Seen::Once(h) => Some(h),
+            _ => None,
+        },
+    };
+    csrf::check_request_site(
+        seen(req, header::HeaderName::from_static("sec-fetch-site")),
+        seen(req, header::ORIGIN),
+        &csrf::OwnOrigin { tls, host },
+    )
+}
+
+/// How a request carries header `name`: absent, once as text, or otherwise (repeated, binary).
+fn seen(req: &ServiceRequest, name: header::HeaderName) -> csrf::Seen<'_> {
+    let mut all = req.headers().get_all(name);
+    match (all.next(), all.next()) {
+        (None, _) => csrf::Seen::Absent,
+        (Some(v), None) => v.to_str().map_or(csrf::Seen::Garbled, csrf::Seen::Once),
+        (Some(_), Some(_)) => csrf::Seen::Garbled,
     }
 }
 

@@ -8,6 +8,8 @@ pub mod guard;
 pub mod metrics;
 pub mod problem;
 pub mod security_headers;
+pub mod span;
+pub mod stream;
 
 pub use endpoint::{Access, Endpoint};
 pub use problem::Problem;

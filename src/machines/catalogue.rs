@@ -1,25 +1,27 @@
-//! Refreshing and reading the cached provider catalogue.
+//! Refreshing and reading the cached provider catalogue. A cache that is empty or older than
+//! `catalogue_max_age_hours` is fetched again when it is used, so nobody has to click Refresh
+//! before an API client can create a machine config.
 
 use serde_json::json;
 
 use super::MachinesError;
-use crate::audit::{self, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
+use crate::context::Ctx;
 use crate::db;
 use crate::domain::machine::{CatalogueView, ProviderKind};
-use crate::domain::{FieldError, Role};
+use crate::domain::{FieldError, Role, UnixMillis};
 use crate::provider::{Catalogue, Image, Location, ServerType};
-use crate::state::AppState;
 
 /// Asks the provider for its catalogue and replaces the cache (operator and up).
 #[tracing::instrument(skip_all, fields(provider = %kind), err)]
 pub async fn refresh(
-    state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     kind: ProviderKind,
 ) -> Result<Catalogue, MachinesError> {
     caller.require(Role::Operator)?;
-    let provider = state.providers.get(kind).ok_or_else(|| {
+    let provider = ctx.providers.get(kind).ok_or_else(|| {
         FieldError::new(
             "provider",
             match kind {
@@ -48,12 +50,12 @@ pub async fn refresh(
             .iter()
             .map(|i| ("image", i.name.clone(), json!(i).to_string())),
     );
-    let now = state.clock.now();
-    let mut tx = db::begin_write(&state.pool).await?;
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     db::catalogue::replace(&mut tx, kind.as_str(), &rows, now).await?;
     audit::append(&mut tx, now, NewEntry {
         actor: &caller.actor,
-        action: "catalogue.refreshed",
+        action: Action::CatalogueRefreshed,
         target_kind: "provider",
         target_id: kind.as_str(),
         details: json!({ "locations": catalogue.locations.len(), "server_types": catalogue.server_types.len(), "images": catalogue.images.len() }),
@@ -63,8 +65,18 @@ pub async fn refresh(
     Ok(catalogue)
 }
 
-/// The cached catalogue of a provider, and when it was refreshed.
+/// The cached catalogue of a provider, and when it was refreshed (viewer and up).
 pub async fn cached(
+    ctx: &Ctx,
+    caller: &Caller,
+    kind: ProviderKind,
+) -> Result<(Catalogue, Option<i64>), MachinesError> {
+    caller.require(Role::Viewer)?;
+    cached_rows(&ctx.pool, kind).await
+}
+
+/// The cache as stored; callers have checked the role.
+async fn cached_rows(
     pool: &sqlx::SqlitePool,
     kind: ProviderKind,
 ) -> Result<(Catalogue, Option<i64>), MachinesError> {
@@ -101,4 +113,115 @@ pub fn view(c: &Catalogue) -> CatalogueView {
             .collect(),
         images: c.images.iter().map(|i| i.name.clone()).collect(),
     }
+}
+
+/// A provider's catalogue as the cache holds it after [`current`] looked at it.
+#[derive(Debug, Clone)]
+pub struct CurrentCatalogue {
+    pub provider: ProviderKind,
+    pub catalogue: Catalogue,
+    /// When the cache was last filled; `None` when it never was.
+    pub fetched_at: Option<UnixMillis>,
+    /// Why fetching it again failed, when it had to be fetched and could not.
+    pub fetch_error: Option<String>,
+}
+
+impl CurrentCatalogue {
+    /// The message validation shows when there is nothing to check a choice against.
+    pub fn unavailable_message(&self) -> Option<String> {
+        let reason = self.fetch_error.as_deref()?;
+        self.catalogue.locations.is_empty().then(|| {
+            format!(
+                "the {} catalogue could not be fetched: {reason}; refresh it on /catalogue",
+                self.provider
+            )
+        })
+    }
+}
+
+/// One refresh-on-use at a time, so a burst of requests against a stale cache asks the
+/// provider once, not once per request.
+fn refresh_lock() -> &'static tokio::sync::Mutex<()> {
+    static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+}
+
+fn is_stale(ctx: &Ctx, fetched_at: Option<UnixMillis>) -> bool {
+    let max_age = i64::try_from(ctx.settings.catalogue_max_age.as_millis()).unwrap_or(i64::MAX);
+    fetched_at.is_none_or(|t| ctx.clock.now().saturating_sub(t) > max_age)
+}
+
+/// The cached catalogue of an enabled provider, fetched again (as `system`, audited) first when
+/// it is empty or older than the setting. A failed fetch keeps the old cache and says why.
+#[tracing::instrument(skip_all, fields(provider = %kind))]
+pub async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCatalogue, MachinesError> {
+    let (catalogue, fetched_at) = cached_rows(&ctx.pool, kind).await?;
+    if ctx.providers.get(kind).is_none() || !is_stale(ctx, fetched_at) {
+        return Ok(CurrentCatalogue {
+            provider: kind,
+            catalogue,
+            fetched_at,
+            fetch_error: None,
+        });
+    }
+    let _one_at_a_time = refresh_lock().lock().await;
+    // Someone else may have fetched it while this request waited.
+    let (catalogue, fetched_at) = cached_rows(&ctx.pool, kind).await?;
+    if !is_stale(ctx, fetched_at) {
+        return Ok(CurrentCatalogue {
+            provider: kind,
+            catalogue,
+            fetched_at,
+            fetch_error: None,
+        });
+    }
+    match refresh(ctx, &Caller::system(), kind).await {
+        Ok(fresh) => Ok(CurrentCatalogue {
+            provider: kind,
+            catalogue: fresh,
+            fetched_at: Some(ctx.clock.now()),
+            fetch_error: None,
+        }),
+        Err(MachinesError::Provider(e)) => {
+            tracing::warn!(error = %e, "catalogue refresh on use failed; keeping the cache");
+            Ok(CurrentCatalogue {
+                provider: kind,
+                catalogue,
+                fetched_at,
+                fetch_error: Some(e.to_string()),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Every enabled provider's current catalogue (viewer and up).
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<CurrentCatalogue>, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut all = Vec::new();
+    for kind in ctx.providers.enabled() {
+        all.push(current(ctx, kind).await?);
+    }
+    Ok(all)
+}
+
+/// Fetches, in the background, the catalogue of every configured provider whose cache is
+/// empty, so the first API client finds it filled; start-up does not wait for the provider.
+pub fn fetch_missing_in_background(ctx: &Ctx) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        for kind in ctx.providers.enabled() {
+            match cached_rows(&ctx.pool, kind).await {
+                Ok((_, None)) => {
+                    if let Err(e) = current(&ctx, kind).await {
+                        tracing::warn!(provider = %kind, error = %e, "start-up catalogue fetch failed");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(provider = %kind, error = %e, "cannot read the catalogue cache")
+                }
+            }
+        }
+    });
 }

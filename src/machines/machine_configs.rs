@@ -3,14 +3,14 @@
 use serde_json::json;
 
 use super::{catalogue, MachinesError};
-use crate::audit::{self, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::DEFAULT_TEMPLATE;
+use crate::context::Ctx;
 use crate::db;
 use crate::db::versions::{self, Family, Version};
 use crate::domain::machine::{diff_specs, FieldChange, MachineInput, MachineSpec, ProviderKind};
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
-use crate::state::AppState;
 
 /// A stored version with its parsed spec.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -41,23 +41,42 @@ impl TryFrom<Version> for ConfigVersion {
 }
 
 /// Validates input against the catalogue of the chosen provider and the known templates.
-pub async fn parse(state: &AppState, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
+pub async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
     let kind = ProviderKind::parse_field("provider", &input.provider).ok();
-    let view = match kind {
-        Some(k) => catalogue::view(&catalogue::cached(&state.pool, k).await?.0),
-        None => Default::default(),
+    let current = match kind {
+        Some(k) => Some(catalogue::current(ctx, k).await?),
+        None => None,
     };
-    let mut conn = state.pool.acquire().await?;
+    let view = current
+        .as_ref()
+        .map(|c| catalogue::view(&c.catalogue))
+        .unwrap_or_default();
+    let mut conn = ctx.pool.acquire().await?;
     let templates = versions::names(&mut conn, Family::Template).await?;
     drop(conn);
     let spec = MachineSpec::parse(input, &view, &templates, DEFAULT_TEMPLATE);
-    if let (Err(errors), Some(k)) = (&spec, kind) {
+    if let (Err(errors), Some(c)) = (&spec, &current) {
         if view.locations.is_empty() && errors.for_field("location").is_some() {
+            // Say why nothing could be checked, instead of an empty list of choices.
+            let why = if ctx.providers.get(c.provider).is_none() {
+                match c.provider {
+                    ProviderKind::Hetzner => {
+                        "hetzner is not configured here (set HETZNER_API_TOKEN)".to_owned()
+                    }
+                    ProviderKind::Simulated => {
+                        "the simulated provider exists only in the demo".to_owned()
+                    }
+                }
+            } else {
+                c.unavailable_message().unwrap_or_else(|| {
+                    format!(
+                        "the {} catalogue is empty; refresh it on /catalogue",
+                        c.provider
+                    )
+                })
+            };
             let mut errors = errors.clone();
-            errors.push(
-                "provider",
-                format!("the {k} catalogue is empty: refresh it on the catalogue page first"),
-            );
+            errors.push("provider", why);
             return Err(errors.into());
         }
     }
@@ -68,7 +87,7 @@ async fn write_audit(
     conn: &mut sqlx::SqliteConnection,
     caller: &Caller,
     now: UnixMillis,
-    action: &str,
+    action: Action,
     name: &str,
     details: serde_json::Value,
 ) -> sqlx::Result<()> {
@@ -89,14 +108,14 @@ async fn write_audit(
 
 /// Creates a config (operator and up).
 pub async fn create(
-    state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     input: &MachineInput,
 ) -> Result<ConfigVersion, MachinesError> {
     caller.require(Role::Operator)?;
-    let spec = parse(state, input).await?;
-    let now = state.clock.now();
-    let mut tx = db::begin_write(&state.pool).await?;
+    let spec = parse(ctx, input).await?;
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     let content = serde_json::to_string(&spec).map_err(anyhow::Error::from)?;
     if !versions::create(
         &mut tx,
@@ -114,7 +133,7 @@ pub async fn create(
         &mut tx,
         caller,
         now,
-        "machine_config.created",
+        Action::MachineConfigCreated,
         &spec.name,
         json!({ "version": 1 }),
     )
@@ -131,13 +150,13 @@ pub async fn create(
 /// Saves a new version (operator and up). The name cannot change; an identical spec creates
 /// no version (`false`).
 pub async fn update(
-    state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     name: &str,
     input: &MachineInput,
 ) -> Result<(ConfigVersion, bool), MachinesError> {
     caller.require(Role::Operator)?;
-    let current = latest(&state.pool, name).await?;
+    let current = latest(ctx, caller, name).await?;
     let mut input = input.clone();
     if input.name.trim().is_empty() {
         input.name = name.to_owned();
@@ -146,7 +165,7 @@ pub async fn update(
             FieldError::new("name", "cannot be changed; create a new config instead").into(),
         );
     }
-    let spec = parse(state, &input).await?;
+    let spec = parse(ctx, &input).await?;
     if spec == current.spec {
         return Ok((current, false));
     }
@@ -154,9 +173,9 @@ pub async fn update(
         .into_iter()
         .map(|c| c.field)
         .collect();
-    let now = state.clock.now();
+    let now = ctx.clock.now();
     let content = serde_json::to_string(&spec).map_err(anyhow::Error::from)?;
-    let mut tx = db::begin_write(&state.pool).await?;
+    let mut tx = db::begin_write(&ctx.pool).await?;
     let version = versions::append(
         &mut tx,
         Family::MachineConfig,
@@ -171,7 +190,7 @@ pub async fn update(
         &mut tx,
         caller,
         now,
-        "machine_config.updated",
+        Action::MachineConfigUpdated,
         name,
         json!({ "version": version, "changed": changed }),
     )
@@ -188,9 +207,43 @@ pub async fn update(
     ))
 }
 
+/// What the config form offers: each enabled provider's cached catalogue and the templates.
+pub struct FormChoices {
+    /// Locations, server types and images per provider.
+    pub catalogues: Vec<(
+        crate::domain::machine::ProviderKind,
+        crate::provider::Catalogue,
+    )>,
+    /// Template names.
+    pub templates: Vec<String>,
+}
+
+/// The choices the config form offers (viewer and up: the form is shown read-only to viewers).
+pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut catalogues = Vec::new();
+    for kind in ctx.providers.enabled() {
+        catalogues.push((kind, catalogue::cached(ctx, caller, kind).await?.0));
+    }
+    let templates = super::templates::list(ctx, caller)
+        .await?
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    Ok(FormChoices {
+        catalogues,
+        templates,
+    })
+}
+
 /// The latest version of a config.
-pub async fn latest(pool: &sqlx::SqlitePool, name: &str) -> Result<ConfigVersion, MachinesError> {
-    let mut conn = pool.acquire().await?;
+pub async fn latest(
+    ctx: &Ctx,
+    caller: &Caller,
+    name: &str,
+) -> Result<ConfigVersion, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     versions::latest(&mut conn, Family::MachineConfig, name)
         .await?
         .ok_or_else(|| MachinesError::NotFound(format!("machine config {name}")))?
@@ -198,8 +251,9 @@ pub async fn latest(pool: &sqlx::SqlitePool, name: &str) -> Result<ConfigVersion
 }
 
 /// The latest version of every config.
-pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, MachinesError> {
-    let mut conn = pool.acquire().await?;
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<ConfigVersion>, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     versions::latest_all(&mut conn, Family::MachineConfig)
         .await?
         .into_iter()
@@ -209,10 +263,12 @@ pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<ConfigVersion>, Machine
 
 /// Every version, newest first, each with its changes against the one before.
 pub async fn history(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
+    caller: &Caller,
     name: &str,
 ) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, MachinesError> {
-    let mut conn = pool.acquire().await?;
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     let all: Vec<ConfigVersion> = versions::history(&mut conn, Family::MachineConfig, name)
         .await?
         .into_iter()

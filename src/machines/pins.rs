@@ -3,14 +3,15 @@
 use serde_json::json;
 
 use super::{machine_configs, MachinesError};
-use crate::audit::{self, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict};
+use crate::context::Ctx;
 use crate::db;
-use crate::db::pins::PinCheck;
+/// A remembered pin verdict.
+pub use crate::db::pins::PinCheck;
 use crate::domain::machine::document_name;
 use crate::domain::Role;
-use crate::state::AppState;
 
 /// A finished check: the stored verdict and, when the download completed, its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,30 +32,19 @@ impl PinOutcome {
 /// Downloads and checks the tarball of config `name`'s latest version (operator and up),
 /// through the outbound policy for pins; the verdict is stored and audited, whatever it is.
 /// The page's "Download and check now" button and the API's pin-check both call this.
-pub async fn check(
-    state: &AppState,
-    caller: &Caller,
-    name: &str,
-) -> Result<PinOutcome, MachinesError> {
+pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome, MachinesError> {
     caller.require(Role::Operator)?;
     // A name that could never exist is a field error, not a lookup.
     document_name("name", name)?;
-    let spec = machine_configs::latest(&state.pool, name).await?.spec;
+    let spec = machine_configs::latest(ctx, caller, name).await?.spec;
     let verdict = pin::preflight(
-        &state.pin_client,
+        &ctx.outbound,
         &spec.yubaba_url,
         &spec.yubaba_sha256,
-        state.settings.pin_limits,
+        ctx.settings.pin_limits,
     )
     .await;
-    let check = record(
-        state,
-        caller,
-        &spec.yubaba_url,
-        &spec.yubaba_sha256,
-        &verdict,
-    )
-    .await?;
+    let check = record(ctx, caller, &spec.yubaba_url, &spec.yubaba_sha256, &verdict).await?;
     Ok(PinOutcome {
         check,
         bytes: verdict.bytes(),
@@ -63,13 +53,13 @@ pub async fn check(
 
 /// Stores a verdict with its audit entry.
 pub async fn record(
-    state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     url: &str,
     sha256: &str,
     verdict: &PinVerdict,
 ) -> Result<PinCheck, MachinesError> {
-    let now = state.clock.now();
+    let now = ctx.clock.now();
     let row = PinCheck {
         url: url.to_owned(),
         sha256: sha256.to_owned(),
@@ -78,14 +68,14 @@ pub async fn record(
         checked_at: now,
         checked_by: caller.actor.name().to_owned(),
     };
-    let mut tx = db::begin_write(&state.pool).await?;
+    let mut tx = db::begin_write(&ctx.pool).await?;
     db::pins::record(&mut tx, &row).await?;
     audit::append(
         &mut tx,
         now,
         NewEntry {
             actor: &caller.actor,
-            action: "pin.checked",
+            action: Action::PinChecked,
             target_kind: "tarball",
             target_id: sha256,
             details: json!({ "url": url, "verdict": row.verdict, "message": row.message }),
@@ -98,10 +88,12 @@ pub async fn record(
 
 /// The remembered verdict for a config's current pin.
 pub async fn latest_for(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
+    caller: &Caller,
     url: &str,
     sha256: &str,
 ) -> Result<Option<PinCheck>, MachinesError> {
-    let mut conn = pool.acquire().await?;
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     Ok(db::pins::get(&mut conn, url, sha256).await?)
 }

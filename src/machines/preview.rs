@@ -3,10 +3,10 @@
 use super::{machine_configs, MachinesError};
 use crate::auth::Caller;
 use crate::cloud_init::{RenderRequest, Rendered, Secrets};
+use crate::context::Ctx;
 use crate::db::versions::{self, Family};
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role};
-use crate::state::AppState;
 
 /// What to render: a config, a template (stored, or an unsaved body from the editor) and the
 /// render-time secrets.
@@ -29,7 +29,7 @@ pub struct Preview {
 
 /// Renders and validates (operator and up: previews take secrets).
 pub async fn preview(
-    state: &AppState,
+    ctx: &Ctx,
     caller: &Caller,
     req: &PreviewRequest<'_>,
 ) -> Result<Preview, MachinesError> {
@@ -43,7 +43,7 @@ pub async fn preview(
     if !errors.is_empty() {
         return Err(errors.into());
     }
-    let config = machine_configs::latest(&state.pool, req.machine_config).await?;
+    let config = machine_configs::latest(ctx, caller, req.machine_config).await?;
     let template_name = req
         .template
         .filter(|t| !t.trim().is_empty())
@@ -52,21 +52,22 @@ pub async fn preview(
     let body = match req.body {
         Some(b) => b.to_owned(),
         None => {
-            let mut conn = state.pool.acquire().await?;
+            let mut conn = ctx.pool.acquire().await?;
             versions::latest(&mut conn, Family::Template, &template_name)
                 .await?
                 .ok_or_else(|| MachinesError::NotFound(format!("template {template_name}")))?
                 .content
         }
     };
-    let rendered = state
+    let rendered = ctx
         .renderer
         .render(&RenderRequest {
             template_body: &body,
             spec: &config.spec,
             hostname: &config.spec.name,
             secrets: req.secrets,
-            now: state.clock.now(),
+            now: ctx.clock.now(),
+            requested_by: caller.actor.name(),
         })
         .await;
     // Provisions arrive with the provisioning work; until then there is nothing to compare.

@@ -4,11 +4,14 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::MachinesError;
-use crate::audit::{self, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
+use crate::context::Ctx;
 use crate::db;
-use crate::db::versions::{self, Family, Version};
+/// A stored template version.
+pub use crate::db::versions::Version;
+use crate::db::versions::{self, Family};
 use crate::domain::digest::hex;
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role, UnixMillis};
@@ -18,7 +21,7 @@ pub const MAX_TEMPLATE_BYTES: usize = 128 * 1024;
 
 /// Checks a template body: size, then (in the sandbox) syntax and the allow-list, so a template
 /// that could read the server's environment or include itself is never saved.
-async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, body: &str) {
+async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, who: &str, body: &str) {
     if body.trim().is_empty() {
         errors.push("body", "is required");
     } else if body.len() > MAX_TEMPLATE_BYTES {
@@ -28,7 +31,7 @@ async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, body: &str) {
         );
     } else if body.contains('\0') {
         errors.push("body", "must not contain NUL characters");
-    } else if let Err(why) = renderer.check(body).await {
+    } else if let Err(why) = renderer.check(who, body).await {
         errors.push("body", why);
     }
 }
@@ -37,7 +40,7 @@ async fn audit_version(
     conn: &mut sqlx::SqliteConnection,
     caller: &Caller,
     now: UnixMillis,
-    action: &str,
+    action: Action,
     name: &str,
     version: i64,
     body: &str,
@@ -54,8 +57,9 @@ async fn audit_version(
 }
 
 /// Loads the shipped default template on first start (no-op afterwards).
-pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<(), MachinesError> {
-    let mut tx = db::begin_write(pool).await?;
+pub async fn ensure_default(ctx: &Ctx) -> Result<(), MachinesError> {
+    let now = ctx.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     if versions::create(
         &mut tx,
         Family::Template,
@@ -70,7 +74,7 @@ pub async fn ensure_default(pool: &sqlx::SqlitePool, now: UnixMillis) -> Result<
             &mut tx,
             &Caller::system(),
             now,
-            "template.created",
+            Action::TemplateCreated,
             DEFAULT_TEMPLATE,
             1,
             DEFAULT_TEMPLATE_BODY,
@@ -88,10 +92,8 @@ fn normalise(body: &str) -> String {
 
 /// Creates a template (operator and up).
 pub async fn create(
-    pool: &sqlx::SqlitePool,
-    renderer: &Renderer,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     name: &str,
     body: &str,
 ) -> Result<Version, MachinesError> {
@@ -100,12 +102,13 @@ pub async fn create(
     let mut errors = FieldErrors::default();
     let name = errors.check(document_name("name", name));
     if name.is_some() {
-        check_body(&mut errors, renderer, body).await;
+        check_body(&mut errors, &ctx.renderer, caller.actor.name(), body).await;
     }
     let Some(name) = name.filter(|_| errors.is_empty()) else {
         return Err(errors.into());
     };
-    let mut tx = db::begin_write(pool).await?;
+    let now = ctx.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     if !versions::create(
         &mut tx,
         Family::Template,
@@ -118,7 +121,16 @@ pub async fn create(
     {
         return Err(crate::domain::FieldError::new("name", "is already taken").into());
     }
-    audit_version(&mut tx, caller, now, "template.created", &name, 1, body).await?;
+    audit_version(
+        &mut tx,
+        caller,
+        now,
+        Action::TemplateCreated,
+        &name,
+        1,
+        body,
+    )
+    .await?;
     let v = versions::latest(&mut tx, Family::Template, &name)
         .await?
         .ok_or_else(|| MachinesError::NotFound(name.clone()))?;
@@ -128,18 +140,17 @@ pub async fn create(
 
 /// Saves a new version (operator and up); an unchanged body creates none.
 pub async fn update(
-    pool: &sqlx::SqlitePool,
-    renderer: &Renderer,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     name: &str,
     body: &str,
 ) -> Result<(Version, bool), MachinesError> {
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
-    check_body(&mut errors, renderer, body).await;
-    let mut tx = db::begin_write(pool).await?;
+    check_body(&mut errors, &ctx.renderer, caller.actor.name(), body).await;
+    let now = ctx.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
     let current = versions::latest(&mut tx, Family::Template, name)
         .await?
         .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))?;
@@ -163,7 +174,7 @@ pub async fn update(
         &mut tx,
         caller,
         now,
-        "template.updated",
+        Action::TemplateUpdated,
         name,
         version,
         body,
@@ -179,8 +190,8 @@ pub async fn update(
 /// Logs every stored template (latest version) that the sandbox refuses, and returns their
 /// names with the reason. Run once at start: such templates are kept as they are, and each
 /// render of them carries a blocking finding until someone edits them.
-pub async fn report_refused(state: crate::state::AppState) -> Vec<(String, String)> {
-    let templates = match list(&state.pool).await {
+pub async fn report_refused(ctx: &Ctx) -> Vec<(String, String)> {
+    let templates = match list(ctx, &Caller::system()).await {
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(error = %e, "cannot list templates to check them against the sandbox");
@@ -189,7 +200,7 @@ pub async fn report_refused(state: crate::state::AppState) -> Vec<(String, Strin
     };
     let mut refused = Vec::new();
     for t in templates {
-        if let Err(why) = state.renderer.check(&t.content).await {
+        if let Err(why) = ctx.renderer.check("system", &t.content).await {
             tracing::warn!(
                 template.name = %t.name,
                 template.version = t.version,
@@ -202,15 +213,30 @@ pub async fn report_refused(state: crate::state::AppState) -> Vec<(String, Strin
     refused
 }
 
+/// The latest version of one template (viewer and up).
+pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
+    versions::latest(&mut conn, Family::Template, name)
+        .await?
+        .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))
+}
+
 /// The latest version of every template.
-pub async fn list(pool: &sqlx::SqlitePool) -> Result<Vec<Version>, MachinesError> {
-    let mut conn = pool.acquire().await?;
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     Ok(versions::latest_all(&mut conn, Family::Template).await?)
 }
 
 /// Every version of one template, newest first.
-pub async fn history(pool: &sqlx::SqlitePool, name: &str) -> Result<Vec<Version>, MachinesError> {
-    let mut conn = pool.acquire().await?;
+pub async fn history(
+    ctx: &Ctx,
+    caller: &Caller,
+    name: &str,
+) -> Result<Vec<Version>, MachinesError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
     let h = versions::history(&mut conn, Family::Template, name).await?;
     if h.is_empty() {
         return Err(MachinesError::NotFound(format!("template {name}")));

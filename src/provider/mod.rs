@@ -1,6 +1,6 @@
-//! Cloud providers behind one object-safe trait. This issue needs the catalogue (locations,
-//! server types, images); creating, finding, polling and destroying servers join the trait with
-//! the provisioning work. A provider never touches the database.
+//! Cloud providers behind one object-safe trait. Today the trait reads the catalogue
+//! (locations, server types, images); creating, finding, polling and destroying servers join it
+//! with provisioning. A provider never touches the database.
 
 pub mod hetzner;
 pub mod simulated;

@@ -4,7 +4,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
-use crate::auth::accounts::AccountError;
+use crate::auth::AccountError;
 
 /// A page handler's error.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +93,15 @@ impl From<crate::machines::MachinesError> for WebError {
             C::Invalid(errors) => WebError::BadRequest(errors.to_string()),
             C::Provider(p) => WebError::BadRequest(p.to_string()),
             C::Internal(e) => WebError::Internal(e),
+        }
+    }
+}
+
+impl From<crate::audit::AuditError> for WebError {
+    fn from(e: crate::audit::AuditError) -> Self {
+        match e {
+            crate::audit::AuditError::Forbidden => WebError::Forbidden(e.to_string()),
+            crate::audit::AuditError::Internal(e) => WebError::Internal(e.into()),
         }
     }
 }

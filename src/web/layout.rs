@@ -8,8 +8,7 @@ use actix_web::HttpResponse;
 use maud::{html, Markup, DOCTYPE};
 
 use super::paths;
-use crate::auth::{Principal, Via};
-use crate::db;
+use crate::auth::Principal;
 use crate::domain::Role;
 use crate::state::AppState;
 
@@ -37,20 +36,7 @@ impl Frame {
         title: impl Into<String>,
         section: &'static str,
     ) -> Frame {
-        let flash = match principal.via {
-            Via::Session {
-                session_id,
-                has_flash: true,
-                ..
-            } => match state.pool.acquire().await {
-                Ok(mut conn) => db::sessions::take_flash(&mut conn, session_id)
-                    .await
-                    .ok()
-                    .flatten(),
-                Err(_) => None,
-            },
-            _ => None,
-        };
+        let flash = crate::auth::sessions::take_flash(&state.ctx, principal).await;
         Frame {
             title: title.into(),
             principal: Some(principal.clone()),

@@ -188,11 +188,7 @@ pub async fn flash(
     principal: &crate::auth::Principal,
     message: &str,
 ) {
-    if let crate::auth::Via::Session { session_id, .. } = principal.via {
-        if let Ok(mut conn) = state.pool.acquire().await {
-            let _ = crate::db::sessions::set_flash(&mut conn, session_id, message).await;
-        }
-    }
+    crate::auth::sessions::set_flash(&state.ctx, principal, message).await;
 }
 
 /// A 303 to `location` (post/redirect/get).

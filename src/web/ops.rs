@@ -12,10 +12,7 @@ pub async fn healthz() -> HttpResponse {
 
 /// Readiness: the database answers.
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let ok = match state.pool.acquire().await {
-        Ok(mut conn) => crate::db::ping(&mut conn).await.is_ok(),
-        Err(_) => false,
-    };
+    let ok = state.ctx.database_ready().await;
     if ok {
         HttpResponse::Ok()
             .content_type("text/plain")

@@ -20,38 +20,52 @@ fn headroom_cli(app: &TestApp, args: &[&str]) -> std::process::Output {
 async fn busy_app() -> TestApp {
     let app = TestApp::spawn().await;
     let admin = app.session_for(Role::Admin).await;
-    app.post_login("admin-user", "wrong password!!").await;
-    app.post_form(
-        "/users",
-        &admin,
-        &[
-            ("username", "frank"),
-            ("role", "viewer"),
-            ("password", PASSWORD),
-        ],
-    )
-    .await;
-    app.htmx_post("/users/frank/role", &admin, &[("role", "operator")])
+    // Each step must have happened for the entries below to exist: a step that silently
+    // failed would leave a shorter chain that still verifies.
+    let res = app.post_login("admin-user", "wrong password!!").await;
+    assert_eq!(res.status(), 401, "the failed login");
+    let res = app
+        .post_form(
+            "/users",
+            &admin,
+            &[
+                ("username", "frank"),
+                ("role", "viewer"),
+                ("password", PASSWORD),
+            ],
+        )
         .await;
-    app.post_form("/users/frank/disable", &admin, &[]).await;
-    app.post_form(
-        "/tokens",
-        &admin,
-        &[("username", "admin-user"), ("label", "t")],
-    )
-    .await;
-    app.post_form("/tokens/1/revoke", &admin, &[]).await;
-    app.post_form(
-        "/account/password",
-        &admin,
-        &[
-            ("current_password", PASSWORD),
-            ("new_password", "a new password!!"),
-            ("confirm_password", "a new password!!"),
-        ],
-    )
-    .await;
-    app.post_form("/logout", &admin, &[]).await;
+    assert_eq!(res.status(), 303, "creating frank");
+    let res = app
+        .htmx_post("/users/frank/role", &admin, &[("role", "operator")])
+        .await;
+    assert_eq!(res.status(), 200, "frank's role change");
+    let res = app.post_form("/users/frank/disable", &admin, &[]).await;
+    assert_eq!(res.status(), 303, "disabling frank");
+    let res = app
+        .post_form(
+            "/tokens",
+            &admin,
+            &[("username", "admin-user"), ("label", "t")],
+        )
+        .await;
+    assert_eq!(res.status(), 201, "creating a token");
+    let res = app.post_form("/tokens/1/revoke", &admin, &[]).await;
+    assert_eq!(res.status(), 303, "revoking it");
+    let res = app
+        .post_form(
+            "/account/password",
+            &admin,
+            &[
+                ("current_password", PASSWORD),
+                ("new_password", "a new password!!"),
+                ("confirm_password", "a new password!!"),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), 303, "the password change");
+    let res = app.post_form("/logout", &admin, &[]).await;
+    assert_eq!(res.status(), 303, "logging out");
     app
 }
 
@@ -108,14 +122,22 @@ async fn tamper(app: &TestApp, sql: &str) {
 #[tokio::test]
 async fn the_table_refuses_updates_and_deletes_outright() {
     let app = busy_app().await;
-    assert!(sqlx::query("UPDATE audit_log SET actor = 'x' WHERE id = 1")
-        .execute(&app.pool)
+    for sql in [
+        "UPDATE audit_log SET actor = 'x' WHERE id = 1",
+        "DELETE FROM audit_log WHERE id = 1",
+    ] {
+        let err = sqlx::query(sql).execute(&app.pool).await.expect_err(sql);
+        // The append-only trigger refused it, not some other failure.
+        assert!(
+            err.to_string().contains("audit_log is append-only"),
+            "{sql}: {err}"
+        );
+    }
+    let actor: String = sqlx::query_scalar("SELECT actor FROM audit_log WHERE id = 1")
+        .fetch_one(&app.pool)
         .await
-        .is_err());
-    assert!(sqlx::query("DELETE FROM audit_log WHERE id = 1")
-        .execute(&app.pool)
-        .await
-        .is_err());
+        .unwrap();
+    assert_ne!(actor, "x");
 }
 
 #[tokio::test]
@@ -125,6 +147,8 @@ async fn changing_any_field_of_an_entry_breaks_verification_naming_it() {
         ("action", "'user.nothing'"),
         ("details", "'{}'"),
         ("at", "at + 1"),
+        // Appended to, so the value differs whatever kind entry 3 names.
+        ("target_kind", "target_kind || '-tampered'"),
         ("target_id", "'x'"),
     ] {
         let app = busy_app().await;
@@ -325,7 +349,11 @@ async fn the_page_export_streams_every_matching_entry_in_order_across_batches() 
     let viewer = app.session_for(Role::Viewer).await;
     let mut tx = headroom::db::begin_write(&app.pool).await.unwrap();
     for i in 0..2500 {
-        let action = if i % 2 == 0 { "test.even" } else { "test.odd" };
+        let action = if i % 2 == 0 {
+            headroom::audit::Action::TemplateCreated
+        } else {
+            headroom::audit::Action::TemplateUpdated
+        };
         headroom::audit::append(
             &mut tx,
             i,
@@ -361,11 +389,14 @@ async fn the_page_export_streams_every_matching_entry_in_order_across_batches() 
         "oldest first, none missing"
     );
     let odd = app
-        .get("/audit/export?format=csv&action=test.odd", &viewer)
+        .get("/audit/export?format=csv&action=template.updated", &viewer)
         .await
         .text()
         .await
         .unwrap();
     assert_eq!(odd.lines().count(), 1 + 1250);
-    assert!(odd.lines().skip(1).all(|l| l.contains(",test.odd,")));
+    assert!(odd
+        .lines()
+        .skip(1)
+        .all(|l| l.contains(",template.updated,")));
 }

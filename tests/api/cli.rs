@@ -115,5 +115,99 @@ fn the_password_is_never_taken_from_the_command_line() {
         .args(["user", "add", "x", "--role", "viewer"])
         .output()
         .unwrap();
-    assert!(!out.status.success(), "--password-stdin is required");
+    assert_eq!(out.status.code(), Some(2), "--password-stdin is required");
+    // clap's usage error names the missing flag, and no password flag exists to misuse.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the following required arguments were not provided")
+            && err.contains("--password-stdin"),
+        "{err}"
+    );
+}
+
+/// Runs `headroom ARGS` with exactly `env` (nothing inherited, so the machine's own
+/// `HEADROOM_*` variables cannot leak in).
+fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn settings_prints_each_effective_value_with_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("headroom.toml");
+    std::fs::write(&file, "render_timeout_ms = 350\nworkers = 3\n").unwrap();
+    let db = dir.path().join("never-created.db");
+    let db_url = format!("sqlite:{}", db.display());
+    let (code, out, err) = run_with_env(
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--database-url",
+            &db_url,
+            "settings",
+        ],
+        &[
+            ("HEADROOM_WORKERS", "5"),
+            ("HEADROOM_TRUSTED_PROXIES", "10.0.0.2, 10.0.0.3"),
+            ("HETZNER_API_TOKEN", "tok-that-must-not-print"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let row = |key: &str| -> (String, String) {
+        let r = rows
+            .iter()
+            .find(|r| r[0] == key)
+            .unwrap_or_else(|| panic!("{key} missing from:\n{out}"));
+        (r[1].to_owned(), r[2..].join(" "))
+    };
+    let expect = |key: &str, source: &str, value: &str| {
+        assert_eq!(
+            row(key),
+            (source.to_owned(), value.to_owned()),
+            "{key}:\n{out}"
+        );
+    };
+    expect("render_timeout_ms", "file", "350");
+    // The variable beats the file.
+    expect("workers", "env", "5");
+    expect("trusted_proxies", "env", "10.0.0.2,10.0.0.3");
+    expect("database_url", "flag", &db_url);
+    expect("bind", "default", "127.0.0.1:8080");
+    expect("log_format", "default", "text");
+    expect("hetzner_api_token", "env", "set");
+    assert!(!out.contains("tok-that-must-not-print"), "{out}");
+    assert_eq!(rows.len(), headroom::config::KEYS.len() + 1, "{out}");
+    assert!(!db.exists(), "printing settings opened the database");
+
+    // The same loader refuses what serve would refuse, naming the key and its source.
+    let (code, _, err) = run_with_env(&["settings"], &[("HEADROOM_SESSION_IDLE_MINUTES", "0")]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(
+            "session_idle_minutes must be between 1 and 43200 (minutes), not 0 \
+             (set by environment variable HEADROOM_SESSION_IDLE_MINUTES)"
+        ),
+        "{err}"
+    );
+    let (_, out, _) = run_with_env(&["settings"], &[]);
+    assert!(
+        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["hetzner_api_token", "default", "unset"]),
+        "{out}"
+    );
 }

@@ -21,6 +21,7 @@ async fn render_with(spec: &MachineSpec, hostname: &str, secrets: &Secrets) -> R
             hostname,
             secrets,
             now: 0,
+            requested_by: "test",
         })
         .await
 }
@@ -29,6 +30,13 @@ fn with_key(key: &str) -> Secrets {
     Secrets {
         mesh_preauth_key: Some(SecretString::from(key.to_owned())),
         tunnel_token: None,
+    }
+}
+
+fn with_key_and_tunnel(key: &str, tunnel: &str) -> Secrets {
+    Secrets {
+        mesh_preauth_key: Some(SecretString::from(key.to_owned())),
+        tunnel_token: Some(SecretString::from(tunnel.to_owned())),
     }
 }
 
@@ -61,6 +69,7 @@ fn keys(doc: &Yaml) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn the_default_template_matches_its_golden_file_and_passes_cloud_inits_own_schema() {
+    let mut written = Vec::new();
     // The mesh variant is the larger and exercises more of the template.
     for (name, secrets) in [
         ("yubaba-node.sample.yaml", Secrets::default()),
@@ -76,6 +85,10 @@ async fn the_default_template_matches_its_golden_file_and_passes_cloud_inits_own
             .join(name);
         if std::env::var("UPDATE_GOLDEN").is_ok() {
             std::fs::write(&golden, &r.redacted).unwrap();
+            // Comparing the file with what was just written would always pass: the run that
+            // writes never counts as a check.
+            written.push(golden.display().to_string());
+            continue;
         }
         let expected = std::fs::read_to_string(&golden)
             .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_GOLDEN=1", golden.display()));
@@ -109,6 +122,27 @@ async fn the_default_template_matches_its_golden_file_and_passes_cloud_inits_own
         );
         assert!(text.contains("Valid cloud-config"), "{name}: {text}");
     }
+    assert!(
+        written.is_empty(),
+        "UPDATE_GOLDEN is set: wrote {written:?}; review the diff, then run again without it"
+    );
+}
+
+/// Debian's `cloud-init schema --config-file` on `payload`: whether it passed, and its output.
+fn cloud_init_schema(payload: &str) -> (bool, String) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), payload).unwrap();
+    let out = Command::new("cloud-init")
+        .args(["schema", "--config-file"])
+        .arg(file.path())
+        .output()
+        .expect("cloud-init is installed (scripts/test.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
 
 #[tokio::test]
@@ -124,6 +158,7 @@ async fn the_in_process_schema_check_agrees_with_cloud_init() {
             hostname: "spare-fsn1",
             secrets: &Secrets::default(),
             now: 0,
+            requested_by: "test",
         })
         .await;
     assert!(ok.ok, "{:#?}", ok.findings);
@@ -135,6 +170,7 @@ async fn the_in_process_schema_check_agrees_with_cloud_init() {
             hostname: "spare-fsn1",
             secrets: &Secrets::default(),
             now: 0,
+            requested_by: "test",
         })
         .await;
     let schema_findings: Vec<_> = bad
@@ -147,6 +183,16 @@ async fn the_in_process_schema_check_agrees_with_cloud_init() {
         schema_findings[0].message.contains("resize_rootfs"),
         "{}",
         schema_findings[0].message
+    );
+    // Debian's cloud-init judges both payloads the same way: the good one valid, the bad one
+    // refused for the same key.
+    let (good_ok, good_text) = cloud_init_schema(&ok.redacted);
+    assert!(good_ok, "cloud-init refused the good payload: {good_text}");
+    let (bad_ok, bad_text) = cloud_init_schema(&bad.redacted);
+    assert!(!bad_ok, "cloud-init accepted the bad payload: {bad_text}");
+    assert!(
+        bad_text.contains("resize_rootfs"),
+        "cloud-init names the key: {bad_text}"
     );
 }
 
@@ -191,7 +237,12 @@ fn words_of(command: &str, program: &str, canary: &std::path::Path) -> Vec<Strin
 
 #[tokio::test]
 async fn hostile_values_survive_unchanged_and_add_no_key_or_command() {
-    let benign = render_with(&sample_spec(), "spare-fsn1", &with_key("tskey-benign")).await;
+    let benign = render_with(
+        &sample_spec(),
+        "spare-fsn1",
+        &with_key_and_tunnel("tskey-benign", "tunnel-benign"),
+    )
+    .await;
     let benign_doc = parse(benign.payload.expose_secret());
     let dir = tempfile::tempdir().unwrap();
     let canary = dir.path().join("CANARY");
@@ -200,13 +251,15 @@ async fn hostile_values_survive_unchanged_and_add_no_key_or_command() {
         spec.yubaba_url = format!("https://example.com/{value}");
         spec.mesh_tags = vec![format!("tag:{value}")];
         let key = format!("tskey-{value}");
+        let tunnel = format!("tunnel-{value}");
         let r = renderer(None)
             .render(&RenderRequest {
                 template_body: DEFAULT_TEMPLATE_BODY,
                 spec: &spec,
                 hostname: value,
-                secrets: &with_key(&key),
+                secrets: &with_key_and_tunnel(&key, &tunnel),
                 now: 0,
+                requested_by: "test",
             })
             .await;
         // The bytes a machine would receive.
@@ -258,10 +311,21 @@ async fn hostile_values_survive_unchanged_and_add_no_key_or_command() {
             "{value:?}"
         );
 
-        // The kept copy has the same structure, with the key replaced.
+        let install = items
+            .iter()
+            .find(|i| i.starts_with("cloudflared service install"))
+            .unwrap_or_else(|| panic!("{value:?}: the tunnel is installed: {items:#?}"));
+        let words = words_of(install, "cloudflared service install", &canary);
+        assert_eq!(words, [tunnel.clone()], "{value:?}");
+
+        // The kept copy has the same structure, with both secrets replaced.
         let kept = parse(&r.redacted);
         assert_eq!(runcmd(&kept).len(), items.len());
         assert!(!r.redacted.contains(&key));
+        assert!(
+            !r.redacted.contains(&tunnel),
+            "{value:?}: the tunnel token is kept"
+        );
     }
 }
 

@@ -119,12 +119,15 @@ async fn editing_a_config_twice_leaves_three_versions_with_their_diffs() {
         .await
         .unwrap();
     assert_eq!(stored, 3);
-    // Versions are immutable in the database too.
+    // Versions are immutable in the database too: the trigger refuses, naming the rule.
+    let err = sqlx::query("UPDATE machine_config_versions SET spec = '{}'")
+        .execute(&app.pool)
+        .await
+        .expect_err("an UPDATE of a stored version is refused");
     assert!(
-        sqlx::query("UPDATE machine_config_versions SET spec = '{}'")
-            .execute(&app.pool)
-            .await
-            .is_err()
+        err.to_string()
+            .contains("machine config versions are immutable"),
+        "{err}"
     );
     let actions = app.audit_actions().await;
     assert_eq!(
@@ -387,10 +390,8 @@ async fn render_answers_the_documented_shape_and_flags_raw_insertions() {
     // A template that inserts a value raw is flagged and blocked.
     let raw = "#cloud-config\nhostname: {{ hostname }}\nruncmd:\n  - {{ \"echo \" ~ machine.yubaba_sha256 ~ \" x | sha256sum -c -\" | yaml }}\n";
     headroom::machines::templates::create(
-        &app.pool,
-        &app.state.renderer,
+        &app.state.ctx,
         &headroom::auth::Caller::system(),
-        0,
         "raw",
         raw,
     )
@@ -621,14 +622,18 @@ async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     let app = TestApp::spawn_with_config().await;
     let op = app.session_for(Role::Operator).await;
     // Point the config at a loopback port: the policy refuses it, and that is remembered.
-    let mut input = headroom::machines::machine_configs::latest(&app.pool, "spare-fsn1")
-        .await
-        .unwrap()
-        .spec
-        .to_input();
+    let mut input = headroom::machines::machine_configs::latest(
+        &app.state.ctx,
+        &headroom::auth::Caller::system(),
+        "spare-fsn1",
+    )
+    .await
+    .unwrap()
+    .spec
+    .to_input();
     input.yubaba_url = "https://127.0.0.1:9/yubaba.tar.gz".into();
     headroom::machines::machine_configs::update(
-        &app.state,
+        &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",
         &input,
@@ -1048,4 +1053,193 @@ async fn every_config_form_field_rejects_hostile_values_by_name() {
             );
         }
     }
+}
+
+/// A fake Hetzner on loopback offering fsn1 and nbg1, cx22 and cax11, and debian-12, as the
+/// real API shapes them (one page each).
+pub async fn fake_hetzner() -> MockServer {
+    let hetzner = MockServer::start().await;
+    mount_catalogue(&hetzner).await;
+    hetzner
+}
+
+async fn mount_catalogue(hetzner: &MockServer) {
+    let location = |name: &str| serde_json::json!({"id": 1, "name": name, "description": name, "country": "DE", "city": name, "network_zone": "eu-central"});
+    let st = |name: &str, arch: &str| {
+        serde_json::json!({"id": 1, "name": name, "description": name.to_uppercase(), "cores": 2, "memory": 4.0, "disk": 40,
+        "architecture": arch, "deprecated": false, "prices": [{"location": "fsn1", "price_hourly": {"net": "0.0060", "gross": "0.0071"}, "price_monthly": {"net": "3.79", "gross": "4.5100"}}]})
+    };
+    let last_page = serde_json::json!({"pagination": {"page": 1, "next_page": null}});
+    Mock::given(method("GET")).and(path("/locations"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"locations": [location("fsn1"), location("nbg1")], "meta": last_page})))
+        .mount(hetzner).await;
+    Mock::given(method("GET")).and(path("/server_types"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"server_types": [st("cx22", "x86"), st("cax11", "arm")], "meta": last_page})))
+        .mount(hetzner).await;
+    Mock::given(method("GET")).and(path("/images"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"images": [
+            {"id": 1, "type": "system", "name": "debian-12", "description": "Debian 12", "architecture": "x86"}], "meta": last_page})))
+        .mount(hetzner).await;
+}
+
+fn hetzner_config(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "provider": "hetzner", "location": "fsn1", "server_type": "cx22", "region": "eu-central",
+        "zone": "fsn1-dc14", "yubaba_url": "https://releases.example.com/y.tar.gz", "yubaba_sha256": SHA
+    })
+}
+
+async fn hetzner_app(
+    uri: String,
+    adjust: impl FnOnce(&mut headroom::config::Settings) + Send + 'static,
+) -> (TestApp, String) {
+    let app = TestApp::spawn_with(move |s| {
+        s.hetzner_api_url = uri;
+        s.hetzner_api_token = Some(secrecy::SecretString::from("test-token".to_owned()));
+        adjust(s);
+    })
+    .await;
+    app.create_user("robot", Role::Operator).await;
+    let token = app.token_for("robot").await;
+    (app, token)
+}
+
+#[tokio::test]
+async fn an_empty_hetzner_catalogue_is_fetched_when_a_config_needs_it() {
+    let hetzner = fake_hetzner().await;
+    let (app, token) = hetzner_app(hetzner.uri(), |_| {}).await;
+    // Whether the start-up fetch got there first or not, nobody clicked Refresh.
+    let res = app
+        .client
+        .post(app.url("/api/v1/machine-configs"))
+        .bearer_auth(&token)
+        .json(&hetzner_config("first-try"))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["location"], "fsn1");
+    let fetches = hetzner
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == "/locations")
+        .count();
+    assert_eq!(fetches, 1, "fetched once, not once per use");
+    assert!(app
+        .audit_actions()
+        .await
+        .contains(&"catalogue.refreshed".to_owned()));
+}
+
+#[tokio::test]
+async fn a_stale_catalogue_is_fetched_again_on_use_and_a_fresh_one_is_not() {
+    let hetzner = fake_hetzner().await;
+    let (app, token) = hetzner_app(hetzner.uri(), |s| {
+        s.catalogue_max_age = Duration::from_secs(3600)
+    })
+    .await;
+    let locations = || async {
+        hetzner
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.url.path() == "/locations")
+            .count()
+    };
+    let get = || {
+        app.client
+            .get(app.url("/api/v1/catalogue"))
+            .bearer_auth(&token)
+            .send()
+    };
+    let first: serde_json::Value = get().await.unwrap().json().await.unwrap();
+    let hetzner_entry = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "hetzner")
+        .cloned()
+        .expect("hetzner is listed");
+    assert_eq!(
+        hetzner_entry["server_types"][0]["prices"][0]["monthly"],
+        "4.5100"
+    );
+    assert_eq!(locations().await, 1);
+    app.clock.advance(Duration::from_secs(30 * 60));
+    get().await.unwrap();
+    assert_eq!(
+        locations().await,
+        1,
+        "a 30-minute-old catalogue is still fresh"
+    );
+    app.clock.advance(Duration::from_secs(31 * 60));
+    let again: serde_json::Value = get().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        locations().await,
+        2,
+        "an hour-old catalogue is fetched again"
+    );
+    let fetched_at = again["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "hetzner")
+        .unwrap()["fetched_at"]
+        .clone();
+    assert_ne!(fetched_at, hetzner_entry["fetched_at"]);
+}
+
+#[tokio::test]
+async fn with_the_catalogue_unreachable_validation_names_the_catalogue() {
+    let hetzner = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(503).set_body_json(serde_json::json!({"error": {"code": "unavailable", "message": "down for maintenance"}})))
+        .mount(&hetzner)
+        .await;
+    let (app, token) = hetzner_app(hetzner.uri(), |_| {}).await;
+    let before = app.count("machine_configs").await;
+    let res = app
+        .client
+        .post(app.url("/api/v1/machine-configs"))
+        .bearer_auth(&token)
+        .json(&hetzner_config("not-yet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 422);
+    let problem: serde_json::Value = res.json().await.unwrap();
+    let provider = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["field"] == "provider")
+        .unwrap_or_else(|| panic!("no provider error: {problem}"));
+    let message = provider["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the hetzner catalogue could not be fetched: ")
+            && message.ends_with("; refresh it on /catalogue"),
+        "{message}"
+    );
+    assert!(
+        !problem.to_string().contains("choose one of: )"),
+        "{problem}"
+    );
+    assert_eq!(app.count("machine_configs").await, before);
+    // Once the provider answers again, the same request succeeds without a click.
+    hetzner.reset().await;
+    mount_catalogue(&hetzner).await;
+    let res = app
+        .client
+        .post(app.url("/api/v1/machine-configs"))
+        .bearer_auth(&token)
+        .json(&hetzner_config("not-yet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use headroom::auth::accounts::{self, NewUserInput};
+use headroom::auth::users::{self, NewUserInput};
 use headroom::auth::{csrf, secret_token, Caller};
 use headroom::config::Settings;
 use headroom::domain::{Clock, ManualClock, Role};
@@ -100,26 +100,21 @@ impl TestApp {
             role: role.to_string(),
             password: PASSWORD.into(),
         };
-        accounts::create_user(&self.pool, &Caller::system(), self.clock.now(), &input)
+        users::create_user(&self.state.ctx, &Caller::system(), &input)
             .await
             .expect("create user");
     }
 
     /// A fresh API token acting as an existing user (as `headroom token create` makes one).
     pub async fn token_for(&self, name: &str) -> String {
-        let input = headroom::auth::accounts::NewTokenInput {
+        let input = headroom::auth::tokens::NewTokenInput {
             username: name.into(),
             label: "test".into(),
         };
-        headroom::auth::accounts::create_token(
-            &self.pool,
-            &Caller::system(),
-            self.clock.now(),
-            &input,
-        )
-        .await
-        .expect("token")
-        .0
+        headroom::auth::tokens::create_token(&self.state.ctx, &Caller::system(), &input)
+            .await
+            .expect("token")
+            .0
     }
 
     /// A session for an existing user without going through argon2 (for matrices that need
@@ -243,22 +238,28 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Row counts of every table a request could write to, to prove nothing changed.
+    /// Row counts and contents of every table of the schema, to prove nothing changed. The
+    /// list comes from `sqlite_master`, so a table added by a later migration is covered
+    /// without editing this helper.
     pub async fn snapshot(&self) -> Vec<(String, i64, String)> {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name != '_sqlx_migrations' \
+             ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .unwrap();
+        assert!(
+            tables.len() >= 12,
+            "the schema's tables are listed: {tables:?}"
+        );
         let mut out = Vec::new();
-        for table in [
-            "users",
-            "sessions",
-            "api_tokens",
-            "audit_log",
-            "login_throttle",
-        ] {
+        for table in tables {
             // Count plus every row's contents, so an UPDATE is noticed as well as an INSERT.
-            out.push((
-                table.to_owned(),
-                self.count(table).await,
-                table_digest(&self.pool, table).await,
-            ));
+            let count = self.count(&table).await;
+            let digest = table_digest(&self.pool, &table).await;
+            out.push((table, count, digest));
         }
         out
     }
@@ -348,4 +349,18 @@ pub fn renderer(schema: Option<Arc<jsonschema::Validator>>) -> headroom::cloud_i
         headroom::cloud_init::RenderLimits::default(),
         schema,
     )
+}
+
+/// The operations' context over a bare database (for tests that prepare a file before the
+/// real binary opens it).
+pub fn ctx_for(pool: SqlitePool) -> headroom::context::Ctx {
+    headroom::context::Ctx::build(
+        Settings {
+            render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
+            ..Settings::default()
+        },
+        pool,
+        Arc::new(ManualClock::new(0)),
+    )
+    .expect("context")
 }

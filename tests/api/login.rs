@@ -31,11 +31,113 @@ async fn session_cookie_is_httponly_and_samesite_strict() {
     assert!(set.contains("HttpOnly"));
     assert!(set.contains("SameSite=Strict"));
     assert!(!set.contains("Secure"), "no TLS here, so no Secure flag");
+    assert!(
+        set.starts_with("headroom_session="),
+        "plain name without TLS: {set}"
+    );
 
     let tls = TestApp::spawn_with(|s| s.cookie_secure = true).await;
     tls.create_user("alice", Role::Viewer).await;
     let set = session_set_cookie(&tls, None).await;
     assert!(set.contains("Secure"));
+    assert!(set.starts_with("__Host-headroom_session="), "{set}");
+}
+
+/// The `Set-Cookie` line for cookie `name` in a response.
+fn set_cookie_line(res: &reqwest::Response, name: &str) -> Option<String> {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with(&format!("{name}=")))
+}
+
+/// What browsers demand of a `__Host-` cookie, or they drop it.
+fn assert_host_prefix_rules(line: &str) {
+    assert!(line.starts_with("__Host-"), "{line}");
+    for attr in ["Path=/", "Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(line.split("; ").any(|a| a == attr), "{attr} in {line}");
+    }
+    assert!(!line.to_ascii_lowercase().contains("domain="), "{line}");
+}
+
+#[tokio::test]
+async fn with_cookie_secure_the_cookies_carry_the_host_prefix_and_login_works() {
+    let app = TestApp::spawn_with(|s| s.cookie_secure = true).await;
+    app.create_user("alice", Role::Viewer).await;
+    // The test client speaks http and would not send Secure cookies back: send them by hand,
+    // as a browser on https would.
+    let page = app.client.get(app.url("/login")).send().await.unwrap();
+    assert!(set_cookie_line(&page, "headroom_login_csrf").is_none());
+    let line = set_cookie_line(&page, "__Host-headroom_login_csrf").expect("login cookie");
+    assert_host_prefix_rules(&line);
+    let value = crate::helpers::cookie_value(page.headers(), "__Host-headroom_login_csrf").unwrap();
+    let token = crate::helpers::input_value(&page.text().await.unwrap(), "csrf_token").unwrap();
+    assert_eq!(token, value);
+    let post_login = |cookie: String| {
+        app.client
+            .post(app.url("/login"))
+            .header("Cookie", cookie)
+            .form(&[
+                ("username", "alice"),
+                ("password", PASSWORD),
+                ("csrf_token", token.as_str()),
+            ])
+            .send()
+    };
+
+    // Over TLS the plain name is what a sibling subdomain can plant, so it is not read.
+    let planted = post_login(format!("headroom_login_csrf={value}"))
+        .await
+        .unwrap();
+    assert_eq!(planted.status(), 403);
+    assert_eq!(app.count("sessions").await, 0);
+
+    let res = post_login(format!("__Host-headroom_login_csrf={value}"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    let session_line = set_cookie_line(&res, "__Host-headroom_session").expect("session cookie");
+    assert_host_prefix_rules(&session_line);
+    assert!(set_cookie_line(&res, "headroom_session").is_none());
+    let spent = set_cookie_line(&res, "__Host-headroom_login_csrf").expect("login cookie spent");
+    assert!(spent.contains("Max-Age=0"), "{spent}");
+    let session = crate::helpers::cookie_value(res.headers(), "__Host-headroom_session").unwrap();
+
+    // The session works under its prefixed name only.
+    let account = |cookie: String| {
+        app.client
+            .get(app.url("/account"))
+            .header("Cookie", cookie)
+            .send()
+    };
+    let plain = account(format!("headroom_session={session}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.status(),
+        303,
+        "the plain name is not a session over TLS"
+    );
+    let page = account(format!("__Host-headroom_session={session}"))
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csrf = crate::helpers::input_value(&page.text().await.unwrap(), "csrf_token").unwrap();
+
+    // Logging out clears the prefixed cookie.
+    let res = app
+        .client
+        .post(app.url("/logout"))
+        .header("Cookie", format!("__Host-headroom_session={session}"))
+        .form(&[("csrf_token", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    let gone = set_cookie_line(&res, "__Host-headroom_session").expect("cleared");
+    assert!(gone.contains("Max-Age=0"), "{gone}");
+    assert_eq!(app.count("sessions").await, 0);
 }
 
 #[tokio::test]
@@ -295,16 +397,59 @@ async fn a_trusted_proxy_terminating_tls_gets_secure_cookies() {
     app.create_user("alice", Role::Viewer).await;
     let session = session_set_cookie(&app, Some(("X-Forwarded-Proto", "https"))).await;
     assert!(session.contains("Secure"), "{session}");
+    assert!(session.starts_with("__Host-headroom_session="), "{session}");
 }
 
-/// Signs alice in through the form with one extra request header; the session's Set-Cookie line.
-async fn session_set_cookie(app: &TestApp, header: Option<(&str, &str)>) -> String {
-    let (cookie, token) = app.login_form().await;
-    let mut req = app.client.post(app.url("/login")).header("Cookie", cookie);
-    if let Some((name, value)) = header {
-        req = req.header(name, value);
+#[tokio::test]
+async fn ipv6_clients_in_one_64_share_an_address_throttle() {
+    let app = TestApp::spawn_with(|s| {
+        s.throttle.address_failures = 3;
+        s.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    // Each guess from a fresh address of one /64, at a fresh account: only the address
+    // throttle can stop them.
+    for (i, addr) in ["2001:db8:7:7::1", "2001:db8:7:7::2", "2001:db8:7:7:ffff::3"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            failed_login_from(&app, addr, &format!("ghost{i}")).await,
+            401
+        );
     }
-    let res = req
+    assert_eq!(
+        failed_login_from(&app, "2001:db8:7:7:1234:5678:9abc:def0", "ghost8").await,
+        429,
+        "a new address in the same /64 is the same client"
+    );
+    assert_eq!(
+        failed_login_from(&app, "2001:db8:7:8::1", "ghost9").await,
+        401,
+        "the next /64 is another client"
+    );
+}
+
+/// Signs alice in through the form, sending one extra request header with both the page and
+/// the post as a browser behind a proxy would; the session's Set-Cookie line, whichever name
+/// (plain or `__Host-`) it was given.
+async fn session_set_cookie(app: &TestApp, header: Option<(&str, &str)>) -> String {
+    let with = |req: reqwest::RequestBuilder| match header {
+        Some((name, value)) => req.header(name, value),
+        None => req,
+    };
+    let page = with(app.client.get(app.url("/login")))
+        .send()
+        .await
+        .unwrap();
+    let cookie = ["headroom_login_csrf", "__Host-headroom_login_csrf"]
+        .into_iter()
+        .find_map(|name| {
+            crate::helpers::cookie_value(page.headers(), name).map(|v| format!("{name}={v}"))
+        })
+        .expect("login csrf cookie");
+    let token = crate::helpers::input_value(&page.text().await.unwrap(), "csrf_token").unwrap();
+    let res = with(app.client.post(app.url("/login")).header("Cookie", cookie))
         .form(&[
             ("username", "alice"),
             ("password", PASSWORD),
@@ -317,6 +462,6 @@ async fn session_set_cookie(app: &TestApp, header: Option<(&str, &str)>) -> Stri
         .get_all("set-cookie")
         .iter()
         .map(|v| v.to_str().unwrap().to_owned())
-        .find(|c| c.starts_with("headroom_session="))
+        .find(|c| c.starts_with("headroom_session=") || c.starts_with("__Host-headroom_session="))
         .expect("signed in")
 }

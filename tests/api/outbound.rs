@@ -184,15 +184,19 @@ async fn app_allowing(allow: &[String]) -> TestApp {
 
 /// Points `spare-fsn1` at a tarball URL and pin (as an operator's edit would).
 async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
-    let mut input = headroom::machines::machine_configs::latest(&app.pool, "spare-fsn1")
-        .await
-        .unwrap()
-        .spec
-        .to_input();
+    let mut input = headroom::machines::machine_configs::latest(
+        &app.state.ctx,
+        &headroom::auth::Caller::system(),
+        "spare-fsn1",
+    )
+    .await
+    .unwrap()
+    .spec
+    .to_input();
     input.yubaba_url = url.into();
     input.yubaba_sha256 = sha256.into();
     headroom::machines::machine_configs::update(
-        &app.state,
+        &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",
         &input,

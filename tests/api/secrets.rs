@@ -256,20 +256,43 @@ async fn no_password_or_token_reaches_the_database_file_or_the_logs() {
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
     assert!(contains(&logs, "\"request_id\""), "request spans carry ids");
     let db_bytes = database_bytes(dir.path(), "h.db");
-    for secret in [
-        password,
-        new_password,
-        wrong_guess,
-        &ui_token,
-        &cli_token,
-        &session,
-        &csrf,
+    // Each token also without its prefix: the 64-hex body alone is the secret, and a store
+    // that dropped `hr_`/`hs_` would still be storing it.
+    let bodies: Vec<&str> = [&ui_token, &cli_token, &session]
+        .iter()
+        .map(|t| {
+            let body = &t[3..];
+            assert!(
+                body.len() == 64 && body.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{body:?} is a 64-hex body"
+            );
+            body
+        })
+        .collect();
+    for (what, secret) in [
+        ("the first password", password),
+        ("the new password", new_password),
+        ("the wrong guess", wrong_guess),
+        ("the UI token", &ui_token),
+        ("the CLI token", &cli_token),
+        ("the session cookie", &session),
+        ("the session's CSRF token", &csrf),
+        ("the UI token's body", bodies[0]),
+        ("the CLI token's body", bodies[1]),
+        ("the session cookie's body", bodies[2]),
     ] {
         assert!(
             !contains(&db_bytes, secret),
-            "secret found in the database file"
+            "{what} found in the database file"
         );
-        assert!(!contains(&logs, secret), "secret found in the logs");
+        assert!(!contains(&logs, secret), "{what} found in the logs");
+    }
+    // What is stored instead: each token's sha256, computed here independently.
+    for (what, token) in [("UI token", &ui_token), ("CLI token", &cli_token)] {
+        assert!(
+            contains(&db_bytes, &crate::tokens::sha256_hex(token)),
+            "the {what} is stored as its sha256"
+        );
     }
 }
 
@@ -364,6 +387,7 @@ async fn a_pre_auth_key_given_at_render_time_is_nowhere_but_the_sha256_matches_t
             hostname: &spec.name,
             secrets: &secrets,
             now: 0,
+            requested_by: "test",
         })
         .await;
     assert_eq!(api["sha256"], local.sha256.as_str());

@@ -6,7 +6,8 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::views;
-use crate::auth::accounts::{self, AccountError, ChangeOrigin, PasswordChange};
+use crate::auth::users::{self, ChangeOrigin, PasswordChange};
+use crate::auth::AccountError;
 use crate::auth::{Principal, Via};
 use crate::domain::FieldErrors;
 use crate::http::client::client_addr;
@@ -35,17 +36,16 @@ pub async fn change_password(
         Via::Session { session_id, .. } => Some(session_id),
         Via::Token { .. } => None,
     };
-    let addr = client_addr(&req, &state.settings.trusted_proxies)
+    let addr = client_addr(&req, &state.ctx.settings.trusted_proxies)
         .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     let origin = ChangeOrigin {
         keep_session,
         client_addr: &addr,
     };
-    match accounts::change_own_password(
-        &state.pool,
+    match users::change_own_password(
+        &state.ctx,
         &principal.caller(),
-        state.clock.now(),
-        &state.settings.throttle,
+        &state.ctx.settings.throttle,
         origin,
         &form,
     )

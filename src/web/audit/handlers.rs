@@ -4,11 +4,10 @@ use actix_htmx::Htmx;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
 
-use super::forms::{AuditQuery, ParsedQuery};
+use super::forms::AuditQuery;
 use super::views;
 use crate::audit;
 use crate::auth::Principal;
-use crate::db;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -23,15 +22,15 @@ pub async fn list(
     htmx: Htmx,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let (rows, errors, status) = match ParsedQuery::try_from(&*query) {
-        Ok(parsed) => {
-            let mut conn = state.pool.acquire().await?;
-            // One extra row tells whether an older page exists.
-            let mut rows =
-                db::audit::page(&mut conn, &parsed.filter, parsed.before, PAGE + 1).await?;
-            let more = rows.len() > PAGE as usize;
-            rows.truncate(PAGE as usize);
-            (Some((rows, more)), Default::default(), StatusCode::OK)
+    let (rows, errors, status) = match query.search(PAGE) {
+        Ok(search) => {
+            let page = audit::search(&state.ctx, Some(principal.role), &search).await?;
+            let more = page.next_cursor.is_some();
+            (
+                Some((page.entries, more)),
+                Default::default(),
+                StatusCode::OK,
+            )
         }
         Err(errors) => (None, errors, StatusCode::UNPROCESSABLE_ENTITY),
     };
@@ -51,31 +50,18 @@ pub async fn list(
 /// client that goes away stops the walk.
 pub async fn export(
     state: web::Data<AppState>,
-    _principal: Principal,
+    principal: Principal,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let parsed = ParsedQuery::try_from(&*query).map_err(|e| WebError::BadRequest(e.to_string()))?;
+    let search = query
+        .search(PAGE)
+        .map_err(|e| WebError::BadRequest(e.to_string()))?;
     let format = match query.format.as_str() {
         "" | "jsonl" => audit::ExportFormat::Jsonl,
         "csv" => audit::ExportFormat::Csv,
         _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<web::Bytes, std::io::Error>>(4);
-    let pool = state.pool.clone();
-    let filter = parsed.filter;
-    actix_web::rt::spawn(async move {
-        let sink = tx.clone();
-        let walked = audit::export(&pool, &filter, format, async move |chunk: String| {
-            sink.send(Ok(web::Bytes::from(chunk))).await.is_ok()
-        })
-        .await;
-        if let Err(e) = walked {
-            tracing::error!(error = %e, "audit export failed");
-            let _ = tx
-                .send(Err(std::io::Error::other("audit export failed")))
-                .await;
-        }
-    });
+    let stream = audit::export_stream(&state.ctx, Some(principal.role), search.filter, format)?;
     let csv = format == audit::ExportFormat::Csv;
     let (mime, ext) = if csv {
         ("text/csv; charset=utf-8", "csv")
@@ -88,19 +74,5 @@ pub async fn export(
             header::CONTENT_DISPOSITION,
             format!("attachment; filename=\"headroom-audit.{ext}\""),
         ))
-        .streaming(ChannelBody(rx)))
-}
-
-/// A response body fed by a channel.
-struct ChannelBody(tokio::sync::mpsc::Receiver<Result<web::Bytes, std::io::Error>>);
-
-impl futures_core::Stream for ChannelBody {
-    type Item = Result<web::Bytes, std::io::Error>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
-    }
+        .streaming(crate::http::stream::TextChunks(stream)))
 }

@@ -3,7 +3,7 @@
 use maud::{html, Markup};
 
 use super::forms::AuditQuery;
-use crate::db::audit::AuditRow;
+use crate::audit::AuditRow;
 use crate::domain::FieldErrors;
 use crate::web::components::{error_summary, time};
 use crate::web::paths;

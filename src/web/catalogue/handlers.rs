@@ -20,8 +20,8 @@ pub async fn show(
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
     let mut all = Vec::new();
-    for kind in state.providers.enabled() {
-        let (c, refreshed) = catalogue::cached(&state.pool, kind).await?;
+    for kind in state.ctx.providers.enabled() {
+        let (c, refreshed) = catalogue::cached(&state.ctx, &principal.caller(), kind).await?;
         all.push((kind, c, refreshed));
     }
     let frame = Frame::load(&state, &principal, "Provider catalogue", "catalogue").await;
@@ -37,7 +37,7 @@ pub async fn refresh(
 ) -> Result<HttpResponse, WebError> {
     let kind = ProviderKind::parse_field("provider", &provider)
         .map_err(|e| WebError::NotFound(e.to_string()))?;
-    let c = catalogue::refresh(&state, &principal.caller(), kind).await?;
+    let c = catalogue::refresh(&state.ctx, &principal.caller(), kind).await?;
     flash(
         &state,
         &principal,

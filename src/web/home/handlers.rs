@@ -5,8 +5,8 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::views;
+use crate::audit;
 use crate::auth::Principal;
-use crate::db;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -17,9 +17,9 @@ pub async fn show(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let mut conn = state.pool.acquire().await?;
-    let recent = db::audit::page(&mut conn, &db::audit::AuditFilter::default(), None, 10).await?;
-    drop(conn);
+    let recent = audit::search(&state.ctx, Some(principal.role), &audit::Search::latest(10))
+        .await?
+        .entries;
     let frame = Frame::load(&state, &principal, "Overview", "home").await;
     let body = || views::overview(&principal, &recent);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))

@@ -2,8 +2,8 @@
 
 use maud::{html, Markup};
 
+use crate::audit::AuditRow;
 use crate::auth::Principal;
-use crate::db::audit::AuditRow;
 use crate::domain::Role;
 use crate::web::audit::views::entries_table;
 use crate::web::paths;

@@ -21,17 +21,26 @@ pub struct NextQuery {
     next: String,
 }
 
-fn cookie<'a>(state: &AppState, req: &HttpRequest, name: &'a str, value: String) -> Cookie<'a> {
-    let settings = &state.settings;
-    Cookie::build(name, value)
+/// Whether the browser reached us over TLS, which also picks the cookies' `__Host-` names.
+fn tls(state: &AppState, req: &HttpRequest) -> bool {
+    let settings = &state.ctx.settings;
+    over_tls(req, settings.cookie_secure, &settings.trusted_proxies)
+}
+
+/// A cookie named by `name` for this request's TLS-ness (`Path=/`, no `Domain`, as the
+/// `__Host-` names require).
+fn cookie(
+    state: &AppState,
+    req: &HttpRequest,
+    name: fn(bool) -> &'static str,
+    value: String,
+) -> Cookie<'static> {
+    let secure = tls(state, req);
+    Cookie::build(name(secure), value)
         .path("/")
         .http_only(true)
         .same_site(SameSite::Strict)
-        .secure(over_tls(
-            req,
-            settings.cookie_secure,
-            &settings.trusted_proxies,
-        ))
+        .secure(secure)
         .finish()
 }
 
@@ -46,15 +55,15 @@ fn render_form(
 ) -> HttpResponse {
     // Reuse the visitor's pre-login CSRF cookie so several open tabs keep working, but only
     // one this instance signed and that is still fresh; anything else is replaced.
-    let now = state.clock.now();
+    let now = state.ctx.clock.now();
     let token = req
-        .cookie(csrf::LOGIN_COOKIE)
+        .cookie(csrf::login_cookie(tls(state, req)))
         .map(|c| c.value().to_owned())
         .filter(|v| state.login_key.verify(v, now))
         .unwrap_or_else(|| state.login_key.issue(now));
     let body = views::login_page(&token, username, next, message, errors);
     HttpResponse::build(status)
-        .cookie(cookie(state, req, csrf::LOGIN_COOKIE, token))
+        .cookie(cookie(state, req, csrf::login_cookie, token))
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .content_type("text/html; charset=utf-8")
         .body(body.into_string())
@@ -87,16 +96,21 @@ pub async fn submit(
     req: HttpRequest,
     form: web::Form<LoginForm>,
 ) -> Result<HttpResponse, WebError> {
-    let addr = client_addr(&req, &state.settings.trusted_proxies)
+    let addr = client_addr(&req, &state.ctx.settings.trusted_proxies)
         .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
     let next = safe_next(&form.next).to_owned();
     let shown_name: String = form.username.chars().take(64).collect();
-    match login::login(&state, &form.username, &form.password, &addr).await {
+    match login::login(&state.ctx, &form.username, &form.password, &addr).await {
         Ok(done) => {
             let mut res = see_other(&next);
-            res.add_cookie(&cookie(&state, &req, sessions::COOKIE, done.session_token))
-                .map_err(|e| WebError::Internal(e.into()))?;
-            let mut expired = cookie(&state, &req, csrf::LOGIN_COOKIE, String::new());
+            res.add_cookie(&cookie(
+                &state,
+                &req,
+                sessions::cookie_name,
+                done.session_token,
+            ))
+            .map_err(|e| WebError::Internal(e.into()))?;
+            let mut expired = cookie(&state, &req, csrf::login_cookie, String::new());
             expired.set_max_age(CookieDuration::ZERO);
             res.add_cookie(&expired)
                 .map_err(|e| WebError::Internal(e.into()))?;
@@ -151,10 +165,10 @@ pub async fn logout(
     principal: Principal,
 ) -> Result<HttpResponse, WebError> {
     if let Via::Session { session_id, .. } = principal.via {
-        login::logout(&state, session_id, &principal.username).await?;
+        login::logout(&state.ctx, session_id, &principal.username).await?;
     }
     let mut res = see_other(paths::LOGIN);
-    let mut gone = cookie(&state, &req, sessions::COOKIE, String::new());
+    let mut gone = cookie(&state, &req, sessions::cookie_name, String::new());
     gone.set_max_age(CookieDuration::ZERO);
     res.add_cookie(&gone)
         .map_err(|e| WebError::Internal(e.into()))?;

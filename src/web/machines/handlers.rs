@@ -5,31 +5,15 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::forms::MachineForm;
-use super::views::{self, FormChoices};
+use super::views::{self};
 use crate::auth::Principal;
 use crate::domain::machine::MachineInput;
 use crate::domain::{FieldErrors, Role};
-use crate::machines::{self, catalogue, machine_configs, pins, MachinesError};
+use crate::machines::{machine_configs, pins, MachinesError};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
 use crate::web::{flash, paths, see_other};
-
-async fn choices(state: &AppState) -> Result<FormChoices, WebError> {
-    let mut catalogues = Vec::new();
-    for kind in state.providers.enabled() {
-        catalogues.push((kind, catalogue::cached(&state.pool, kind).await?.0));
-    }
-    let templates = machines::templates::list(&state.pool)
-        .await?
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    Ok(FormChoices {
-        catalogues,
-        templates,
-    })
-}
 
 /// GET /machine-configs
 pub async fn list(
@@ -37,7 +21,7 @@ pub async fn list(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let configs = machine_configs::list(&state.pool).await?;
+    let configs = machine_configs::list(&state.ctx, &principal.caller()).await?;
     let frame = Frame::load(&state, &principal, "Machine configs", "machines").await;
     let body = || views::list(&configs, principal.role.includes(Role::Operator));
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
@@ -52,7 +36,7 @@ async fn form_page(
     form: &MachineForm,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let choices = choices(state).await?;
+    let choices = machine_configs::form_choices(&state.ctx, &principal.caller()).await?;
     let title = editing.map_or_else(|| "New machine config".to_owned(), |n| format!("Edit {n}"));
     let frame = Frame::load(state, principal, title, "machines").await;
     let body = || views::form_page(principal, editing, form, errors, &choices);
@@ -67,6 +51,7 @@ pub async fn new(
 ) -> Result<HttpResponse, WebError> {
     let form = MachineForm {
         provider: state
+            .ctx
             .providers
             .enabled()
             .first()
@@ -97,7 +82,7 @@ pub async fn create(
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
-        Ok(input) => machine_configs::create(&state, &principal.caller(), &input).await,
+        Ok(input) => machine_configs::create(&state.ctx, &principal.caller(), &input).await,
         Err(errors) => Err(MachinesError::Invalid(errors)),
     };
     match result {
@@ -136,9 +121,15 @@ pub async fn show(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let history = machine_configs::history(&state.pool, &name).await?;
+    let history = machine_configs::history(&state.ctx, &principal.caller(), &name).await?;
     let spec = &history[0].0.spec;
-    let pin = pins::latest_for(&state.pool, &spec.yubaba_url, &spec.yubaba_sha256).await?;
+    let pin = pins::latest_for(
+        &state.ctx,
+        &principal.caller(),
+        &spec.yubaba_url,
+        &spec.yubaba_sha256,
+    )
+    .await?;
     let frame = Frame::load(&state, &principal, name.as_str(), "machines").await;
     let body = || views::show(&principal, &history, pin.as_ref());
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
@@ -151,7 +142,7 @@ pub async fn edit(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let current = machine_configs::latest(&state.pool, &name).await?;
+    let current = machine_configs::latest(&state.ctx, &principal.caller(), &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
     form_page(
         &state,
@@ -174,7 +165,7 @@ pub async fn update(
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
-        Ok(input) => machine_configs::update(&state, &principal.caller(), &name, &input).await,
+        Ok(input) => machine_configs::update(&state.ctx, &principal.caller(), &name, &input).await,
         Err(errors) => Err(MachinesError::Invalid(errors)),
     };
     match result {
@@ -212,7 +203,7 @@ pub async fn pin_check(
     principal: Principal,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let result = pins::check(&state, &principal.caller(), &name).await?;
+    let result = pins::check(&state.ctx, &principal.caller(), &name).await?;
     flash(
         &state,
         &principal,

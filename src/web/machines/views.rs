@@ -4,19 +4,14 @@ use maud::{html, Markup};
 
 use super::forms::MachineForm;
 use crate::auth::Principal;
-use crate::db::pins::PinCheck;
-use crate::domain::machine::{FieldChange, ProviderKind};
+use crate::domain::machine::FieldChange;
 use crate::domain::{FieldErrors, Role};
 use crate::machines::machine_configs::ConfigVersion;
-use crate::provider::Catalogue;
+use crate::machines::pins::PinCheck;
 use crate::web::components::{csrf_field, error_summary, time};
 use crate::web::paths;
 
-/// What the form offers to pick from.
-pub struct FormChoices {
-    pub catalogues: Vec<(ProviderKind, Catalogue)>,
-    pub templates: Vec<String>,
-}
+pub use crate::machines::machine_configs::FormChoices;
 
 /// The list of configs.
 pub fn list(configs: &[ConfigVersion], can_edit: bool) -> Markup {

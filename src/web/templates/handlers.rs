@@ -22,7 +22,7 @@ pub async fn list(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let all = templates::list(&state.pool).await?;
+    let all = templates::list(&state.ctx, &principal.caller()).await?;
     let frame = Frame::load(&state, &principal, "Templates", "templates").await;
     let body = || views::list(&all, principal.role.includes(Role::Operator));
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
@@ -57,16 +57,7 @@ pub async fn create(
     htmx: Htmx,
     form: web::Form<TemplateForm>,
 ) -> Result<HttpResponse, WebError> {
-    match templates::create(
-        &state.pool,
-        &state.renderer,
-        &principal.caller(),
-        state.clock.now(),
-        &form.name,
-        &form.body,
-    )
-    .await
-    {
+    match templates::create(&state.ctx, &principal.caller(), &form.name, &form.body).await {
         Ok(v) => {
             flash(&state, &principal, &format!("Template {} created.", v.name)).await;
             Ok(see_other(&paths::fill(
@@ -96,7 +87,7 @@ pub async fn show(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let history = templates::history(&state.pool, &name).await?;
+    let history = templates::history(&state.ctx, &principal.caller(), &name).await?;
     let frame = Frame::load(&state, &principal, name.as_str(), "templates").await;
     let body = || views::show(&principal, &history);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
@@ -124,7 +115,7 @@ async fn editor(
     draft: Draft<'_>,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let configs: Vec<String> = machine_configs::list(&state.pool)
+    let configs: Vec<String> = machine_configs::list(&state.ctx, &principal.caller())
         .await?
         .into_iter()
         .map(|c| c.spec.name)
@@ -153,7 +144,9 @@ pub async fn edit(
     name: web::Path<String>,
     query: web::Query<EditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let current = templates::history(&state.pool, &name).await?.remove(0);
+    let current = templates::history(&state.ctx, &principal.caller(), &name)
+        .await?
+        .remove(0);
     editor(
         &state,
         &principal,
@@ -185,16 +178,7 @@ pub async fn update(
     name: web::Path<String>,
     form: web::Form<SaveForm>,
 ) -> Result<HttpResponse, WebError> {
-    match templates::update(
-        &state.pool,
-        &state.renderer,
-        &principal.caller(),
-        state.clock.now(),
-        &name,
-        &form.body,
-    )
-    .await
-    {
+    match templates::update(&state.ctx, &principal.caller(), &name, &form.body).await {
         Ok((v, changed)) => {
             let msg = if changed {
                 format!("Saved {} as version {}.", name, v.version)
@@ -273,7 +257,7 @@ pub async fn live_preview(
         secrets: &secrets,
     };
     // Problems the preview can name are shown in its own pane, not as a whole error page.
-    match preview(&state, &principal.caller(), &req).await {
+    match preview(&state.ctx, &principal.caller(), &req).await {
         Ok(result) => Ok(html(StatusCode::OK, views::preview(&result))),
         Err(MachinesError::Invalid(errors)) => Ok(html(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -6,7 +6,9 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
-use crate::auth::accounts::{self, AccountError, NewTokenInput};
+use crate::auth::tokens::{self, NewTokenInput};
+use crate::auth::users;
+use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
 use crate::state::AppState;
@@ -24,8 +26,8 @@ async fn page(
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
     let caller = principal.caller();
-    let tokens = accounts::list_tokens(&state.pool, &caller).await?;
-    let users = accounts::list_users(&state.pool, &caller).await?;
+    let tokens = tokens::list_tokens(&state.ctx, &caller).await?;
+    let users = users::list_users(&state.ctx, &caller).await?;
     let frame = Frame::load(state, principal, "API tokens", "tokens").await;
     let body = || views::tokens_page(principal, &tokens, &users, created, draft, errors);
     Ok(respond(htmx, status, frame, body, body))
@@ -69,8 +71,7 @@ pub async fn create(
         username: form.username.clone(),
         label: form.label.clone(),
     };
-    match accounts::create_token(&state.pool, &principal.caller(), state.clock.now(), &input).await
-    {
+    match tokens::create_token(&state.ctx, &principal.caller(), &input).await {
         Ok((token, _)) => {
             page(
                 &state,
@@ -111,8 +112,7 @@ pub async fn revoke(
             path.chars().take(40).collect::<String>()
         ))
     })?;
-    let token =
-        accounts::revoke_token(&state.pool, &principal.caller(), state.clock.now(), id).await?;
+    let token = tokens::revoke_token(&state.ctx, &principal.caller(), id).await?;
     flash(
         &state,
         &principal,

@@ -2,10 +2,10 @@
 
 use maud::{html, Markup};
 
-use crate::auth::accounts::NewTokenInput;
+use crate::auth::tokens::NewTokenInput;
+use crate::auth::tokens::TokenRow;
+use crate::auth::users::User;
 use crate::auth::Principal;
-use crate::db::tokens::TokenRow;
-use crate::db::users::User;
 use crate::domain::FieldErrors;
 use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
 use crate::web::paths;

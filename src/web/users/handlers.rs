@@ -6,7 +6,8 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
-use crate::auth::accounts::{self, AccountError, NewUserInput};
+use crate::auth::users::{self, NewUserInput};
+use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
 use crate::state::AppState;
@@ -22,7 +23,7 @@ async fn page(
     draft: &NewUserInput,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let users = accounts::list_users(&state.pool, &principal.caller()).await?;
+    let users = users::list_users(&state.ctx, &principal.caller()).await?;
     let frame = Frame::load(state, principal, "Users", "users").await;
     let full = || views::users_page(principal, &users, draft, errors);
     let partial = || views::create_form(principal, draft, errors);
@@ -67,7 +68,7 @@ pub async fn create(
         role: form.role.clone(),
         password: form.password.clone(),
     };
-    match accounts::create_user(&state.pool, &principal.caller(), state.clock.now(), &input).await {
+    match users::create_user(&state.ctx, &principal.caller(), &input).await {
         Ok(user) => {
             flash(
                 &state,
@@ -117,7 +118,7 @@ async fn row_result(
     principal: &Principal,
     htmx: &Htmx,
     username: &str,
-    result: Result<crate::db::users::User, AccountError>,
+    result: Result<crate::auth::users::User, AccountError>,
     done: String,
 ) -> Result<HttpResponse, WebError> {
     match result {
@@ -132,10 +133,7 @@ async fn row_result(
             Ok(see_other(paths::USERS))
         }
         Err(AccountError::Invalid(errors)) => {
-            let mut conn = state.pool.acquire().await?;
-            let user = crate::db::users::by_name(&mut conn, username)
-                .await?
-                .ok_or_else(|| WebError::NotFound(format!("user {username} not found")))?;
+            let user = users::get(&state.ctx, &principal.caller(), username).await?;
             if htmx.is_htmx {
                 let row = views::user_row(principal, &user, Some(&errors.to_string()));
                 return Ok(HttpResponse::UnprocessableEntity()
@@ -156,14 +154,7 @@ pub async fn set_role(
     path: web::Path<String>,
     form: web::Form<RoleForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result = accounts::set_role(
-        &state.pool,
-        &principal.caller(),
-        state.clock.now(),
-        &path,
-        &form.role,
-    )
-    .await;
+    let result = users::set_role(&state.ctx, &principal.caller(), &path, &form.role).await;
     let done = format!("{} is now {}.", path, form.role.trim());
     row_result(&state, &principal, &htmx, &path, result, done).await
 }
@@ -175,14 +166,7 @@ pub async fn disable(
     htmx: Htmx,
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let result = accounts::set_disabled(
-        &state.pool,
-        &principal.caller(),
-        state.clock.now(),
-        &path,
-        true,
-    )
-    .await;
+    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, true).await;
     let done = format!("{} is disabled; their sessions ended.", path);
     row_result(&state, &principal, &htmx, &path, result, done).await
 }
@@ -194,14 +178,7 @@ pub async fn enable(
     htmx: Htmx,
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let result = accounts::set_disabled(
-        &state.pool,
-        &principal.caller(),
-        state.clock.now(),
-        &path,
-        false,
-    )
-    .await;
+    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, false).await;
     let done = format!("{} is enabled again.", path);
     row_result(&state, &principal, &htmx, &path, result, done).await
 }

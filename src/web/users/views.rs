@@ -2,9 +2,9 @@
 
 use maud::{html, Markup};
 
-use crate::auth::accounts::NewUserInput;
+use crate::auth::users::NewUserInput;
+use crate::auth::users::User;
 use crate::auth::Principal;
-use crate::db::users::User;
 use crate::domain::{FieldErrors, Role};
 use crate::web::components::{csrf_field, error_summary, field, role_badge, time, FieldAttrs};
 use crate::web::paths;

@@ -1,6 +1,6 @@
-//! Account management: users, roles, passwords and API tokens. Every operation checks the
-//! caller's role here (not only in the page or route), validates its input, and writes its
-//! audit entry in the same transaction as the change.
+//! Users: accounts, roles and passwords. Every operation checks the caller's role here (not
+//! only in the page or route), validates its input, and writes its audit entry in the same
+//! transaction as the change. API tokens live in `tokens`.
 
 use std::time::Duration;
 
@@ -9,14 +9,13 @@ use sqlx::SqliteConnection;
 
 use super::password::{self, PasswordError};
 use super::principal::{Caller, Forbidden};
-use super::secret_token;
 use super::throttle::{self, Admission, Limit};
-use crate::audit::{self, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::config::ThrottleSettings;
+use crate::context::Ctx;
 use crate::db;
-use crate::db::tokens::TokenRow;
-use crate::db::users::User;
-use crate::domain::field_error::reject_control_chars;
+/// A stored user, as pages and the API show it.
+pub use crate::db::users::User;
 use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
 
 /// Why an account operation was refused.
@@ -68,11 +67,11 @@ pub struct NewUserInput {
     pub password: String,
 }
 
-async fn write_audit(
+pub(super) async fn write_audit(
     conn: &mut SqliteConnection,
     caller: &Caller,
     now: UnixMillis,
-    action: &str,
+    action: Action,
     target_kind: &str,
     target_id: &str,
     details: serde_json::Value,
@@ -92,7 +91,7 @@ async fn write_audit(
     .map(|_| ())
 }
 
-async fn find_user(
+pub(super) async fn find_user(
     conn: &mut SqliteConnection,
     field: &str,
     raw: &str,
@@ -105,11 +104,11 @@ async fn find_user(
 
 /// Creates a user (admin only).
 pub async fn create_user(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     input: &NewUserInput,
 ) -> Result<User, AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut errors = FieldErrors::default();
     let username = errors.check(Username::parse(&input.username));
@@ -127,7 +126,7 @@ pub async fn create_user(
         &mut tx,
         caller,
         now,
-        "user.created",
+        Action::UserCreated,
         "user",
         user.username.as_str(),
         json!({ "role": role }),
@@ -162,12 +161,12 @@ async fn keep_an_admin(
 
 /// Changes a user's role (admin only); the last active admin cannot be demoted.
 pub async fn set_role(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     username: &str,
     role: &str,
 ) -> Result<User, AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let role = Role::parse_field("role", role)?;
     let mut tx = db::begin_write(pool).await?;
@@ -183,7 +182,7 @@ pub async fn set_role(
         &mut tx,
         caller,
         now,
-        "user.role_changed",
+        Action::UserRoleChanged,
         "user",
         &user.username,
         json!({ "from": user.role, "to": role }),
@@ -196,12 +195,12 @@ pub async fn set_role(
 /// Disables or re-enables a user (admin only). Disabling ends their sessions; their tokens stop
 /// working while disabled. The last active admin cannot be disabled.
 pub async fn set_disabled(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     username: &str,
     disabled: bool,
 ) -> Result<User, AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut tx = db::begin_write(pool).await?;
     let user = find_user(&mut tx, "username", username).await?;
@@ -214,9 +213,9 @@ pub async fn set_disabled(
     }
     db::users::set_disabled(&mut tx, user.id, disabled, now).await?;
     let action = if disabled {
-        "user.disabled"
+        Action::UserDisabled
     } else {
-        "user.enabled"
+        Action::UserEnabled
     };
     write_audit(
         &mut tx,
@@ -254,13 +253,13 @@ pub struct ChangeOrigin<'a> {
 /// Current-password attempts go through the throttle (counted before the check, per account)
 /// and every failed one is audited as `auth.password_change_failed`.
 pub async fn change_own_password(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     cfg: &ThrottleSettings,
     origin: ChangeOrigin<'_>,
     input: &PasswordChange,
 ) -> Result<(), AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Viewer)?;
     let user_id = caller.user_id.ok_or(Forbidden {
         required: Role::Viewer,
@@ -337,7 +336,7 @@ pub async fn change_own_password(
         &mut tx,
         caller,
         now,
-        "user.password_changed",
+        Action::UserPasswordChanged,
         "user",
         &user.username,
         json!({ "other_sessions_ended": ended }),
@@ -361,7 +360,7 @@ async fn audit_change_failure(
         &mut tx,
         caller,
         now,
-        "auth.password_change_failed",
+        Action::AuthPasswordChangeFailed,
         "user",
         username,
         json!({ "reason": reason, "client_addr": origin.client_addr }),
@@ -381,12 +380,12 @@ async fn give_back(pool: &sqlx::SqlitePool, limit: &Limit) -> Result<(), Account
 
 /// Sets a user's password without the old one (CLI and demo seeding only: system caller).
 pub async fn reset_password(
-    pool: &sqlx::SqlitePool,
+    ctx: &Ctx,
     caller: &Caller,
-    now: UnixMillis,
     username: &str,
     new_password: &str,
 ) -> Result<(), AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let pass = NewPassword::parse_field("password", new_password)?;
     let hash = password::hash(pass.expose().to_owned()).await?;
@@ -398,7 +397,7 @@ pub async fn reset_password(
         &mut tx,
         caller,
         now,
-        "user.password_reset",
+        Action::UserPasswordReset,
         "user",
         &user.username,
         json!({}),
@@ -408,112 +407,19 @@ pub async fn reset_password(
     Ok(())
 }
 
-/// A token to create, as submitted.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct NewTokenInput {
-    pub username: String,
-    pub label: String,
-}
-
-/// Creates an API token acting as `username` (admin only). Returns the raw token, which is
-/// shown once and never stored.
-pub async fn create_token(
-    pool: &sqlx::SqlitePool,
-    caller: &Caller,
-    now: UnixMillis,
-    input: &NewTokenInput,
-) -> Result<(String, TokenRow), AccountError> {
+/// One user by name (admin only, like the list).
+pub async fn get(ctx: &Ctx, caller: &Caller, username: &str) -> Result<User, AccountError> {
     caller.require(Role::Admin)?;
-    let mut errors = FieldErrors::default();
-    let username = errors.check(Username::parse(&input.username));
-    let label = input.label.trim();
-    if label.is_empty() {
-        errors.push("label", "is required (say what the token is for)");
-    } else if label.chars().count() > 100 {
-        errors.push("label", "must be at most 100 characters");
-    } else {
-        errors.check(reject_control_chars("label", label));
-    }
-    let (Some(username), true) = (username, errors.is_empty()) else {
-        return Err(AccountError::Invalid(errors));
-    };
-    let mut tx = db::begin_write(pool).await?;
-    let user = find_user(&mut tx, "username", username.as_str()).await?;
-    if user.disabled {
-        return Err(FieldError::new("username", "is disabled").into());
-    }
-    let token = secret_token::generate("hr_");
-    let id = db::tokens::insert(
-        &mut tx,
-        user.id,
-        label,
-        &secret_token::digest(&token),
-        caller.actor.name(),
-        now,
-    )
-    .await?;
-    write_audit(
-        &mut tx,
-        caller,
-        now,
-        "token.created",
-        "token",
-        &id.to_string(),
-        json!({ "user": user.username, "label": label }),
-    )
-    .await?;
-    let row = db::tokens::by_id(&mut tx, id)
+    let mut conn = ctx.pool.acquire().await?;
+    db::users::by_name(&mut conn, username)
         .await?
-        .ok_or_else(|| AccountError::NotFound("token".into()))?;
-    tx.commit().await?;
-    Ok((token, row))
-}
-
-/// Revokes an API token (admin only).
-pub async fn revoke_token(
-    pool: &sqlx::SqlitePool,
-    caller: &Caller,
-    now: UnixMillis,
-    id: i64,
-) -> Result<TokenRow, AccountError> {
-    caller.require(Role::Admin)?;
-    let mut tx = db::begin_write(pool).await?;
-    let token = db::tokens::by_id(&mut tx, id)
-        .await?
-        .ok_or_else(|| AccountError::NotFound(format!("token {id}")))?;
-    if db::tokens::revoke(&mut tx, id, now).await? {
-        write_audit(
-            &mut tx,
-            caller,
-            now,
-            "token.revoked",
-            "token",
-            &id.to_string(),
-            json!({ "user": token.username, "label": token.label }),
-        )
-        .await?;
-    }
-    let token = db::tokens::by_id(&mut tx, id).await?.unwrap_or(token);
-    tx.commit().await?;
-    Ok(token)
+        .ok_or_else(|| AccountError::NotFound(format!("user {username}")))
 }
 
 /// Lists users (viewer may not: the list is an admin page).
-pub async fn list_users(
-    pool: &sqlx::SqlitePool,
-    caller: &Caller,
-) -> Result<Vec<User>, AccountError> {
+pub async fn list_users(ctx: &Ctx, caller: &Caller) -> Result<Vec<User>, AccountError> {
+    let pool = &ctx.pool;
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
     Ok(db::users::list(&mut conn).await?)
-}
-
-/// Lists API tokens (admin only).
-pub async fn list_tokens(
-    pool: &sqlx::SqlitePool,
-    caller: &Caller,
-) -> Result<Vec<TokenRow>, AccountError> {
-    caller.require(Role::Admin)?;
-    let mut conn = pool.acquire().await?;
-    Ok(db::tokens::list(&mut conn).await?)
 }

@@ -1,0 +1,154 @@
+//! GET /api/v1/audit: the audit page's filters and cursor paging as JSON, or every matching
+//! entry streamed as JSONL or CSV through the same export walk as the page and the CLI.
+
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use serde::{Deserialize, Serialize};
+
+use super::errors::ApiError;
+use crate::audit::AuditRow;
+use crate::audit::{self, AuditError, ExportFormat, Search, SearchInput};
+use crate::auth::Principal;
+use crate::domain::clock::format_utc;
+use crate::domain::FieldError;
+use crate::state::AppState;
+
+/// The query string, as submitted; empty means "any".
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// Exact actor name.
+    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
+    pub actor: String,
+    /// Exact action, or a prefix ending in `.` or `*` (`user.`).
+    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
+    pub action: String,
+    /// `kind` or `kind:id` (`user:alice`).
+    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
+    pub target: String,
+    /// Inclusive lower bound, UTC (`2026-12-02T09:30` or RFC 3339).
+    #[param(
+        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
+    )]
+    pub from: String,
+    /// Exclusive upper bound, UTC; later than `from`.
+    #[param(
+        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
+    )]
+    pub to: String,
+    /// The `next_cursor` of the previous page.
+    #[param(pattern = "^([1-9][0-9]{0,17})?$")]
+    pub cursor: String,
+    /// Entries per page, 1 to 500 (default 50).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 500)]
+    pub limit: String,
+    /// `jsonl` or `csv`: stream every matching entry, oldest first, instead of a page.
+    #[param(value_type = Option<String>, pattern = "^(jsonl|csv)?$")]
+    pub format: String,
+}
+
+/// One audit entry.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AuditEntryJson {
+    pub id: i64,
+    /// RFC 3339, UTC.
+    pub at: String,
+    /// A username, `system` or `anonymous`.
+    pub actor: String,
+    /// Dotted verb, e.g. `user.role_changed`.
+    pub action: String,
+    /// `kind:id`, e.g. `user:alice`.
+    pub target: String,
+    /// What changed (secrets never appear).
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+    /// This entry's link in the hash chain.
+    pub hash: String,
+    pub prev_hash: String,
+}
+
+impl From<&AuditRow> for AuditEntryJson {
+    fn from(r: &AuditRow) -> Self {
+        Self {
+            id: r.id,
+            at: format_utc(r.at),
+            actor: r.actor.clone(),
+            action: r.action.clone(),
+            target: format!("{}:{}", r.target_kind, r.target_id),
+            details: serde_json::from_str(&r.details).unwrap_or(serde_json::Value::Null),
+            hash: r.hash.clone(),
+            prev_hash: r.prev_hash.clone(),
+        }
+    }
+}
+
+/// A page of entries, newest first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AuditPageJson {
+    pub items: Vec<AuditEntryJson>,
+    /// Pass as `cursor` for the next (older) page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl From<AuditError> for ApiError {
+    fn from(e: AuditError) -> Self {
+        match e {
+            AuditError::Forbidden => ApiError::Forbidden(e.to_string()),
+            AuditError::Internal(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+/// The audit log (viewer and up), filtered and paged like the audit page; with `format` the
+/// matching entries stream as JSONL or CSV.
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditParams),
+    responses((status = 200, body = AuditPageJson, description = "A page; with `format`, `application/x-ndjson` or `text/csv` instead"),
+              (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+    query: web::Query<AuditParams>,
+) -> Result<HttpResponse, ApiError> {
+    let q = &*query;
+    let format = match q.format.trim() {
+        "" => None,
+        "jsonl" => Some(ExportFormat::Jsonl),
+        "csv" => Some(ExportFormat::Csv),
+        _ => {
+            return Err(ApiError::Invalid(
+                FieldError::new("format", "must be jsonl or csv").into(),
+            ))
+        }
+    };
+    let search = Search::parse(&SearchInput {
+        actor: &q.actor,
+        action: &q.action,
+        target: &q.target,
+        from: &q.from,
+        to: &q.to,
+        cursor: &q.cursor,
+        limit: &q.limit,
+    })
+    .map_err(ApiError::Invalid)?;
+    // The role check (and a first read) before any streaming starts.
+    let page = audit::search(&state.ctx, Some(principal.role), &search).await?;
+    let Some(format) = format else {
+        return Ok(HttpResponse::Ok().json(AuditPageJson {
+            items: page.entries.iter().map(AuditEntryJson::from).collect(),
+            next_cursor: page.next_cursor.map(|c| c.to_string()),
+        }));
+    };
+    let (mime, ext) = match format {
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
+        ExportFormat::Jsonl => ("application/x-ndjson", "jsonl"),
+    };
+    let stream = audit::export_stream(&state.ctx, Some(principal.role), search.filter, format)?;
+    Ok(HttpResponse::Ok()
+        .content_type(mime)
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"headroom-audit.{ext}\""),
+        ))
+        .streaming(crate::http::stream::TextChunks(stream)))
+}

@@ -1,0 +1,220 @@
+//! The rules request properties obey, as OpenAPI schemas. Each is written once here, from the
+//! domain's own limits where it has them, and the request types point at it with
+//! `#[schema(value_type = …, inline)]`, so a client generating from the document sends only
+//! what the server accepts. `tests/api/openapi.rs` checks every rule against the server.
+
+use std::borrow::Cow;
+
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
+
+use crate::domain::machine::LABEL_MAX;
+use crate::domain::{NewPassword, Username};
+
+/// No C0/C1 control character anywhere (Rust's `char::is_control`).
+const NO_CONTROLS: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+/// An RFC 1123 label: a-z, 0-9 and '-', alphanumeric at both ends.
+const RFC1123: &str = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$";
+/// A config or template name: an RFC 1123 label other than `new`.
+const DOCUMENT_NAME: &str = "^(?!new$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$";
+/// A Hetzner label key: optional DNS-subdomain prefix (not hetzner.cloud) and `/`, then a name
+/// of letters, digits, '-', '_' and '.', alphanumeric at both ends.
+const LABEL_KEY: &str = "^(?!(.*\\.)?hetzner\\.cloud/)(?!headroom-(provision|fleet)$)((?=[^/]{1,253}/)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$";
+/// A Hetzner label value: like a key's name, or empty.
+const LABEL_VALUE: &str = "^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$";
+/// A taint: `key[=value]:Effect`.
+const TAINT: &str = "^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?(=([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?)?:(NoSchedule|PreferNoSchedule|NoExecute)$";
+/// An https URL with a host and no credentials (the path may hold anything printable).
+const HTTPS_URL: &str =
+    "^https://[^\\s/?#@\\\\:\\[\\]<>^|%\\u0000-\\u001F\\u007F]+(:[0-9]{1,5})?([/?#][^\\s]*)?$";
+/// Render-time secrets: empty (absent) or 8+ printable characters without spaces.
+const SECRET: &str = "^([^\\s\\u0000-\\u001F\\u007F-\\u009F]{8,})?$";
+/// Some visible text, no control characters (token labels, catalogue names).
+const VISIBLE_TEXT: &str =
+    "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$";
+/// Audit filter times (UTC), as the audit page takes them.
+const AUDIT_TIME: &str =
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$";
+
+fn string(pattern: &str, max: Option<usize>, description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::String))
+        .pattern(Some(pattern))
+        .max_length(max)
+        .description(Some(description))
+}
+
+fn choice(values: &[&str], description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::String))
+        .enum_values(Some(values.iter().copied()))
+        .description(Some(description))
+}
+
+fn integer(min: u64, max: Option<u64>, nullable: bool, description: &str) -> ObjectBuilder {
+    let ty = if nullable {
+        SchemaType::from_iter([Type::Integer, Type::Null])
+    } else {
+        SchemaType::Type(Type::Integer)
+    };
+    ObjectBuilder::new()
+        .schema_type(ty)
+        .minimum(Some(min))
+        .maximum(max)
+        .description(Some(description))
+}
+
+/// Declares a zero-sized type whose OpenAPI schema is `$schema`.
+macro_rules! rule {
+    ($(#[$doc:meta])* $name:ident => $schema:expr) => {
+        $(#[$doc])*
+        pub struct $name;
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                Schema::from($schema).into()
+            }
+        }
+        impl utoipa::ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+        }
+    };
+}
+
+rule!(
+    /// A username.
+    UsernameRule => string(
+        "^[a-z0-9][a-z0-9._-]*$",
+        Some(Username::MAX_LEN),
+        "A lowercase letter or digit, then a-z, 0-9, '.', '_' and '-'.",
+    )
+);
+rule!(
+    /// A role.
+    RoleRule => choice(&["viewer", "operator", "approver", "admin"], "Each role includes the ones before it.")
+);
+rule!(
+    /// A new password.
+    PasswordRule => string(NO_CONTROLS, Some(NewPassword::MAX_LEN), "12 to 1,024 characters, no control characters.")
+        .min_length(Some(NewPassword::MIN_LEN))
+);
+rule!(
+    /// A token label.
+    TokenLabelRule => string(VISIBLE_TEXT, Some(100), "What the token is for: at most 100 characters, no control characters.")
+        .min_length(Some(1))
+);
+rule!(
+    /// A machine config or template name.
+    DocumentNameRule => string(DOCUMENT_NAME, Some(LABEL_MAX), "An RFC 1123 label (a-z, 0-9, '-'; at most 63) other than \"new\".")
+);
+rule!(
+    /// An optional template name: empty means the config's own (or the default) template.
+    TemplateChoiceRule => string(
+        "^((?!new$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)?$",
+        Some(LABEL_MAX),
+        "An existing template's name; empty means the default.",
+    )
+);
+rule!(
+    /// An RFC 1123 label (region, zone).
+    Rfc1123Rule => string(RFC1123, Some(LABEL_MAX), "An RFC 1123 label: a-z, 0-9 and '-', at most 63.")
+);
+rule!(
+    /// A cloud provider.
+    ProviderRule => choice(&["hetzner", "simulated"], "`simulated` exists only in the demo.")
+);
+rule!(
+    /// A location.
+    LocationRule => string(
+        VISIBLE_TEXT,
+        Some(64),
+        "A location from the provider's catalogue (GET /api/v1/catalogue).",
+    )
+);
+rule!(
+    /// An image, or empty for debian-12.
+    ImageRule => string(
+        NO_CONTROLS,
+        Some(64),
+        "A system image from the provider's catalogue; empty means debian-12.",
+    )
+);
+rule!(
+    /// A server type.
+    ServerTypeRule => string(
+        "^(cx|cpx|ccx|cax)[^\\u0000-\\u001F\\u007F-\\u009F]*$",
+        Some(64),
+        "A server type from the catalogue: cx*, cpx*, ccx* (x86_64) or cax* (aarch64).",
+    )
+);
+rule!(
+    /// A CPU architecture, or empty to derive it from the server type.
+    ArchRule => choice(&["", "x86_64", "aarch64"], "Must match the server type; empty derives it.")
+);
+rule!(
+    /// A yubaba release channel.
+    ChannelRule => choice(&["", "stable", "beta"], "Empty means stable.")
+);
+rule!(
+    /// The yubaba tarball URL.
+    HttpsUrlRule => string(HTTPS_URL, Some(2048), "An https URL with a host and no credentials, at most 2,048 characters.")
+);
+rule!(
+    /// A sha256 pin.
+    Sha256Rule => string("^[0-9a-f]{64}$", None, "Exactly 64 lowercase hex characters.")
+);
+rule!(
+    /// Mesh ACL tags.
+    MeshTagsRule => ArrayBuilder::new()
+        .items(string("^tag:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", Some(LABEL_MAX + 4), "tag: and an RFC 1123 label."))
+        .max_items(Some(32))
+        .description(Some("At most 32 distinct tags."))
+);
+rule!(
+    /// Hetzner ssh key ids.
+    SshKeysRule => ArrayBuilder::new()
+        .items(integer(1, None, false, "A positive ssh key id, as Hetzner lists them."))
+);
+rule!(
+    /// Hetzner labels.
+    LabelsRule => ObjectBuilder::new()
+        .property_names(Some(string(LABEL_KEY, None, "A Hetzner label key (a prefix of at most 253 and a name of at most 63); headroom-provision and headroom-fleet are headroom's own.")))
+        .additional_properties(Some(string(LABEL_VALUE, Some(LABEL_MAX), "A Hetzner label value.")))
+        .max_properties(Some(60))
+        .description(Some("At most 60 Hetzner labels."))
+);
+rule!(
+    /// Kubernetes-style taints.
+    TaintsRule => ArrayBuilder::new()
+        .items(string(TAINT, None, "key[=value]:NoSchedule|PreferNoSchedule|NoExecute."))
+);
+rule!(
+    /// Declared allocatable memory.
+    MemoryMbRule => integer(256, Some(4_194_304), true, "MiB; at most the server type's memory.")
+);
+rule!(
+    /// Declared allocatable CPU.
+    CpuMillisRule => integer(100, Some(1_024_000), true, "Millicores; at most the server type's cores × 1000.")
+);
+rule!(
+    /// A render-time secret.
+    SecretRule => string(SECRET, Some(512), "8 to 512 printable characters without spaces; empty or null means none.")
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+);
+rule!(
+    /// A template body.
+    TemplateBodyRule => string(
+        "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",
+        Some(crate::machines::templates::MAX_TEMPLATE_BYTES),
+        "A tera document (at most 131,072 bytes, no NUL) that the sandbox accepts.",
+    )
+);
+rule!(
+    /// Free-text audit filters.
+    AuditTextRule => string(NO_CONTROLS, Some(200), "Empty means any.")
+);
+rule!(
+    /// Audit filter times.
+    AuditTimeRule => string(AUDIT_TIME, None, "UTC, like 2026-12-02T09:30; empty means open.")
+);

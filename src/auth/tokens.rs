@@ -1,0 +1,108 @@
+//! API tokens: created by admins for a user, shown once, stored as a sha256, revocable.
+
+use serde_json::json;
+
+use super::principal::Caller;
+use super::secret_token;
+use super::users::{find_user, write_audit, AccountError};
+use crate::audit::Action;
+use crate::context::Ctx;
+use crate::db;
+/// A stored token (its digest, never the token), as pages and the API show it.
+pub use crate::db::tokens::TokenRow;
+use crate::domain::field_error::reject_control_chars;
+use crate::domain::{FieldError, FieldErrors, Role, Username};
+
+/// A token to create, as submitted.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct NewTokenInput {
+    pub username: String,
+    pub label: String,
+}
+
+/// Creates an API token acting as `username` (admin only). Returns the raw token, which is
+/// shown once and never stored.
+pub async fn create_token(
+    ctx: &Ctx,
+    caller: &Caller,
+    input: &NewTokenInput,
+) -> Result<(String, TokenRow), AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
+    caller.require(Role::Admin)?;
+    let mut errors = FieldErrors::default();
+    let username = errors.check(Username::parse(&input.username));
+    let label = input.label.trim();
+    if label.is_empty() {
+        errors.push("label", "is required (say what the token is for)");
+    } else if label.chars().count() > 100 {
+        errors.push("label", "must be at most 100 characters");
+    } else {
+        errors.check(reject_control_chars("label", label));
+    }
+    let (Some(username), true) = (username, errors.is_empty()) else {
+        return Err(AccountError::Invalid(errors));
+    };
+    let mut tx = db::begin_write(pool).await?;
+    let user = find_user(&mut tx, "username", username.as_str()).await?;
+    if user.disabled {
+        return Err(FieldError::new("username", "is disabled").into());
+    }
+    let token = secret_token::generate("hr_");
+    let id = db::tokens::insert(
+        &mut tx,
+        user.id,
+        label,
+        &secret_token::digest(&token),
+        caller.actor.name(),
+        now,
+    )
+    .await?;
+    write_audit(
+        &mut tx,
+        caller,
+        now,
+        Action::TokenCreated,
+        "token",
+        &id.to_string(),
+        json!({ "user": user.username, "label": label }),
+    )
+    .await?;
+    let row = db::tokens::by_id(&mut tx, id)
+        .await?
+        .ok_or_else(|| AccountError::NotFound("token".into()))?;
+    tx.commit().await?;
+    Ok((token, row))
+}
+
+/// Revokes an API token (admin only).
+pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRow, AccountError> {
+    let (pool, now) = (&ctx.pool, ctx.now());
+    caller.require(Role::Admin)?;
+    let mut tx = db::begin_write(pool).await?;
+    let token = db::tokens::by_id(&mut tx, id)
+        .await?
+        .ok_or_else(|| AccountError::NotFound(format!("token {id}")))?;
+    if db::tokens::revoke(&mut tx, id, now).await? {
+        write_audit(
+            &mut tx,
+            caller,
+            now,
+            Action::TokenRevoked,
+            "token",
+            &id.to_string(),
+            json!({ "user": token.username, "label": token.label }),
+        )
+        .await?;
+    }
+    let token = db::tokens::by_id(&mut tx, id).await?.unwrap_or(token);
+    tx.commit().await?;
+    Ok(token)
+}
+
+/// Lists API tokens (admin only).
+pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, AccountError> {
+    let pool = &ctx.pool;
+    caller.require(Role::Admin)?;
+    let mut conn = pool.acquire().await?;
+    Ok(db::tokens::list(&mut conn).await?)
+}

@@ -1,0 +1,97 @@
+//! The context every operation works with: `op(ctx, caller, input)`. It holds what operations
+//! need to do their work — storage, time, settings, providers, the template renderer and the
+//! outbound client — and nothing of HTTP, so pages, the API, the CLI and background loops call
+//! the same operations the same way.
+
+use std::sync::Arc;
+
+use sqlx::SqlitePool;
+
+use crate::cloud_init::Renderer;
+use crate::config::Settings;
+use crate::domain::{Clock, UnixMillis};
+use crate::outbound::OutboundClient;
+use crate::provider::Providers;
+
+/// Shared by every operation; cheap to clone.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The database.
+    pub pool: SqlitePool,
+    /// "Now", swappable in tests.
+    pub clock: Arc<dyn Clock>,
+    /// Loaded settings.
+    pub settings: Arc<Settings>,
+    /// Enabled cloud providers.
+    pub providers: Providers,
+    /// Renders and validates templates in the sandbox (with cloud-init's schema when found).
+    pub renderer: Renderer,
+    /// Client for pin pre-flights (tarball downloads), under the outbound policy for pins.
+    pub outbound: OutboundClient,
+}
+
+impl Ctx {
+    /// Builds the context from settings: providers (Hetzner when a token is set), the renderer
+    /// (with cloud-init's schema when found) and the outbound client for pins. Starts nothing
+    /// and contacts nothing, so the CLI can build one as cheaply as the server.
+    pub fn build(
+        settings: Settings,
+        pool: SqlitePool,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Ctx> {
+        let hetzner = settings.hetzner_api_token.clone().map(|token| {
+            Arc::new(crate::provider::hetzner::Hetzner::new(
+                &settings.hetzner_api_url,
+                token,
+            )) as Arc<dyn crate::provider::MachineProvider>
+        });
+        let schema = match crate::cloud_init::schema::locate(settings.cloud_init_schema.as_deref())
+        {
+            Some(path) => {
+                let v = crate::cloud_init::schema::load(&path)?;
+                tracing::info!(schema = %path.display(), "cloud-init schema check enabled");
+                Some(Arc::new(v))
+            }
+            None => {
+                tracing::warn!("cloud-init schema not found: payloads are checked without it (install Debian's cloud-init or set cloud_init_schema)");
+                None
+            }
+        };
+        let program =
+            crate::cloud_init::worker::default_program(settings.render_worker.as_deref())?;
+        let limits = crate::cloud_init::RenderLimits {
+            timeout: settings.render_timeout,
+            output_bytes: settings.render_output_bytes,
+        };
+        let renderer = Renderer::new(program, limits, schema);
+        let mut pin = OutboundClient::builder(
+            crate::outbound::Purpose::Pin,
+            settings.outbound_allow.clone(),
+        )
+        .timeout(settings.pin_limits.timeout);
+        if let Some(path) = &settings.outbound_ca_file {
+            pin = pin.ca_file(path)?;
+        }
+        Ok(Ctx {
+            pool,
+            clock,
+            providers: Providers::new(hetzner, settings.simulated_provider),
+            settings: Arc::new(settings),
+            renderer,
+            outbound: pin.build()?,
+        })
+    }
+
+    /// Whether the database answers (for `/readyz`).
+    pub async fn database_ready(&self) -> bool {
+        match self.pool.acquire().await {
+            Ok(mut conn) => crate::db::ping(&mut conn).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// The current time.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+}
