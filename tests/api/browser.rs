@@ -1,7 +1,7 @@
-//! Real-browser flows through WebDriver (Debian's chromium + chromium-driver). They always
-//! run (CI installs chromium through scripts/test.sh) and a missing driver fails them with a
-//! message saying what to install. Where no browser can be had, leave them out by name with
-//! `cargo test -- --skip browser::`: libtest then reports them as filtered out, never as passed.
+//! Real-browser flows through WebDriver (Debian's chromium + chromium-driver). They run by
+//! default (CI installs chromium through scripts/test.sh) and a missing driver fails them with
+//! a message saying what to install. Where no browser can be had, build the tests with
+//! `HEADROOM_SKIP_BROWSER=1`: each is then reported as ignored, never as passed.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -32,12 +32,6 @@ fn free_port() -> u16 {
 }
 
 async fn start_driver() -> Driver {
-    // The old switch made every browser test a silent pass; refuse it so nobody relies on it.
-    assert!(
-        std::env::var_os("HEADROOM_SKIP_BROWSER").is_none(),
-        "HEADROOM_SKIP_BROWSER no longer skips (it made these tests pass silently): \
-         leave them out with `cargo test -- --skip browser::`"
-    );
     let bin = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
     let port = free_port();
     // Killed and waited for in Driver's Drop (also when the port never opens).
@@ -160,6 +154,10 @@ async fn sign_in(c: &fantoccini::Client, app: &TestApp, user: &str) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
 async fn a_person_signs_in_and_sees_the_overview() {
     let driver = start_driver().await;
     let app = TestApp::spawn().await;
@@ -193,6 +191,10 @@ async fn a_person_signs_in_and_sees_the_overview() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
 async fn an_admin_changes_a_role_inline_through_htmx() {
     let driver = start_driver().await;
     let app = TestApp::spawn().await;
@@ -295,6 +297,10 @@ async fn wait_for(c: &fantoccini::Client, what: &str, check: impl Fn(&str, &str,
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
 async fn typing_in_the_template_updates_the_findings_and_the_gauge() {
     let driver = start_driver().await;
     let app = TestApp::spawn_with_config().await;
@@ -349,6 +355,10 @@ async fn typing_in_the_template_updates_the_findings_and_the_gauge() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
 async fn the_browser_enforces_the_policy_and_its_log_names_each_violation() {
     let driver = start_driver().await;
     let app = TestApp::spawn().await;
@@ -411,6 +421,10 @@ async fn the_browser_enforces_the_policy_and_its_log_names_each_violation() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
 async fn every_page_loads_under_the_policy_with_htmx_adding_no_inline_style() {
     let driver = start_driver().await;
     let app = TestApp::spawn_with_config().await;

@@ -8,6 +8,7 @@ mod labels;
 mod names;
 mod spec;
 mod tarball;
+mod values;
 
 pub use diff::{diff_specs, FieldChange};
 pub use kinds::{Allocatable, Arch, Channel, ProviderKind};
@@ -15,6 +16,7 @@ pub use labels::{label_key, label_value, mesh_tag, taint, RESERVED_LABELS};
 pub use names::{document_name, rfc1123_label, LABEL_MAX};
 pub use spec::{AllocatableInput, CatalogueView, MachineInput, MachineSpec};
 pub use tarball::{https_url, sha256_pin};
+pub use values::{HttpsUrl, LabelKey, LabelValue, MachineName, MeshTag, Sha256Pin, Taint};
 
 #[cfg(test)]
 mod tests {

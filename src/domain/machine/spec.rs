@@ -21,7 +21,8 @@ pub struct CatalogueView {
 /// A machine config version's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MachineSpec {
-    pub name: String,
+    #[schema(value_type = String)]
+    pub name: MachineName,
     pub provider: ProviderKind,
     pub location: String,
     pub server_type: String,
@@ -29,15 +30,20 @@ pub struct MachineSpec {
     pub region: String,
     pub zone: String,
     pub arch: Arch,
-    pub mesh_tags: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub mesh_tags: Vec<MeshTag>,
     pub ssh_keys: Vec<u64>,
-    pub labels: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: BTreeMap<LabelKey, LabelValue>,
     pub allocatable: Allocatable,
-    pub taints: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub taints: Vec<Taint>,
     pub template: String,
     pub yubaba_channel: Channel,
-    pub yubaba_url: String,
-    pub yubaba_sha256: String,
+    #[schema(value_type = String)]
+    pub yubaba_url: HttpsUrl,
+    #[schema(value_type = String)]
+    pub yubaba_sha256: Sha256Pin,
 }
 
 /// A machine config as submitted (form or JSON). List fields accept arrays (JSON) and are
@@ -121,7 +127,7 @@ impl MachineSpec {
         default_template: &str,
     ) -> Result<MachineSpec, FieldErrors> {
         let mut e = FieldErrors::default();
-        let name = e.check(document_name("name", &input.name));
+        let name = e.check(MachineName::parse("name", &input.name));
         let provider = e.check(ProviderKind::parse_field("provider", &input.provider));
 
         let location = text_field(&mut e, "location", &input.location, 64).and_then(|l| {
@@ -215,7 +221,7 @@ impl MachineSpec {
 
         let mut mesh_tags = Vec::new();
         for t in &input.mesh_tags {
-            match mesh_tag(t.trim()) {
+            match MeshTag::parse(t.trim()) {
                 Ok(t) if !mesh_tags.contains(&t) => mesh_tags.push(t),
                 Ok(_) => {}
                 Err(why) => e.push("mesh_tags", why),
@@ -245,7 +251,7 @@ impl MachineSpec {
 
         let mut labels = BTreeMap::new();
         for (k, v) in &input.labels {
-            match label_key(k).and_then(|k| label_value(v).map(|v| (k, v))) {
+            match LabelKey::parse(k).and_then(|k| LabelValue::parse(v).map(|v| (k, v))) {
                 Ok((k, _)) if RESERVED_LABELS.contains(&k.as_str()) => {
                     e.push("labels", format!("key {k:?} is set by headroom itself"))
                 }
@@ -296,7 +302,7 @@ impl MachineSpec {
 
         let mut taints = Vec::new();
         for t in &input.taints {
-            match taint(t.trim()) {
+            match Taint::parse(t.trim()) {
                 Ok(t) => taints.push(t),
                 Err(why) => e.push("taints", why),
             }
@@ -326,8 +332,8 @@ impl MachineSpec {
                 None
             }
         };
-        let yubaba_url = e.check(https_url("yubaba_url", &input.yubaba_url));
-        let yubaba_sha256 = e.check(sha256_pin("yubaba_sha256", &input.yubaba_sha256));
+        let yubaba_url = e.check(HttpsUrl::parse("yubaba_url", &input.yubaba_url));
+        let yubaba_sha256 = e.check(Sha256Pin::parse("yubaba_sha256", &input.yubaba_sha256));
 
         match (
             name,
@@ -385,7 +391,7 @@ impl MachineSpec {
     /// The spec as submitted input (to prefill an edit form or compare).
     pub fn to_input(&self) -> MachineInput {
         MachineInput {
-            name: self.name.clone(),
+            name: self.name.to_string(),
             provider: self.provider.as_str().into(),
             location: self.location.clone(),
             server_type: self.server_type.clone(),
@@ -393,18 +399,22 @@ impl MachineSpec {
             region: self.region.clone(),
             zone: self.zone.clone(),
             arch: self.arch.as_str().into(),
-            mesh_tags: self.mesh_tags.clone(),
+            mesh_tags: self.mesh_tags.iter().map(|t| t.to_string()).collect(),
             ssh_keys: self.ssh_keys.iter().map(|k| serde_json::json!(k)).collect(),
-            labels: self.labels.clone(),
+            labels: self
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             allocatable: AllocatableInput {
                 memory_mb: self.allocatable.memory_mb.map(|m| serde_json::json!(m)),
                 cpu_millis: self.allocatable.cpu_millis.map(|c| serde_json::json!(c)),
             },
-            taints: self.taints.clone(),
+            taints: self.taints.iter().map(|t| t.to_string()).collect(),
             template: self.template.clone(),
             yubaba_channel: self.yubaba_channel.as_str().into(),
-            yubaba_url: self.yubaba_url.clone(),
-            yubaba_sha256: self.yubaba_sha256.clone(),
+            yubaba_url: self.yubaba_url.to_string(),
+            yubaba_sha256: self.yubaba_sha256.to_string(),
         }
     }
 }

@@ -85,8 +85,8 @@ fn spec_rows(c: &ConfigVersion) -> Markup {
         ("taints", s.taints.join(", ")),
         ("template", s.template.clone()),
         ("yubaba_channel", s.yubaba_channel.as_str().to_owned()),
-        ("yubaba_url", s.yubaba_url.clone()),
-        ("yubaba_sha256", s.yubaba_sha256.clone()),
+        ("yubaba_url", s.yubaba_url.to_string()),
+        ("yubaba_sha256", s.yubaba_sha256.to_string()),
     ];
     html! {
         dl.spec { @for (k, v) in rows { dt { (k) } dd { @if v.is_empty() { span.muted { "—" } } @else { code { (v) } } } } }

@@ -118,7 +118,7 @@ async fn editor(
     let configs: Vec<String> = machine_configs::list(&state.ctx, &principal.caller())
         .await?
         .into_iter()
-        .map(|c| c.spec.name)
+        .map(|c| c.spec.name.into())
         .collect();
     let chosen = if configs.iter().any(|c| c == draft.config) {
         draft.config.to_owned()
