@@ -539,6 +539,12 @@ pub enum AuditError {
     /// Only signed-in roles read the log (`reader` is the caller's role).
     #[error("reading the audit log needs the viewer role")]
     Forbidden,
+    /// As many exports as are allowed are running; try again shortly.
+    #[error(
+        "{} audit exports are already running; try again in a moment",
+        crate::context::MAX_EXPORTS
+    )]
+    Busy,
     #[error(transparent)]
     Internal(#[from] sqlx::Error),
 }
@@ -574,9 +580,17 @@ pub fn export_stream(
     format: ExportFormat,
 ) -> Result<ExportStream, AuditError> {
     require_reader(reader)?;
+    // An export walks the whole (filtered) log: a few at a time, so that a flood of them from
+    // one reader cannot slow every other request.
+    let permit = ctx
+        .exports
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| AuditError::Busy)?;
     let pool = ctx.pool.clone();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
+        let _permit = permit;
         let sink = tx.clone();
         let walked = export(&pool, &filter, format, async move |chunk: String| {
             sink.send(Ok(chunk)).await.is_ok()

@@ -13,6 +13,9 @@ use crate::domain::{Clock, UnixMillis};
 use crate::outbound::OutboundClient;
 use crate::provider::Providers;
 
+/// Audit exports that may run at once (the rest are refused as busy): each walks the log.
+pub const MAX_EXPORTS: usize = 2;
+
 /// Shared by every operation; cheap to clone.
 #[derive(Clone)]
 pub struct Ctx {
@@ -28,6 +31,8 @@ pub struct Ctx {
     pub renderer: Renderer,
     /// Client for pin pre-flights (tarball downloads), under the outbound policy for pins.
     pub outbound: OutboundClient,
+    /// Permits for audit exports running at once.
+    pub exports: Arc<tokio::sync::Semaphore>,
 }
 
 impl Ctx {
@@ -79,6 +84,7 @@ impl Ctx {
             settings: Arc::new(settings),
             renderer,
             outbound: pin.build()?,
+            exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
         })
     }
 

@@ -79,22 +79,27 @@ impl Application {
             )
             .await?;
         }
-        // A configured provider with an empty cache is fetched now, without holding up start.
-        crate::machines::catalogue::fetch_missing_in_background(&state.ctx);
         let server = run(listener, state.clone())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        let loops = vec![tokio::spawn(crate::auth::sessions::run_until_stopped(
-            crate::auth::sessions::PurgeDeps {
-                pool: state.ctx.pool.clone(),
-                clock: state.ctx.clock.clone(),
-                life: crate::auth::sessions::Lifetimes {
-                    idle: state.ctx.settings.session_idle,
-                    absolute: state.ctx.settings.session_absolute,
+        let loops = vec![
+            // A configured provider with an empty cache is fetched now, without holding up start.
+            tokio::spawn(crate::machines::catalogue::fetch_missing_until_stopped(
+                state.ctx.clone(),
+                shutdown.subscribe(),
+            )),
+            tokio::spawn(crate::auth::sessions::run_until_stopped(
+                crate::auth::sessions::PurgeDeps {
+                    pool: state.ctx.pool.clone(),
+                    clock: state.ctx.clock.clone(),
+                    life: crate::auth::sessions::Lifetimes {
+                        idle: state.ctx.settings.session_idle,
+                        absolute: state.ctx.settings.session_absolute,
+                    },
+                    every: crate::auth::sessions::PURGE_EVERY,
                 },
-                every: crate::auth::sessions::PURGE_EVERY,
-            },
-            shutdown.subscribe(),
-        ))];
+                shutdown.subscribe(),
+            )),
+        ];
         Ok(Self {
             port,
             server,

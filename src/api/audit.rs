@@ -95,6 +95,11 @@ impl From<AuditError> for ApiError {
     fn from(e: AuditError) -> Self {
         match e {
             AuditError::Forbidden => ApiError::Forbidden(e.to_string()),
+            AuditError::Busy => ApiError::RetryLater {
+                status: actix_web::http::StatusCode::TOO_MANY_REQUESTS,
+                retry_after: std::time::Duration::from_secs(5),
+                message: e.to_string(),
+            },
             AuditError::Internal(e) => ApiError::Internal(e.into()),
         }
     }

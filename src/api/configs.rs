@@ -262,9 +262,8 @@ pub async fn get_template(
     name: web::Path<String>,
 ) -> Result<Json<TemplateJson>, ApiError> {
     Ok(Json(
-        templates::history(&state.ctx, &p.caller(), &name)
+        templates::latest(&state.ctx, &p.caller(), &name)
             .await?
-            .remove(0)
             .into(),
     ))
 }

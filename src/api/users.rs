@@ -107,21 +107,10 @@ pub async fn patch(
     username: web::Path<String>,
     body: ApiJson<UserPatchRequest>,
 ) -> Result<Json<UserJson>, ApiError> {
-    if body.role.is_none() && body.disabled.is_none() {
-        return Err(ApiError::Invalid(
-            crate::domain::FieldError::new("body", "must set role, disabled or both").into(),
-        ));
-    }
-    let caller = principal.caller();
-    let mut user = None;
-    // Role first: once it succeeded, disabling can no longer hit the last-admin rule (the user
-    // is either no admin now or one of at least two), so a refusal never leaves half a change.
-    if let Some(role) = &body.role {
-        user = Some(users::set_role(&state.ctx, &caller, &username, role).await?);
-    }
-    if let Some(disabled) = body.disabled {
-        user = Some(users::set_disabled(&state.ctx, &caller, &username, disabled).await?);
-    }
-    user.map(|u| Json(UserJson::from(&u)))
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("PATCH user changed nothing")))
+    let change = users::UserChange {
+        role: body.role.clone(),
+        disabled: body.disabled,
+    };
+    let user = users::update(&state.ctx, &principal.caller(), &username, &change).await?;
+    Ok(Json(UserJson::from(&user)))
 }

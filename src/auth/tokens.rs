@@ -106,3 +106,14 @@ pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, Ac
     let mut conn = pool.acquire().await?;
     Ok(db::tokens::list(&mut conn).await?)
 }
+
+/// What the tokens page shows: every token and the users one can be made for (admin only).
+pub async fn overview(
+    ctx: &Ctx,
+    caller: &Caller,
+) -> Result<(Vec<TokenRow>, Vec<super::users::User>), AccountError> {
+    Ok((
+        list_tokens(ctx, caller).await?,
+        super::users::list_users(ctx, caller).await?,
+    ))
+}

@@ -166,30 +166,16 @@ pub async fn set_role(
     username: &str,
     role: &str,
 ) -> Result<User, AccountError> {
-    let (pool, now) = (&ctx.pool, ctx.now());
-    caller.require(Role::Admin)?;
-    let role = Role::parse_field("role", role)?;
-    let mut tx = db::begin_write(pool).await?;
-    let user = find_user(&mut tx, "username", username).await?;
-    if user.role == role {
-        return Ok(user);
-    }
-    if role != Role::Admin {
-        keep_an_admin(&mut tx, &user, "role", "demoted").await?;
-    }
-    db::users::set_role(&mut tx, user.id, role, now).await?;
-    write_audit(
-        &mut tx,
+    update(
+        ctx,
         caller,
-        now,
-        Action::UserRoleChanged,
-        "user",
-        &user.username,
-        json!({ "from": user.role, "to": role }),
+        username,
+        &UserChange {
+            role: Some(role.to_owned()),
+            disabled: None,
+        },
     )
-    .await?;
-    tx.commit().await?;
-    Ok(User { role, ..user })
+    .await
 }
 
 /// Disables or re-enables a user (admin only). Disabling ends their sessions; their tokens stop
@@ -200,35 +186,89 @@ pub async fn set_disabled(
     username: &str,
     disabled: bool,
 ) -> Result<User, AccountError> {
-    let (pool, now) = (&ctx.pool, ctx.now());
-    caller.require(Role::Admin)?;
-    let mut tx = db::begin_write(pool).await?;
-    let user = find_user(&mut tx, "username", username).await?;
-    if user.disabled == disabled {
-        return Ok(user);
-    }
-    if disabled {
-        keep_an_admin(&mut tx, &user, "username", "disabled").await?;
-        db::sessions::delete_for_user(&mut tx, user.id, None).await?;
-    }
-    db::users::set_disabled(&mut tx, user.id, disabled, now).await?;
-    let action = if disabled {
-        Action::UserDisabled
-    } else {
-        Action::UserEnabled
-    };
-    write_audit(
-        &mut tx,
+    update(
+        ctx,
         caller,
-        now,
-        action,
-        "user",
-        &user.username,
-        json!({}),
+        username,
+        &UserChange {
+            role: None,
+            disabled: Some(disabled),
+        },
     )
-    .await?;
+    .await
+}
+
+/// A change to a user's role and/or state; `None` leaves that part as it is.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    /// The new role, as submitted.
+    pub role: Option<String>,
+    /// Disable (true) or re-enable (false).
+    pub disabled: Option<bool>,
+}
+
+/// Applies a role and/or state change (admin only) in one transaction, each part audited: a
+/// refused part (the last active admin) leaves nothing changed.
+pub async fn update(
+    ctx: &Ctx,
+    caller: &Caller,
+    username: &str,
+    change: &UserChange,
+) -> Result<User, AccountError> {
+    caller.require(Role::Admin)?;
+    let role = change
+        .role
+        .as_deref()
+        .map(|r| Role::parse_field("role", r))
+        .transpose()?;
+    if role.is_none() && change.disabled.is_none() {
+        return Err(FieldError::new("body", "must set role, disabled or both").into());
+    }
+    let now = ctx.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let mut user = find_user(&mut tx, "username", username).await?;
+    if let Some(role) = role.filter(|r| *r != user.role) {
+        if role != Role::Admin {
+            keep_an_admin(&mut tx, &user, "role", "demoted").await?;
+        }
+        db::users::set_role(&mut tx, user.id, role, now).await?;
+        write_audit(
+            &mut tx,
+            caller,
+            now,
+            Action::UserRoleChanged,
+            "user",
+            &user.username,
+            json!({ "from": user.role, "to": role }),
+        )
+        .await?;
+        user.role = role;
+    }
+    if let Some(disabled) = change.disabled.filter(|d| *d != user.disabled) {
+        if disabled {
+            keep_an_admin(&mut tx, &user, "username", "disabled").await?;
+            db::sessions::delete_for_user(&mut tx, user.id, None).await?;
+        }
+        db::users::set_disabled(&mut tx, user.id, disabled, now).await?;
+        let action = if disabled {
+            Action::UserDisabled
+        } else {
+            Action::UserEnabled
+        };
+        write_audit(
+            &mut tx,
+            caller,
+            now,
+            action,
+            "user",
+            &user.username,
+            json!({}),
+        )
+        .await?;
+        user.disabled = disabled;
+    }
     tx.commit().await?;
-    Ok(User { disabled, ..user })
+    Ok(user)
 }
 
 /// A password change, as submitted.

@@ -111,6 +111,14 @@ async fn select(
     let Some(prefix) = filter.action.as_deref().and_then(action_prefix) else {
         return filtered(conn, filter, cursor, limit).await;
     };
+    if prefix.is_empty() {
+        // `*` matches every action: a plain walk, not one query per action merged.
+        let every = AuditFilter {
+            action: None,
+            ..filter.clone()
+        };
+        return filtered(conn, &every, cursor, limit).await;
+    }
     let mut merged = Vec::new();
     for action in actions_with_prefix(conn, prefix).await? {
         let exact = AuditFilter {

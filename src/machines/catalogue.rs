@@ -30,6 +30,27 @@ pub async fn refresh(
             },
         )
     })?;
+    // Refreshes queue behind one another, and one that finds a fetch younger than the interval
+    // answers from it: a burst of clicks or API calls costs the provider (and its rate limit,
+    // shared with provisioning) one call, and the audit log one entry.
+    let _one_at_a_time = refresh_lock().lock().await;
+    let (cached, fetched_at) = cached_rows(&ctx.pool, kind).await?;
+    if fetched_at.is_some_and(|t| ctx.now().saturating_sub(t) < MIN_REFRESH_INTERVAL_MS) {
+        return Ok(cached);
+    }
+    fetch_and_store(ctx, caller, kind, provider.as_ref()).await
+}
+
+/// A refresh within this many milliseconds of the last fetch answers from the cache.
+const MIN_REFRESH_INTERVAL_MS: i64 = 60_000;
+
+/// Asks the provider and replaces the cache, audited as `caller`; the caller holds the lock.
+async fn fetch_and_store(
+    ctx: &Ctx,
+    caller: &Caller,
+    kind: ProviderKind,
+    provider: &dyn crate::provider::MachineProvider,
+) -> Result<Catalogue, MachinesError> {
     let catalogue = provider.catalogue().await?;
     let mut rows: Vec<(&str, String, String)> = Vec::new();
     rows.extend(
@@ -154,7 +175,10 @@ fn is_stale(ctx: &Ctx, fetched_at: Option<UnixMillis>) -> bool {
 /// The cached catalogue of an enabled provider, fetched again (as `system`, audited) first when
 /// it is empty or older than the setting. A failed fetch keeps the old cache and says why.
 #[tracing::instrument(skip_all, fields(provider = %kind))]
-pub async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCatalogue, MachinesError> {
+pub(super) async fn current(
+    ctx: &Ctx,
+    kind: ProviderKind,
+) -> Result<CurrentCatalogue, MachinesError> {
     let (catalogue, fetched_at) = cached_rows(&ctx.pool, kind).await?;
     if ctx.providers.get(kind).is_none() || !is_stale(ctx, fetched_at) {
         return Ok(CurrentCatalogue {
@@ -175,7 +199,15 @@ pub async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCatalogue, 
             fetch_error: None,
         });
     }
-    match refresh(ctx, &Caller::system(), kind).await {
+    let Some(provider) = ctx.providers.get(kind) else {
+        return Ok(CurrentCatalogue {
+            provider: kind,
+            catalogue,
+            fetched_at,
+            fetch_error: None,
+        });
+    };
+    match fetch_and_store(ctx, &Caller::system(), kind, provider.as_ref()).await {
         Ok(fresh) => Ok(CurrentCatalogue {
             provider: kind,
             catalogue: fresh,
@@ -205,23 +237,31 @@ pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<CurrentCatalogue>, M
     Ok(all)
 }
 
-/// Fetches, in the background, the catalogue of every configured provider whose cache is
-/// empty, so the first API client finds it filled; start-up does not wait for the provider.
-pub fn fetch_missing_in_background(ctx: &Ctx) {
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        for kind in ctx.providers.enabled() {
-            match cached_rows(&ctx.pool, kind).await {
-                Ok((_, None)) => {
-                    if let Err(e) = current(&ctx, kind).await {
-                        tracing::warn!(provider = %kind, error = %e, "start-up catalogue fetch failed");
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(provider = %kind, error = %e, "cannot read the catalogue cache")
+/// Fetches the catalogue of every configured provider whose cache is empty, so the first API
+/// client finds it filled (started beside the server: start-up does not wait for a provider).
+pub async fn fetch_missing_once(ctx: &Ctx) {
+    for kind in ctx.providers.enabled() {
+        match cached_rows(&ctx.pool, kind).await {
+            Ok((_, None)) => {
+                if let Err(e) = current(ctx, kind).await {
+                    tracing::warn!(provider = %kind, error = %e, "start-up catalogue fetch failed");
                 }
             }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(provider = %kind, error = %e, "cannot read the catalogue cache")
+            }
         }
-    });
+    }
+}
+
+/// [`fetch_missing_once`] as a background task that gives up when `shutdown` turns true.
+pub async fn fetch_missing_until_stopped(
+    ctx: Ctx,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        () = fetch_missing_once(&ctx) => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
 }

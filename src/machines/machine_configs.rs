@@ -41,7 +41,7 @@ impl TryFrom<Version> for ConfigVersion {
 }
 
 /// Validates input against the catalogue of the chosen provider and the known templates.
-pub async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
+async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
     let kind = ProviderKind::parse_field("provider", &input.provider).ok();
     let current = match kind {
         Some(k) => Some(catalogue::current(ctx, k).await?),
@@ -234,6 +234,28 @@ pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, Mac
         catalogues,
         templates,
     })
+}
+
+/// A config's page: every version with its changes, and the remembered verdict of its
+/// current pin.
+pub struct ConfigDetail {
+    /// Newest first, each with its changes against the one before.
+    pub history: Vec<(ConfigVersion, Vec<FieldChange>)>,
+    /// The last pre-flight of the current tarball URL and sha256, if any.
+    pub pin: Option<super::pins::PinCheck>,
+}
+
+/// What a config's page shows (viewer and up).
+pub async fn detail(ctx: &Ctx, caller: &Caller, name: &str) -> Result<ConfigDetail, MachinesError> {
+    let history = history(ctx, caller, name).await?;
+    let spec = &history[0].0.spec;
+    let pin = super::pins::latest_for(ctx, caller, &spec.yubaba_url, &spec.yubaba_sha256).await?;
+    Ok(ConfigDetail { history, pin })
+}
+
+/// The provider a new config starts with: the first enabled one.
+pub fn default_provider(ctx: &Ctx) -> Option<crate::domain::machine::ProviderKind> {
+    ctx.providers.enabled().first().copied()
 }
 
 /// The latest version of a config.

@@ -52,7 +52,7 @@ pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome,
 }
 
 /// Stores a verdict with its audit entry.
-pub async fn record(
+async fn record(
     ctx: &Ctx,
     caller: &Caller,
     url: &str,

@@ -101,6 +101,11 @@ impl From<crate::audit::AuditError> for WebError {
     fn from(e: crate::audit::AuditError) -> Self {
         match e {
             crate::audit::AuditError::Forbidden => WebError::Forbidden(e.to_string()),
+            crate::audit::AuditError::Busy => WebError::RetryLater {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                retry_after: std::time::Duration::from_secs(5),
+                message: e.to_string(),
+            },
             crate::audit::AuditError::Internal(e) => WebError::Internal(e.into()),
         }
     }

@@ -400,3 +400,57 @@ async fn the_page_export_streams_every_matching_entry_in_order_across_batches() 
         .skip(1)
         .all(|l| l.contains(",template.updated,")));
 }
+
+#[tokio::test]
+async fn at_most_two_exports_run_at_once_and_the_third_is_told_to_retry() {
+    let app = TestApp::spawn().await;
+    app.create_user("reader", Role::Viewer).await;
+    let token = app.token_for("reader").await;
+    // Enough history that an export whose reader stops reading stays open.
+    let mut tx = headroom::db::begin_write(&app.pool).await.unwrap();
+    for i in 0..30_000 {
+        headroom::audit::append(
+            &mut tx,
+            i,
+            headroom::audit::NewEntry {
+                actor: &headroom::audit::Actor::System,
+                action: headroom::audit::Action::TemplateUpdated,
+                target_kind: "template",
+                target_id: &format!("t{i}"),
+                details: serde_json::json!({ "padding": "x".repeat(200) }),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let export = || {
+        app.client
+            .get(app.url("/api/v1/audit?format=jsonl"))
+            .bearer_auth(&token)
+            .send()
+    };
+    // Two exports whose bodies nobody reads yet.
+    let first = export().await.unwrap();
+    let second = export().await.unwrap();
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = export().await.unwrap();
+    assert_eq!(third.status(), 429);
+    assert!(third.headers().contains_key("retry-after"));
+    // Reading one to its end frees its permit.
+    let body = first.text().await.unwrap();
+    assert_eq!(body.lines().count() as i64, app.count("audit_log").await);
+    let mut again = export().await.unwrap().status();
+    for _ in 0..50 {
+        if again == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        again = export().await.unwrap().status();
+    }
+    assert_eq!(again, 200);
+    drop(second);
+}

@@ -1243,3 +1243,48 @@ async fn with_the_catalogue_unreachable_validation_names_the_catalogue() {
         .unwrap();
     assert_eq!(res.status(), 201);
 }
+
+#[tokio::test]
+async fn a_burst_of_catalogue_refreshes_costs_the_provider_one_call() {
+    let app = TestApp::spawn_with_config().await;
+    app.create_user("op", Role::Operator).await;
+    let token = app.token_for("op").await;
+    let refreshed = |actions: Vec<String>| {
+        actions
+            .iter()
+            .filter(|a| *a == "catalogue.refreshed")
+            .count()
+    };
+    // Start-up fetched it once; twenty refreshes at once within the minute answer from it.
+    assert_eq!(refreshed(app.audit_actions().await), 1);
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let client = app.client.clone();
+        let url = app.url("/api/v1/catalogue/simulated/refresh");
+        let token = token.clone();
+        calls.push(tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap(), 200);
+    }
+    assert_eq!(refreshed(app.audit_actions().await), 1);
+    // A minute later the next refresh asks the provider again.
+    app.clock.advance(std::time::Duration::from_secs(61));
+    let res = app
+        .client
+        .post(app.url("/api/v1/catalogue/simulated/refresh"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(refreshed(app.audit_actions().await), 2);
+}

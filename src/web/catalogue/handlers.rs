@@ -19,11 +19,12 @@ pub async fn show(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let mut all = Vec::new();
-    for kind in state.ctx.providers.enabled() {
-        let (c, refreshed) = catalogue::cached(&state.ctx, &principal.caller(), kind).await?;
-        all.push((kind, c, refreshed));
-    }
+    // The same operation the API uses: a cache that is empty or stale is fetched on the way.
+    let all: Vec<_> = catalogue::list(&state.ctx, &principal.caller())
+        .await?
+        .into_iter()
+        .map(|c| (c.provider, c.catalogue, c.fetched_at))
+        .collect();
     let frame = Frame::load(&state, &principal, "Provider catalogue", "catalogue").await;
     let body = || views::show(&principal, &all);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))

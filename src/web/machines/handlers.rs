@@ -50,11 +50,7 @@ pub async fn new(
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
     let form = MachineForm {
-        provider: state
-            .ctx
-            .providers
-            .enabled()
-            .first()
+        provider: machine_configs::default_provider(&state.ctx)
             .map(|k| k.as_str().to_owned())
             .unwrap_or_default(),
         image: "debian-12".into(),
@@ -121,17 +117,9 @@ pub async fn show(
     htmx: Htmx,
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let history = machine_configs::history(&state.ctx, &principal.caller(), &name).await?;
-    let spec = &history[0].0.spec;
-    let pin = pins::latest_for(
-        &state.ctx,
-        &principal.caller(),
-        &spec.yubaba_url,
-        &spec.yubaba_sha256,
-    )
-    .await?;
+    let detail = machine_configs::detail(&state.ctx, &principal.caller(), &name).await?;
     let frame = Frame::load(&state, &principal, name.as_str(), "machines").await;
-    let body = || views::show(&principal, &history, pin.as_ref());
+    let body = || views::show(&principal, &detail.history, detail.pin.as_ref());
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
 }
 

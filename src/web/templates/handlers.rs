@@ -144,9 +144,7 @@ pub async fn edit(
     name: web::Path<String>,
     query: web::Query<EditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let current = templates::history(&state.ctx, &principal.caller(), &name)
-        .await?
-        .remove(0);
+    let current = templates::latest(&state.ctx, &principal.caller(), &name).await?;
     editor(
         &state,
         &principal,

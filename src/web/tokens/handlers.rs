@@ -7,7 +7,6 @@ use serde::Deserialize;
 
 use super::views;
 use crate::auth::tokens::{self, NewTokenInput};
-use crate::auth::users;
 use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
@@ -25,9 +24,7 @@ async fn page(
     draft: &NewTokenInput,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let caller = principal.caller();
-    let tokens = tokens::list_tokens(&state.ctx, &caller).await?;
-    let users = users::list_users(&state.ctx, &caller).await?;
+    let (tokens, users) = tokens::overview(&state.ctx, &principal.caller()).await?;
     let frame = Frame::load(state, principal, "API tokens", "tokens").await;
     let body = || views::tokens_page(principal, &tokens, &users, created, draft, errors);
     Ok(respond(htmx, status, frame, body, body))
