@@ -32,9 +32,6 @@ const SECRET: &str = "^([^\\s\\u0000-\\u001F\\u007F-\\u009F]{8,})?$";
 /// Some visible text, no control characters (token labels, catalogue names).
 const VISIBLE_TEXT: &str =
     "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$";
-/// Audit filter times (UTC), as the audit page takes them.
-const AUDIT_TIME: &str =
-    "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$";
 
 fn string(pattern: &str, max: Option<usize>, description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -206,15 +203,7 @@ rule!(
     /// A template body.
     TemplateBodyRule => string(
         "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",
-        Some(crate::machines::templates::MAX_TEMPLATE_BYTES),
-        "A tera document (at most 131,072 bytes, no NUL) that the sandbox accepts.",
+        Some(crate::machines::templates::MAX_TEMPLATE_CHARS),
+        "A tera document (at most 131,072 characters, no NUL) that the sandbox accepts.",
     )
-);
-rule!(
-    /// Free-text audit filters.
-    AuditTextRule => string(NO_CONTROLS, Some(200), "Empty means any.")
-);
-rule!(
-    /// Audit filter times.
-    AuditTimeRule => string(AUDIT_TIME, None, "UTC, like 2026-12-02T09:30; empty means open.")
 );

@@ -1,8 +1,6 @@
 //! Random bearer secrets (session cookies, API tokens) and their stored digests.
 
-use sha2::{Digest, Sha256};
-
-use crate::domain::digest::hex;
+use crate::domain::digest::{hex, sha256_hex};
 
 /// A fresh random token: `prefix` then 64 hex characters (256 bits from the OS).
 pub fn generate(prefix: &str) -> String {
@@ -14,7 +12,7 @@ pub fn generate(prefix: &str) -> String {
 /// The stored form of a token: its sha256 in hex. Tokens are 256-bit random, so a fast hash
 /// is enough (no guessable input to brute-force, unlike passwords).
 pub fn digest(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
+    sha256_hex(token.as_bytes())
 }
 
 /// Compares two strings in time independent of where they differ.

@@ -11,7 +11,6 @@ use super::password::{self, PasswordError};
 use super::principal::{Caller, Forbidden};
 use super::throttle::{self, Admission, Limit};
 use crate::audit::{self, Action, NewEntry};
-use crate::config::ThrottleSettings;
 use crate::context::Ctx;
 use crate::db;
 /// A stored user, as pages and the API show it.
@@ -295,7 +294,6 @@ pub struct ChangeOrigin<'a> {
 pub async fn change_own_password(
     ctx: &Ctx,
     caller: &Caller,
-    cfg: &ThrottleSettings,
     origin: ChangeOrigin<'_>,
     input: &PasswordChange,
 ) -> Result<(), AccountError> {
@@ -327,9 +325,14 @@ pub async fn change_own_password(
         .ok_or_else(|| AccountError::NotFound("user".into()))?;
     drop(conn);
 
-    let limit = Limit::password_change(&user.username, cfg);
-    if let Admission::Locked(wait) =
-        throttle::admit(pool, std::slice::from_ref(&limit), cfg, now).await?
+    let limit = Limit::password_change(&user.username, &ctx.settings.throttle);
+    if let Admission::Locked(wait) = throttle::admit(
+        pool,
+        std::slice::from_ref(&limit),
+        &ctx.settings.throttle,
+        now,
+    )
+    .await?
     {
         audit_change_failure(pool, caller, now, &user.username, "throttled", origin).await?;
         return Err(AccountError::Throttled(wait));

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::filters::{shell_word, yaml_str};
@@ -22,7 +21,7 @@ use super::validate::{self, Finding, Severity};
 use super::worker::{self, WorkerFailure};
 use super::{lint, REDACTED};
 use crate::domain::clock::format_utc;
-use crate::domain::digest::hex;
+use crate::domain::digest::sha256_hex;
 use crate::domain::machine::MachineSpec;
 use crate::domain::{FieldError, FieldErrors, UnixMillis};
 
@@ -52,8 +51,8 @@ impl Secrets {
         let mut errors = FieldErrors::default();
         let mut one = |field: &str, raw: Option<&str>| -> Option<SecretString> {
             let v = raw.map(str::trim).filter(|v| !v.is_empty())?;
-            if v.len() > 512
-                || v.chars().count() < 8
+            // Characters, as the API document's maxLength counts them.
+            if !(8..=512).contains(&v.chars().count())
                 || v.chars().any(|c| c.is_control() || c.is_whitespace())
             {
                 errors.0.push(FieldError::new(
@@ -279,11 +278,6 @@ impl Renderer {
         self.limits
     }
 
-    /// Whether cloud-init's own schema is checked.
-    pub fn checks_schema(&self) -> bool {
-        self.schema.is_some()
-    }
-
     /// Starts a worker once, so a misconfigured worker program stops start-up.
     pub async fn probe(&self) -> anyhow::Result<()> {
         match &self.isolation {
@@ -446,7 +440,7 @@ impl Renderer {
         Rendered {
             ok,
             size_bytes: payload.len(),
-            sha256: hex(&Sha256::digest(payload.as_bytes())),
+            sha256: sha256_hex(payload.as_bytes()),
             payload: SecretString::from(payload),
             redacted,
             findings,

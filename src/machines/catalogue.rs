@@ -52,6 +52,13 @@ async fn fetch_and_store(
     provider: &dyn crate::provider::MachineProvider,
 ) -> Result<Catalogue, MachinesError> {
     let catalogue = provider.catalogue().await?;
+    tracing::info!(
+        provider = provider.name(),
+        locations = catalogue.locations.len(),
+        server_types = catalogue.server_types.len(),
+        images = catalogue.images.len(),
+        "catalogue fetched"
+    );
     let mut rows: Vec<(&str, String, String)> = Vec::new();
     rows.extend(
         catalogue

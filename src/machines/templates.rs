@@ -1,7 +1,6 @@
 //! Cloud-init templates: versioned tera documents.
 
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use super::MachinesError;
 use crate::audit::{self, Action, NewEntry};
@@ -12,22 +11,23 @@ use crate::db;
 /// A stored template version.
 pub use crate::db::versions::Version;
 use crate::db::versions::{self, Family};
-use crate::domain::digest::hex;
+use crate::domain::digest::sha256_hex;
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role, UnixMillis};
 
-/// Largest template accepted (the rendered payload must still fit in 32 KiB).
-pub const MAX_TEMPLATE_BYTES: usize = 128 * 1024;
+/// Longest template accepted, in characters (as JSON Schema's maxLength counts them; the
+/// rendered payload must still fit in 32 KiB).
+pub const MAX_TEMPLATE_CHARS: usize = 128 * 1024;
 
 /// Checks a template body: size, then (in the sandbox) syntax and the allow-list, so a template
 /// that could read the server's environment or include itself is never saved.
 async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, who: &str, body: &str) {
     if body.trim().is_empty() {
         errors.push("body", "is required");
-    } else if body.len() > MAX_TEMPLATE_BYTES {
+    } else if body.chars().count() > MAX_TEMPLATE_CHARS {
         errors.push(
             "body",
-            format!("must be at most {MAX_TEMPLATE_BYTES} bytes"),
+            format!("must be at most {MAX_TEMPLATE_CHARS} characters"),
         );
     } else if body.contains('\0') {
         errors.push("body", "must not contain NUL characters");
@@ -50,7 +50,7 @@ async fn audit_version(
         action,
         target_kind: "template",
         target_id: name,
-        details: json!({ "version": version, "sha256": hex(&Sha256::digest(body.as_bytes())), "bytes": body.len() }),
+        details: json!({ "version": version, "sha256": sha256_hex(body.as_bytes()), "bytes": body.len() }),
     })
     .await
     .map(|_| ())

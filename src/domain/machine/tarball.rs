@@ -24,7 +24,7 @@ pub fn https_url(field: &str, raw: &str) -> Result<String, FieldError> {
     if v.is_empty() {
         return Err(FieldError::new(field, "is required"));
     }
-    if v.len() > 2048 {
+    if v.chars().count() > 2048 {
         return Err(FieldError::new(field, "must be at most 2048 characters"));
     }
     let url = url::Url::parse(v)

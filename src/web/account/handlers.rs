@@ -42,15 +42,7 @@ pub async fn change_password(
         keep_session,
         client_addr: &addr,
     };
-    match users::change_own_password(
-        &state.ctx,
-        &principal.caller(),
-        &state.ctx.settings.throttle,
-        origin,
-        &form,
-    )
-    .await
-    {
+    match users::change_own_password(&state.ctx, &principal.caller(), origin, &form).await {
         Ok(()) => {
             flash(
                 &state,

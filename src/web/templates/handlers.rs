@@ -242,7 +242,7 @@ pub async fn live_preview(
             ))
         }
     };
-    if form.body.len() > templates::MAX_TEMPLATE_BYTES {
+    if form.body.chars().count() > templates::MAX_TEMPLATE_CHARS {
         return Ok(html(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::preview_message("body: too large to preview"),
