@@ -143,7 +143,7 @@ pub fn view(c: &Catalogue) -> CatalogueView {
     }
 }
 
-/// A provider's catalogue as the cache holds it after [`current`] looked at it.
+/// A provider's catalogue as the cache holds it after the refresh-on-use check (`current`) looked at it.
 #[derive(Debug, Clone)]
 pub struct CurrentCatalogue {
     pub provider: ProviderKind,
