@@ -155,9 +155,13 @@ async fn main() -> anyhow::Result<()> {
             let cursor = before.map(|_| size / 2);
             results[i].push(median(&pool, filter, cursor).await?);
         }
-        let mut conn = pool.acquire().await?;
+        let ctx = headroom::context::Ctx::build(
+            headroom::config::Settings::default(),
+            pool.clone(),
+            std::sync::Arc::new(headroom::domain::SystemClock),
+        )?;
         let t = Instant::now();
-        let ok = audit::verify(&mut conn).await?;
+        let ok = audit::verify(&ctx, &headroom::domain::Caller::system()).await?;
         verify.push((t.elapsed(), ok.is_ok()));
     }
     println!(

@@ -19,27 +19,9 @@ use crate::domain::{FieldErrors, Role, UnixMillis};
 /// The `prev_hash` of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// Who did something: a user by name, or the console itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Actor {
-    /// A signed-in user (or their API token).
-    User(String),
-    /// headroom itself, the CLI, or an anonymous visitor's attempt.
-    System,
-    /// Someone not signed in (failed logins).
-    Anonymous,
-}
-
-impl Actor {
-    /// The stored name.
-    pub fn name(&self) -> &str {
-        match self {
-            Actor::User(n) => n,
-            Actor::System => "system",
-            Actor::Anonymous => "anonymous",
-        }
-    }
-}
+/// Who did something (defined beside the caller in `domain`).
+pub use crate::domain::Actor;
+use crate::domain::Caller;
 
 /// What happened, as one closed set: each action's wire name (what the log stores, filters
 /// match and exports show) is defined here and nowhere else.
@@ -219,7 +201,17 @@ pub struct Verified {
 }
 
 /// Walks the whole chain in id order, in batches so memory stays flat on long logs.
-pub async fn verify(conn: &mut SqliteConnection) -> anyhow::Result<Result<Verified, ChainBreak>> {
+pub async fn verify(
+    ctx: &crate::context::Ctx,
+    caller: &Caller,
+) -> anyhow::Result<Result<Verified, ChainBreak>> {
+    require_reader(caller)?;
+    let mut conn = ctx.pool.acquire().await?;
+    verify_chain(&mut conn).await
+}
+
+/// The walk behind [`verify`].
+async fn verify_chain(conn: &mut SqliteConnection) -> anyhow::Result<Result<Verified, ChainBreak>> {
     const BATCH: i64 = 1000;
     let mut prev_id = 0_i64;
     let mut prev_hash = GENESIS.to_owned();
@@ -306,6 +298,18 @@ const EXPORT_BATCH: i64 = 1000;
 /// Walks every entry matching `filter`, oldest first, handing `sink` each batch already
 /// encoded (the CSV header first). `sink` answers false to stop early (a client went away).
 pub async fn export(
+    ctx: &crate::context::Ctx,
+    caller: &Caller,
+    filter: &rows::AuditFilter,
+    format: ExportFormat,
+    sink: impl AsyncFnMut(String) -> bool,
+) -> Result<(), AuditError> {
+    require_reader(caller)?;
+    Ok(export_rows(&ctx.pool, filter, format, sink).await?)
+}
+
+/// The walk behind [`export`] and [`export_stream`]; the caller has checked the role.
+async fn export_rows(
     pool: &sqlx::SqlitePool,
     filter: &rows::AuditFilter,
     format: ExportFormat,
@@ -549,15 +553,14 @@ pub enum AuditError {
     Internal(#[from] sqlx::Error),
 }
 
-/// A page of entries matching `search`, for the audit page and `GET /api/v1/audit`. Takes the
-/// caller's role rather than the caller, because `auth` writes through this module and the
-/// import must run one way.
+/// A page of entries matching `search`, for the audit page and `GET /api/v1/audit` (viewer
+/// and up).
 pub async fn search(
     ctx: &crate::context::Ctx,
-    reader: Option<Role>,
+    caller: &Caller,
     search: &Search,
 ) -> Result<Page, AuditError> {
-    require_reader(reader)?;
+    require_reader(caller)?;
     let mut conn = ctx.pool.acquire().await?;
     // One extra row tells whether an older page exists.
     let mut entries =
@@ -575,11 +578,11 @@ pub async fn search(
 /// runs once, however the caller sends it); dropping the stream stops the walk.
 pub fn export_stream(
     ctx: &crate::context::Ctx,
-    reader: Option<Role>,
+    caller: &Caller,
     filter: rows::AuditFilter,
     format: ExportFormat,
 ) -> Result<ExportStream, AuditError> {
-    require_reader(reader)?;
+    require_reader(caller)?;
     // An export walks the whole (filtered) log: a few at a time, so that a flood of them from
     // one reader cannot slow every other request.
     let permit = ctx
@@ -592,7 +595,7 @@ pub fn export_stream(
     tokio::spawn(async move {
         let _permit = permit;
         let sink = tx.clone();
-        let walked = export(&pool, &filter, format, async move |chunk: String| {
+        let walked = export_rows(&pool, &filter, format, async move |chunk: String| {
             sink.send(Ok(chunk)).await.is_ok()
         })
         .await;
@@ -607,12 +610,10 @@ pub fn export_stream(
 }
 
 /// Reading the log needs the viewer role (so, a signed-in user).
-fn require_reader(reader: Option<Role>) -> Result<(), AuditError> {
-    if reader.is_some_and(|r| r.includes(Role::Viewer)) {
-        Ok(())
-    } else {
-        Err(AuditError::Forbidden)
-    }
+fn require_reader(caller: &Caller) -> Result<(), AuditError> {
+    caller
+        .require(Role::Viewer)
+        .map_err(|_| AuditError::Forbidden)
 }
 
 /// Encoded export chunks, in order; an error item ends a broken walk.

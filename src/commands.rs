@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sqlx::SqlitePool;
 
+use crate::audit;
 use crate::auth::tokens::{self, NewTokenInput};
 use crate::auth::users::{self, NewUserInput};
 use crate::auth::AccountError;
@@ -15,7 +16,6 @@ use crate::config::{Loaded, Settings};
 use crate::context::Ctx;
 use crate::domain::{Clock, SystemClock};
 use crate::startup::Application;
-use crate::{audit, db};
 
 fn report(e: AccountError) -> ExitCode {
     match e {
@@ -139,10 +139,10 @@ pub async fn token(ctx: &Ctx, cmd: TokenCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// `headroom audit …`
-pub async fn audit(pool: &SqlitePool, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
-    let mut conn = pool.acquire().await?;
+pub async fn audit(ctx: &Ctx, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
+    let caller = Caller::system();
     match cmd {
-        AuditCommand::Verify => match audit::verify(&mut conn).await? {
+        AuditCommand::Verify => match audit::verify(ctx, &caller).await? {
             Ok(v) => {
                 println!("audit chain intact: {} entries", v.entries);
                 Ok(ExitCode::SUCCESS)
@@ -153,7 +153,6 @@ pub async fn audit(pool: &SqlitePool, cmd: AuditCommand) -> anyhow::Result<ExitC
             }
         },
         AuditCommand::Export { format } => {
-            drop(conn);
             let format = match format {
                 ExportFormat::Jsonl => audit::ExportFormat::Jsonl,
                 ExportFormat::Csv => audit::ExportFormat::Csv,
@@ -161,8 +160,9 @@ pub async fn audit(pool: &SqlitePool, cmd: AuditCommand) -> anyhow::Result<ExitC
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut failure = None;
             audit::export(
-                pool,
-                &db::audit::AuditFilter::default(),
+                ctx,
+                &caller,
+                &audit::AuditFilter::default(),
                 format,
                 async |chunk: String| match out.write_all(chunk.as_bytes()) {
                     Ok(()) => true,

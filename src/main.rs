@@ -80,7 +80,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::User(cmd) => commands::user(&cli_ctx(settings, pool)?, cmd).await?,
         Command::Token(cmd) => commands::token(&cli_ctx(settings, pool)?, cmd).await?,
-        Command::Audit(cmd) => commands::audit(&pool, cmd).await?,
+        Command::Audit(cmd) => commands::audit(&cli_ctx(settings, pool)?, cmd).await?,
         Command::Settings => unreachable!("answered before the database is opened"),
     })
 }

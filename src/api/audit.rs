@@ -137,7 +137,7 @@ pub async fn list(
     })
     .map_err(ApiError::Invalid)?;
     // The role check (and a first read) before any streaming starts.
-    let page = audit::search(&state.ctx, Some(principal.role), &search).await?;
+    let page = audit::search(&state.ctx, &principal.caller(), &search).await?;
     let Some(format) = format else {
         return Ok(HttpResponse::Ok().json(AuditPageJson {
             items: page.entries.iter().map(AuditEntryJson::from).collect(),
@@ -148,7 +148,7 @@ pub async fn list(
         ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
         ExportFormat::Jsonl => ("application/x-ndjson", "jsonl"),
     };
-    let stream = audit::export_stream(&state.ctx, Some(principal.role), search.filter, format)?;
+    let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
     Ok(HttpResponse::Ok()
         .content_type(mime)
         .insert_header((

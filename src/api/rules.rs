@@ -22,8 +22,8 @@ const DOCUMENT_NAME: &str = "^(?!new$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$";
 const LABEL_KEY: &str = "^(?!(.*\\.)?hetzner\\.cloud/)(?!headroom-(provision|fleet)$)((?=[^/]{1,253}/)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$";
 /// A Hetzner label value: like a key's name, or empty.
 const LABEL_VALUE: &str = "^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$";
-/// A taint: `key[=value]:Effect`.
-const TAINT: &str = "^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?(=([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?)?:(NoSchedule|PreferNoSchedule|NoExecute)$";
+/// A taint: `key[=value]:Effect`, its key a label key (so not under hetzner.cloud/).
+const TAINT: &str = "^(?!(.*\\.)?hetzner\\.cloud/)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?(=([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?)?:(NoSchedule|PreferNoSchedule|NoExecute)$";
 /// An https URL with a host and no credentials (the path may hold anything printable).
 const HTTPS_URL: &str =
     "^https://[^\\s/?#@\\\\:\\[\\]<>^|%\\u0000-\\u001F\\u007F]+(:[0-9]{1,5})?([/?#][^\\s]*)?$";

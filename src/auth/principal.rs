@@ -1,7 +1,7 @@
 //! The authenticated caller of a request, and the role check every operation makes.
 
-use crate::audit::Actor;
-use crate::domain::Role;
+pub use crate::domain::caller::{Caller, Forbidden};
+use crate::domain::{Actor, Role};
 
 /// How a request proved who it is.
 #[derive(Debug, Clone)]
@@ -41,41 +41,6 @@ impl Principal {
             actor: Actor::User(self.username.clone()),
             role: self.role,
             user_id: Some(self.user_id),
-        }
-    }
-}
-
-/// Whoever invokes a domain operation: a user, or the console itself (CLI, demo seeding).
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub actor: Actor,
-    pub role: Role,
-    pub user_id: Option<i64>,
-}
-
-/// The caller lacks the role an operation needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("this needs the {required} role")]
-pub struct Forbidden {
-    pub required: Role,
-}
-
-impl Caller {
-    /// The console acting on its own (CLI on the server, demo seeding): full rights.
-    pub fn system() -> Self {
-        Self {
-            actor: Actor::System,
-            role: Role::Admin,
-            user_id: None,
-        }
-    }
-
-    /// Fails unless the caller's role includes `required`.
-    pub fn require(&self, required: Role) -> Result<(), Forbidden> {
-        if self.role.includes(required) {
-            Ok(())
-        } else {
-            Err(Forbidden { required })
         }
     }
 }

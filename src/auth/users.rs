@@ -59,7 +59,7 @@ impl From<FieldError> for AccountError {
 }
 
 /// A user to create, as submitted.
-#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
 pub struct NewUserInput {
     pub username: String,
     pub role: String,

@@ -1,5 +1,6 @@
 //! Newtypes and rules. No I/O: holding one of these types proves the value is valid.
 
+pub mod caller;
 pub mod clock;
 pub mod digest;
 pub mod field_error;
@@ -9,6 +10,7 @@ pub mod role;
 pub mod textdiff;
 pub mod username;
 
+pub use caller::{Actor, Caller, Forbidden};
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use field_error::{FieldError, FieldErrors};
 pub use password::NewPassword;

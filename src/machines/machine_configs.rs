@@ -258,6 +258,15 @@ pub fn default_provider(ctx: &Ctx) -> Option<crate::domain::machine::ProviderKin
     ctx.providers.enabled().first().copied()
 }
 
+/// The names of every config (viewer and up), for pickers.
+pub async fn names(ctx: &Ctx, caller: &Caller) -> Result<Vec<String>, MachinesError> {
+    Ok(list(ctx, caller)
+        .await?
+        .into_iter()
+        .map(|c| c.spec.name.into())
+        .collect())
+}
+
 /// The latest version of a config.
 pub async fn latest(
     ctx: &Ctx,

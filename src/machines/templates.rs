@@ -222,6 +222,22 @@ pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, M
         .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))
 }
 
+/// What the template editor opens with: the latest version and the configs to preview it for.
+pub struct Editing {
+    /// The template's latest version.
+    pub template: Version,
+    /// Names of the configs it can be previewed for.
+    pub configs: Vec<String>,
+}
+
+/// Opens the editor on a template (viewer and up; saving needs operator).
+pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, MachinesError> {
+    Ok(Editing {
+        template: latest(ctx, caller, name).await?,
+        configs: super::machine_configs::names(ctx, caller).await?,
+    })
+}
+
 /// The latest version of every template.
 pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, MachinesError> {
     caller.require(Role::Viewer)?;

@@ -48,7 +48,7 @@ pub struct MachineSpec {
 
 /// A machine config as submitted (form or JSON). List fields accept arrays (JSON) and are
 /// split from text by the form layer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MachineInput {
     pub name: String,
@@ -74,7 +74,7 @@ pub struct MachineInput {
 }
 
 /// Allocatable as submitted.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AllocatableInput {
     pub memory_mb: Option<serde_json::Value>,

@@ -24,7 +24,7 @@ pub async fn list(
 ) -> Result<HttpResponse, WebError> {
     let (rows, errors, status) = match query.search(PAGE) {
         Ok(search) => {
-            let page = audit::search(&state.ctx, Some(principal.role), &search).await?;
+            let page = audit::search(&state.ctx, &principal.caller(), &search).await?;
             let more = page.next_cursor.is_some();
             (
                 Some((page.entries, more)),
@@ -61,7 +61,7 @@ pub async fn export(
         "csv" => audit::ExportFormat::Csv,
         _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
     };
-    let stream = audit::export_stream(&state.ctx, Some(principal.role), search.filter, format)?;
+    let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
     let csv = format == audit::ExportFormat::Csv;
     let (mime, ext) = if csv {
         ("text/csv; charset=utf-8", "csv")

@@ -17,7 +17,7 @@ pub async fn show(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let recent = audit::search(&state.ctx, Some(principal.role), &audit::Search::latest(10))
+    let recent = audit::search(&state.ctx, &principal.caller(), &audit::Search::latest(10))
         .await?
         .entries;
     let frame = Frame::load(&state, &principal, "Overview", "home").await;

@@ -113,13 +113,9 @@ async fn editor(
     htmx: &Htmx,
     status: StatusCode,
     draft: Draft<'_>,
+    configs: Vec<String>,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let configs: Vec<String> = machine_configs::list(&state.ctx, &principal.caller())
-        .await?
-        .into_iter()
-        .map(|c| c.spec.name.into())
-        .collect();
     let chosen = if configs.iter().any(|c| c == draft.config) {
         draft.config.to_owned()
     } else {
@@ -144,7 +140,7 @@ pub async fn edit(
     name: web::Path<String>,
     query: web::Query<EditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let current = templates::latest(&state.ctx, &principal.caller(), &name).await?;
+    let opened = templates::editing(&state.ctx, &principal.caller(), &name).await?;
     editor(
         &state,
         &principal,
@@ -152,9 +148,10 @@ pub async fn edit(
         StatusCode::OK,
         Draft {
             name: &name,
-            body: &current.content,
+            body: &opened.template.content,
             config: &query.config,
         },
+        opened.configs,
         &FieldErrors::default(),
     )
     .await
@@ -197,6 +194,7 @@ pub async fn update(
                     body: &form.body,
                     config: &form.config,
                 },
+                machine_configs::names(&state.ctx, &principal.caller()).await?,
                 &errors,
             )
             .await
