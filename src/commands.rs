@@ -46,9 +46,6 @@ pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::
     Ok(())
 }
 
-/// The demo's machine config; the integration tests' helpers seed it under this name.
-pub use crate::sim::demo::seed_config as seed_demo_config;
-
 /// `headroom settings`: every key, where its value came from and the value (secrets only
 /// `set`/`unset`), one line each, aligned for reading and splittable on whitespace.
 pub fn settings(loaded: &Loaded, out: &mut dyn Write) -> std::io::Result<()> {

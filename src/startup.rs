@@ -72,12 +72,7 @@ impl Application {
         // running that shutdown would have to stop.
         crate::machines::templates::report_refused(&state.ctx).await;
         if state.ctx.settings.simulated_provider {
-            crate::machines::catalogue::refresh(
-                &state.ctx,
-                &crate::auth::Caller::system(),
-                crate::domain::machine::ProviderKind::Simulated,
-            )
-            .await?;
+            crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
         }
         let server = run(listener, state.clone())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);

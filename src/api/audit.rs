@@ -136,9 +136,8 @@ pub async fn list(
         limit: &q.limit,
     })
     .map_err(ApiError::Invalid)?;
-    // The role check (and a first read) before any streaming starts.
-    let page = audit::search(&state.ctx, &principal.caller(), &search).await?;
     let Some(format) = format else {
+        let page = audit::search(&state.ctx, &principal.caller(), &search).await?;
         return Ok(HttpResponse::Ok().json(AuditPageJson {
             items: page.entries.iter().map(AuditEntryJson::from).collect(),
             next_cursor: page.next_cursor.map(|c| c.to_string()),

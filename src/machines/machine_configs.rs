@@ -221,10 +221,12 @@ pub struct FormChoices {
 /// The choices the config form offers (viewer and up: the form is shown read-only to viewers).
 pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, MachinesError> {
     caller.require(Role::Viewer)?;
-    let mut catalogues = Vec::new();
-    for kind in ctx.providers.enabled() {
-        catalogues.push((kind, catalogue::cached(ctx, caller, kind).await?.0));
-    }
+    // As validation sees them: an empty or stale cache is fetched on the way.
+    let catalogues = catalogue::list(ctx, caller)
+        .await?
+        .into_iter()
+        .map(|c| (c.provider, c.catalogue))
+        .collect();
     let templates = super::templates::list(ctx, caller)
         .await?
         .into_iter()

@@ -156,6 +156,17 @@ pub fn random_password() -> String {
     out
 }
 
+/// Fills the simulated cloud's catalogue, which the demo's machine config is checked against.
+pub async fn fill_simulated_catalogue(ctx: &Ctx) -> anyhow::Result<()> {
+    crate::machines::catalogue::refresh(
+        ctx,
+        &Caller::system(),
+        crate::domain::machine::ProviderKind::Simulated,
+    )
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

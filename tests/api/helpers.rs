@@ -43,7 +43,7 @@ impl TestApp {
     /// (`spare-fsn1`), as `headroom demo` has them.
     pub async fn spawn_with_config() -> TestApp {
         let app = Self::spawn_with(|s| s.simulated_provider = true).await;
-        headroom::commands::seed_demo_config(&app.state)
+        headroom::sim::demo::seed_config(&app.state)
             .await
             .expect("seed config");
         app

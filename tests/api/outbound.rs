@@ -176,7 +176,7 @@ async fn app_allowing(allow: &[String]) -> TestApp {
         s.outbound_ca_file = Some(ca_file());
     })
     .await;
-    headroom::commands::seed_demo_config(&app.state)
+    headroom::sim::demo::seed_config(&app.state)
         .await
         .expect("seed config");
     app
