@@ -1,7 +1,6 @@
 //! GET /api/v1/audit: the audit page's filters and cursor paging as JSON, or every matching
 //! entry streamed as JSONL or CSV through the same export walk as the page and the CLI.
 
-use actix_web::http::header;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
@@ -143,16 +142,6 @@ pub async fn list(
             next_cursor: page.next_cursor.map(|c| c.to_string()),
         }));
     };
-    let (mime, ext) = match format {
-        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
-        ExportFormat::Jsonl => ("application/x-ndjson", "jsonl"),
-    };
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
-    Ok(HttpResponse::Ok()
-        .content_type(mime)
-        .insert_header((
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"headroom-audit.{ext}\""),
-        ))
-        .streaming(crate::http::stream::TextChunks(stream)))
+    Ok(crate::http::stream::audit_export(format, stream))
 }

@@ -1,7 +1,7 @@
 //! GET /audit and GET /audit/export.
 
 use actix_htmx::Htmx;
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::forms::AuditQuery;
@@ -62,17 +62,5 @@ pub async fn export(
         _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
     };
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
-    let csv = format == audit::ExportFormat::Csv;
-    let (mime, ext) = if csv {
-        ("text/csv; charset=utf-8", "csv")
-    } else {
-        ("application/x-ndjson", "jsonl")
-    };
-    Ok(HttpResponse::Ok()
-        .content_type(mime)
-        .insert_header((
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"headroom-audit.{ext}\""),
-        ))
-        .streaming(crate::http::stream::TextChunks(stream)))
+    Ok(crate::http::stream::audit_export(format, stream))
 }
