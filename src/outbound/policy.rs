@@ -524,6 +524,8 @@ mod tests {
         Url::parse(s).unwrap()
     }
 
+    // These URLs are only parsed and judged: this module opens no socket and resolves no name,
+    // so the private and link-local addresses below are never contacted.
     #[test]
     fn ip_literal_and_localhost_urls_are_judged_before_any_lookup() {
         let none = AllowList::default();
