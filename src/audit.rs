@@ -63,11 +63,37 @@ pub enum Action {
     MachineConfigUpdated,
     /// `catalogue.refreshed`: a provider catalogue was fetched again.
     CatalogueRefreshed,
+    /// `fleet.created`: a fleet was added.
+    FleetCreated,
+    /// `fleet.updated`: a fleet's settings changed.
+    FleetUpdated,
+    /// `fleet.deleted`: a fleet was removed.
+    FleetDeleted,
+    /// `provision.requested`: a provision request was planned and filed.
+    ProvisionRequested,
+    /// `provision.approved`: an approver approved a request's plan.
+    ProvisionApproved,
+    /// `provision.rejected`: an approver rejected a request (with a reason).
+    ProvisionRejected,
+    /// `provision.cancelled`: a request was withdrawn before it ran.
+    ProvisionCancelled,
+    /// `provision.expired`: a request's approval window passed.
+    ProvisionExpired,
+    /// `provision.superseded`: a request's plan no longer matched its config, template or secrets.
+    ProvisionSuperseded,
+    /// `provision.started`: the runner claimed an approved request.
+    ProvisionStarted,
+    /// `provision.succeeded`: every machine of a request was created.
+    ProvisionSucceeded,
+    /// `provision.failed`: a request ended with a machine it could not create.
+    ProvisionFailed,
+    /// `provision.machine_destroyed`: an approver destroyed a failed machine headroom created.
+    ProvisionMachineDestroyed,
 }
 
 impl Action {
     /// Every action, for listings and tests.
-    pub const ALL: [Action; 18] = [
+    pub const ALL: [Action; 31] = [
         Action::UserCreated,
         Action::UserRoleChanged,
         Action::UserDisabled,
@@ -86,6 +112,19 @@ impl Action {
         Action::MachineConfigCreated,
         Action::MachineConfigUpdated,
         Action::CatalogueRefreshed,
+        Action::FleetCreated,
+        Action::FleetUpdated,
+        Action::FleetDeleted,
+        Action::ProvisionRequested,
+        Action::ProvisionApproved,
+        Action::ProvisionRejected,
+        Action::ProvisionCancelled,
+        Action::ProvisionExpired,
+        Action::ProvisionSuperseded,
+        Action::ProvisionStarted,
+        Action::ProvisionSucceeded,
+        Action::ProvisionFailed,
+        Action::ProvisionMachineDestroyed,
     ];
 
     /// The dotted wire name, e.g. `user.role_changed`.
@@ -109,6 +148,19 @@ impl Action {
             Action::MachineConfigCreated => "machine_config.created",
             Action::MachineConfigUpdated => "machine_config.updated",
             Action::CatalogueRefreshed => "catalogue.refreshed",
+            Action::FleetCreated => "fleet.created",
+            Action::FleetUpdated => "fleet.updated",
+            Action::FleetDeleted => "fleet.deleted",
+            Action::ProvisionRequested => "provision.requested",
+            Action::ProvisionApproved => "provision.approved",
+            Action::ProvisionRejected => "provision.rejected",
+            Action::ProvisionCancelled => "provision.cancelled",
+            Action::ProvisionExpired => "provision.expired",
+            Action::ProvisionSuperseded => "provision.superseded",
+            Action::ProvisionStarted => "provision.started",
+            Action::ProvisionSucceeded => "provision.succeeded",
+            Action::ProvisionFailed => "provision.failed",
+            Action::ProvisionMachineDestroyed => "provision.machine_destroyed",
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod catalogue;
 pub mod instance_keys;
 pub mod pins;
+pub mod provision_events;
 pub mod sessions;
 pub mod throttle;
 pub mod tokens;

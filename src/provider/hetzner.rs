@@ -8,7 +8,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::{BoxFuture, Catalogue, Image, Location, MachineProvider, ProviderError, ServerType};
+use super::{Created, ProviderAction, Server, ServerSpec, ApiError, BoxFuture, Catalogue, Image, Location, MachineProvider, ProviderError, ServerType};
 
 /// The Hetzner Cloud client.
 pub struct Hetzner {
@@ -69,6 +69,8 @@ struct Money {
 struct PriceJson {
     location: String,
     price_monthly: Money,
+    #[serde(default)]
+    price_hourly: Option<Money>,
 }
 
 #[derive(Deserialize)]
@@ -148,7 +150,7 @@ impl Hetzner {
             let body: serde_json::Value = check(res).await?;
             let items = body.get(key).cloned().unwrap_or_default();
             let items: Vec<T> = serde_json::from_value(items)
-                .map_err(|e| ProviderError::Other(format!("GET {path}: unexpected answer: {e}")))?;
+                .map_err(|e| ProviderError::other(format!("GET {path}: unexpected answer: {e}")))?;
             out.extend(items);
             let meta: Option<Meta> = body
                 .get("meta")
@@ -176,7 +178,7 @@ async fn check(res: reqwest::Response) -> Result<serde_json::Value, ProviderErro
         .map_err(|e| ProviderError::Transient(e.to_string()))?;
     if status.is_success() {
         return serde_json::from_str(&text)
-            .map_err(|e| ProviderError::Other(format!("unexpected answer: {e}")));
+            .map_err(|e| ProviderError::other(format!("unexpected answer: {e}")));
     }
     let detail = serde_json::from_str::<ErrorBody>(&text)
         .ok()
@@ -185,9 +187,13 @@ async fn check(res: reqwest::Response) -> Result<serde_json::Value, ProviderErro
         || (String::new(), text.chars().take(200).collect()),
         |d| (d.code, d.message),
     );
+    let api = ApiError {
+        code: code.clone(),
+        message: message.clone(),
+    };
     Err(match (status, code.as_str()) {
         (StatusCode::UNAUTHORIZED, _) | (_, "forbidden" | "token_readonly") => {
-            ProviderError::Unauthorized
+            ProviderError::Unauthorized(api)
         }
         (StatusCode::TOO_MANY_REQUESTS, _) | (_, "rate_limit_exceeded") => {
             let now = std::time::SystemTime::now()
@@ -197,13 +203,17 @@ async fn check(res: reqwest::Response) -> Result<serde_json::Value, ProviderErro
                 retry_after: Duration::from_secs(reset.map_or(1, |r| r.saturating_sub(now).max(1))),
             }
         }
-        (_, "invalid_input" | "json_error") => ProviderError::InvalidInput(message),
-        (_, "uniqueness_error") => ProviderError::NameConflict(message),
+        (_, "invalid_input" | "json_error") => ProviderError::InvalidInput(api),
+        (_, "uniqueness_error") => ProviderError::NameConflict(api),
+        (StatusCode::NOT_FOUND, _) | (_, "not_found") => ProviderError::NotFound(api),
         (_, "conflict" | "locked" | "service_error" | "maintenance" | "unavailable") => {
             ProviderError::Transient(message)
         }
         (s, _) if s.is_server_error() => ProviderError::Transient(format!("HTTP {s}: {message}")),
-        (s, _) => ProviderError::Other(format!("HTTP {s} {code}: {message}")),
+        (s, _) => ProviderError::Other(ApiError {
+            code,
+            message: format!("HTTP {s}: {message}"),
+        }),
     })
 }
 
@@ -262,8 +272,13 @@ impl MachineProvider for Hetzner {
                         arch: arch(&t.architecture),
                         monthly_price: t
                             .prices
+                            .iter()
+                            .map(|p| (p.location.clone(), p.price_monthly.gross.clone()))
+                            .collect(),
+                        hourly_price: t
+                            .prices
                             .into_iter()
-                            .map(|p| (p.location, p.price_monthly.gross))
+                            .filter_map(|p| Some((p.location, p.price_hourly?.gross)))
                             .collect(),
                     })
                     .collect(),
@@ -271,4 +286,39 @@ impl MachineProvider for Hetzner {
             })
         })
     }
+
+    fn create_server<'a>(
+        &'a self,
+        _spec: &'a ServerSpec,
+    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: create_server")) })
+    }
+
+    fn find_by_label<'a>(
+        &'a self,
+        _key: &'a str,
+        _value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: find_by_label")) })
+    }
+
+    fn find_by_name<'a>(
+        &'a self,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: find_by_name")) })
+    }
+
+    fn server(&self, _id: i64) -> BoxFuture<'_, Result<Option<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: server")) })
+    }
+
+    fn action(&self, _id: i64) -> BoxFuture<'_, Result<ProviderAction, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: action")) })
+    }
+
+    fn destroy(&self, _id: i64) -> BoxFuture<'_, Result<(), ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: destroy")) })
+    }
 }
+

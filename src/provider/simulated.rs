@@ -1,10 +1,10 @@
 //! The demo's simulated cloud: a fixed catalogue shaped like Hetzner's.
 
-use super::{BoxFuture, Catalogue, Image, Location, MachineProvider, ProviderError, ServerType};
+use super::{Created, ProviderAction, Server, ServerSpec, BoxFuture, Catalogue, Image, Location, MachineProvider, ProviderError, ServerType};
 
 /// The simulated provider.
 #[derive(Debug, Default, Clone)]
-pub struct Simulated;
+pub struct Simulated {}
 
 fn location(name: &str, description: &str, city: &str, country: &str, zone: &str) -> Location {
     Location {
@@ -24,6 +24,10 @@ fn server_type(
     arch: &str,
     price: &str,
 ) -> ServerType {
+    let hourly = price
+        .parse::<f64>()
+        .map(|m| format!("{:.4}", (m / 730.0 * 10_000.0).ceil() / 10_000.0))
+        .unwrap_or_default();
     ServerType {
         name: name.into(),
         description: name.to_uppercase(),
@@ -35,6 +39,11 @@ fn server_type(
         monthly_price: ["fsn1", "nbg1", "hel1"]
             .iter()
             .map(|l| ((*l).to_owned(), price.to_owned()))
+            .collect(),
+        // Hetzner's hourly price is the monthly one over about 730 hours, rounded up.
+        hourly_price: ["fsn1", "nbg1", "hel1"]
+            .iter()
+            .map(|l| ((*l).to_owned(), hourly.clone()))
             .collect(),
     }
 }
@@ -97,4 +106,39 @@ impl MachineProvider for Simulated {
     fn catalogue(&self) -> BoxFuture<'_, Result<Catalogue, ProviderError>> {
         Box::pin(async { Ok(builtin_catalogue()) })
     }
+
+    fn create_server<'a>(
+        &'a self,
+        _spec: &'a ServerSpec,
+    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: create_server")) })
+    }
+
+    fn find_by_label<'a>(
+        &'a self,
+        _key: &'a str,
+        _value: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: find_by_label")) })
+    }
+
+    fn find_by_name<'a>(
+        &'a self,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: find_by_name")) })
+    }
+
+    fn server(&self, _id: i64) -> BoxFuture<'_, Result<Option<Server>, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: server")) })
+    }
+
+    fn action(&self, _id: i64) -> BoxFuture<'_, Result<ProviderAction, ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: action")) })
+    }
+
+    fn destroy(&self, _id: i64) -> BoxFuture<'_, Result<(), ProviderError>> {
+        Box::pin(async { Err(ProviderError::other("PENDING: destroy")) })
+    }
 }
+

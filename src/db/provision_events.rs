@@ -1,0 +1,72 @@
+//! A provision's timeline: append-only lines, read in order.
+
+use sqlx::{Row, SqliteConnection};
+
+use crate::domain::UnixMillis;
+
+/// A line to append.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    pub provision_id: i64,
+    pub at: UnixMillis,
+    pub kind: &'a str,
+    pub machine: Option<&'a str>,
+    pub message: &'a str,
+    /// Already free of secrets.
+    pub details: &'a serde_json::Value,
+}
+
+/// A stored line.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: i64,
+    pub at: UnixMillis,
+    pub kind: String,
+    pub machine: Option<String>,
+    pub message: String,
+    pub details: String,
+}
+
+/// Appends a line.
+pub async fn append(conn: &mut SqliteConnection, e: NewEvent<'_>) -> sqlx::Result<i64> {
+    let row = sqlx::query(
+        "INSERT INTO provision_events (provision_id, at, kind, machine, message, details)
+         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+    )
+    .bind(e.provision_id)
+    .bind(e.at)
+    .bind(e.kind)
+    .bind(e.machine)
+    .bind(e.message)
+    .bind(e.details.to_string())
+    .fetch_one(conn)
+    .await?;
+    row.try_get(0)
+}
+
+/// Every line of a request, oldest first (a request's timeline is short: its states, its
+/// approvals and a few provider calls per machine).
+pub async fn for_provision(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+) -> sqlx::Result<Vec<EventRow>> {
+    let rows = sqlx::query(
+        "SELECT id, at, kind, machine, message, details FROM provision_events
+         WHERE provision_id = ? ORDER BY id",
+    )
+    .bind(provision_id)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(EventRow {
+                id: r.try_get(0)?,
+                at: r.try_get(1)?,
+                kind: r.try_get(2)?,
+                machine: r.try_get(3)?,
+                message: r.try_get(4)?,
+                details: r.try_get(5)?,
+            })
+        })
+        .collect()
+}

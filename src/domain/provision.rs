@@ -1,0 +1,213 @@
+//! Provision requests: their states and the only transitions between them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a provision request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProvisionState {
+    /// Planned and waiting for enough approvals.
+    PendingApproval,
+    /// Approved for this exact plan; the runner will claim it.
+    Approved,
+    /// Claimed by the runner; provider calls may be in flight.
+    Executing,
+    /// Every planned machine exists and its create action succeeded.
+    Succeeded,
+    /// At least one machine could not be created; nothing is destroyed automatically.
+    Failed,
+    /// An approver said no (with a reason).
+    Rejected,
+    /// Its approval window passed before it ran.
+    Expired,
+    /// Withdrawn by its requester (or an approver) before it ran.
+    Cancelled,
+    /// The plan no longer matches the current config, template or secrets.
+    Superseded,
+}
+
+impl ProvisionState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ProvisionState; 9] = [
+        ProvisionState::PendingApproval,
+        ProvisionState::Approved,
+        ProvisionState::Executing,
+        ProvisionState::Succeeded,
+        ProvisionState::Failed,
+        ProvisionState::Rejected,
+        ProvisionState::Expired,
+        ProvisionState::Cancelled,
+        ProvisionState::Superseded,
+    ];
+
+    /// The stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProvisionState::PendingApproval => "pending_approval",
+            ProvisionState::Approved => "approved",
+            ProvisionState::Executing => "executing",
+            ProvisionState::Succeeded => "succeeded",
+            ProvisionState::Failed => "failed",
+            ProvisionState::Rejected => "rejected",
+            ProvisionState::Expired => "expired",
+            ProvisionState::Cancelled => "cancelled",
+            ProvisionState::Superseded => "superseded",
+        }
+    }
+
+    /// Whether nothing more will happen to the request.
+    pub fn is_terminal(self) -> bool {
+        !matches!(
+            self,
+            ProvisionState::PendingApproval | ProvisionState::Approved | ProvisionState::Executing
+        )
+    }
+
+    /// Whether a request may move from `self` to `to`. Every write of a state goes through
+    /// this, so a request cannot, say, be approved after it was cancelled.
+    pub fn can_become(self, to: ProvisionState) -> bool {
+        use ProvisionState::*;
+        matches!(
+            (self, to),
+            (
+                PendingApproval,
+                Approved | Rejected | Cancelled | Expired | Superseded
+            ) | (Approved, Executing | Cancelled | Expired | Superseded)
+                | (Executing, Succeeded | Failed)
+        )
+    }
+
+    /// Parses a submitted state, naming `field` when it is not one.
+    pub fn parse_field(field: &str, raw: &str) -> Result<Self, super::FieldError> {
+        raw.trim().parse().map_err(|_| {
+            super::FieldError::new(
+                field,
+                format!(
+                    "must be one of {}",
+                    ProvisionState::ALL.map(|s| s.as_str()).join(", ")
+                ),
+            )
+        })
+    }
+}
+
+impl fmt::Display for ProvisionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for ProvisionState {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        ProvisionState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or(())
+    }
+}
+
+/// Where one planned machine stands during execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MachineStatus {
+    /// Nothing sent yet.
+    Planned,
+    /// A create was (or is about to be) sent; the answer is not stored yet. On recovery the
+    /// provision label decides whether the server exists.
+    Creating,
+    /// The server exists; its create action is being polled.
+    Booting,
+    /// The create action succeeded.
+    Created,
+    /// The create failed or its action ended in error.
+    Failed,
+    /// An approver destroyed the failed server.
+    Destroyed,
+}
+
+impl MachineStatus {
+    /// Every status, in order.
+    pub const ALL: [MachineStatus; 6] = [
+        MachineStatus::Planned,
+        MachineStatus::Creating,
+        MachineStatus::Booting,
+        MachineStatus::Created,
+        MachineStatus::Failed,
+        MachineStatus::Destroyed,
+    ];
+
+    /// The stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MachineStatus::Planned => "planned",
+            MachineStatus::Creating => "creating",
+            MachineStatus::Booting => "booting",
+            MachineStatus::Created => "created",
+            MachineStatus::Failed => "failed",
+            MachineStatus::Destroyed => "destroyed",
+        }
+    }
+
+    /// Whether the runner is done with this machine.
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            MachineStatus::Created | MachineStatus::Failed | MachineStatus::Destroyed
+        )
+    }
+}
+
+impl fmt::Display for MachineStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for MachineStatus {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        MachineStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_never_move_again() {
+        for from in ProvisionState::ALL.into_iter().filter(|s| s.is_terminal()) {
+            for to in ProvisionState::ALL {
+                assert!(!from.can_become(to), "{from} → {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_an_approved_request_can_start_executing() {
+        for from in ProvisionState::ALL {
+            assert_eq!(
+                from.can_become(ProvisionState::Executing),
+                from == ProvisionState::Approved,
+                "{from}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in ProvisionState::ALL {
+            assert_eq!(s.as_str().parse::<ProvisionState>(), Ok(s));
+        }
+        for s in MachineStatus::ALL {
+            assert_eq!(s.as_str().parse::<MachineStatus>(), Ok(s));
+        }
+    }
+}

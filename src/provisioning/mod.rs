@@ -1,0 +1,182 @@
+//! Provisioning: request → plan → approval → durable job runner → reconcile. Every operation
+//! checks the caller's role, validates, and writes its change, its timeline event, its audit
+//! entry and its webhook notification in one transaction.
+//!
+//! - `plan`: renders every machine's payload with the fleet's real secrets, prices it, hashes it.
+//! - `requests`: create, approve, reject, cancel, read, list; expiry and supersession.
+//! - `transition`: the one place a request's state is written.
+//! - `runner`: claims approved requests (`BEGIN IMMEDIATE`) and executes them exactly once.
+//! - `history`: filtered listing and CSV/JSONL export.
+//! - `notify`: the webhook outbox and its delivery loop.
+
+pub mod notify;
+pub mod transition;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cloud_init::{Finding, Severity};
+use crate::domain::{FieldError, FieldErrors, Forbidden, MachineStatus, ProvisionState, UnixMillis};
+
+/// Machines one request may create.
+pub const COUNT_MAX: u32 = 20;
+/// Longest reason, in characters.
+pub const REASON_MAX: usize = 500;
+
+/// One machine of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedMachine {
+    /// Unique server name (RFC 1123 label).
+    pub name: String,
+    /// sha256 of the real payload (with the real secrets).
+    pub sha256: String,
+    /// Size of the real payload.
+    pub size_bytes: usize,
+    /// Validation findings (none of severity error, or the plan could not be filed).
+    pub findings: Vec<PlanFinding>,
+}
+
+/// A validation finding as a plan keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFinding {
+    /// `error`, `warning` or `info`.
+    pub severity: String,
+    /// Which check produced it.
+    pub check: String,
+    pub message: String,
+    /// 1-based line in the payload.
+    pub line: Option<usize>,
+}
+
+impl PlanFinding {
+    /// Whether it blocks the plan.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error.as_str()
+    }
+}
+
+impl From<&Finding> for PlanFinding {
+    fn from(f: &Finding) -> Self {
+        PlanFinding {
+            severity: f.severity.as_str().to_owned(),
+            check: f.check.to_owned(),
+            message: f.message.clone(),
+            line: f.line,
+        }
+    }
+}
+
+/// What a request will create and what it costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub provider: String,
+    pub location: String,
+    pub server_type: String,
+    pub image: String,
+    pub machines: Vec<PlannedMachine>,
+    /// Hourly price of one machine at the location (catalogue text, e.g. `0.0072`).
+    pub hourly_price: String,
+    /// Monthly price of one machine at the location.
+    pub monthly_price: String,
+    /// `count × hourly_price`, as decimal text with 4 places.
+    pub hourly_cost: String,
+    /// `count × monthly_price`, as decimal text with 4 places.
+    pub monthly_cost: String,
+    /// ISO 4217 code of every price above.
+    pub currency: String,
+}
+
+/// A provision request as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Provision {
+    pub id: i64,
+    pub fleet: String,
+    pub machine_config: String,
+    pub config_version: i64,
+    pub template: String,
+    pub template_version: i64,
+    pub count: u32,
+    pub reason: String,
+    pub requester: String,
+    pub state: ProvisionState,
+    /// Why it is in its state (rejection reason, failure, what superseded it); may be empty.
+    pub state_reason: String,
+    pub plan: Plan,
+    pub plan_hash: String,
+    pub approvals_required: u32,
+    /// Who approved this plan, in order.
+    pub approvers: Vec<String>,
+    pub created_at: UnixMillis,
+    pub updated_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub approved_at: Option<UnixMillis>,
+    pub finished_at: Option<UnixMillis>,
+}
+
+/// One machine's progress.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineRecord {
+    pub idx: u32,
+    pub name: String,
+    pub sha256: String,
+    pub size_bytes: usize,
+    pub status: MachineStatus,
+    pub server_id: Option<i64>,
+    pub action_id: Option<i64>,
+    pub ipv4: Option<String>,
+    /// The provider's own status word (`running`, `initializing`, …).
+    pub provider_status: Option<String>,
+    pub error: Option<String>,
+    pub updated_at: UnixMillis,
+}
+
+/// One line of a request's timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub at: UnixMillis,
+    /// `state`, `approval`, `provider.call`, `provider.answer`, `webhook`, …
+    pub kind: String,
+    pub machine: Option<String>,
+    pub message: String,
+    /// Secret-free details (a provider answer, with `root_password` dropped).
+    pub details: serde_json::Value,
+}
+
+/// Why an operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisioningError {
+    /// The caller's role does not reach the operation.
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+    /// A rule about who may act (four-eyes): 403 naming the rule.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// Bad input, by field.
+    #[error("{0}")]
+    Invalid(FieldErrors),
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The request's state forbids the operation (already approved, expired, superseded): 409.
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ProvisioningError {
+    fn from(e: sqlx::Error) -> Self {
+        ProvisioningError::Internal(e.into())
+    }
+}
+
+impl From<FieldError> for ProvisioningError {
+    fn from(e: FieldError) -> Self {
+        ProvisioningError::Invalid(e.into())
+    }
+}
+
+impl From<FieldErrors> for ProvisioningError {
+    fn from(e: FieldErrors) -> Self {
+        ProvisioningError::Invalid(e)
+    }
+}
