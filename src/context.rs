@@ -33,6 +33,9 @@ pub struct Ctx {
     pub outbound: OutboundClient,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
+    /// Wakes the provisioning runner when a request becomes approved, so execution starts
+    /// without waiting for the runner's next poll.
+    pub jobs: Arc<tokio::sync::Notify>,
 }
 
 impl Ctx {
@@ -85,6 +88,7 @@ impl Ctx {
             renderer,
             outbound: pin.build()?,
             exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
+            jobs: Arc::new(tokio::sync::Notify::new()),
         })
     }
 

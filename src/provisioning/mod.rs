@@ -180,3 +180,43 @@ impl From<FieldErrors> for ProvisioningError {
         ProvisioningError::Invalid(e)
     }
 }
+
+/// What a person asks for (raw input: `requests::create` and `requests::plan` parse it).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NewRequest {
+    pub fleet: String,
+    pub machine_config: String,
+    /// A stored template's name; empty or absent means the config's own template.
+    pub template: Option<String>,
+    /// Machines to create (1–`COUNT_MAX`).
+    pub count: i64,
+    /// Why (1–`REASON_MAX` characters).
+    pub reason: String,
+}
+
+/// Filters for listings, history and exports; every field optional, all must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProvisionFilter {
+    pub fleet: Option<String>,
+    pub machine_config: Option<String>,
+    pub state: Option<ProvisionState>,
+    pub requester: Option<String>,
+    /// Requests this user approved.
+    pub approver: Option<String>,
+    /// Created at or after.
+    pub from: Option<UnixMillis>,
+    /// Created before.
+    pub to: Option<UnixMillis>,
+}
+
+/// A request with everything its page shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvisionDetail {
+    pub provision: Provision,
+    pub machines: Vec<MachineRecord>,
+    pub events: Vec<Event>,
+    /// The redacted payload (every machine's differs only by its name), for display.
+    pub redacted_payload: String,
+    /// Audit entries whose target is this request, oldest first.
+    pub audit: Vec<crate::audit::AuditRow>,
+}
