@@ -97,6 +97,19 @@ pub struct Settings {
     pub render_worker: Option<PathBuf>,
     /// A cached provider catalogue older than this is fetched again when next used.
     pub catalogue_max_age: Duration,
+    /// How often the provisioning runner looks for approved requests when nothing wakes it.
+    pub runner_poll: Duration,
+    /// The runner's first wait between two polls of a provider action (it doubles, to 8×).
+    pub runner_action_poll: Duration,
+    /// Where provision notifications are POSTed; `None` sends none.
+    pub webhook_url: Option<url::Url>,
+    /// Key of the notifications' HMAC signature, from `HEADROOM_WEBHOOK_SECRET` or
+    /// `HEADROOM_WEBHOOK_SECRET_FILE`; always set when `webhook_url` is.
+    pub webhook_secret: Option<SecretString>,
+    /// Base of deep links in notifications, without a trailing `/`.
+    pub public_url: String,
+    /// Delivery attempts of one notification before it is marked failed.
+    pub webhook_attempts: u32,
 }
 
 /// When failed logins slow down and lock.
@@ -235,6 +248,16 @@ keys! {
     render_worker: PathBuf = "/usr/local/bin/headroom";
     /// Hours before a cached provider catalogue is fetched again on use (1–8760).
     catalogue_max_age_hours: u64 = "6";
+    /// Milliseconds between the provisioning runner's looks for approved requests (10–3600000).
+    runner_poll_ms: u64 = "2000";
+    /// Milliseconds before the runner's first poll of a provider action (10–60000).
+    runner_action_poll_ms: u64 = "500";
+    /// Provision notifications receiver (http or https; needs the webhook secret).
+    webhook_url: String = "https://hooks.example.com/headroom";
+    /// Base URL of deep links (default: `http://` + bind).
+    public_url: String = "https://headroom.example.com";
+    /// Delivery attempts per notification (1–100).
+    webhook_attempts: u32 = "5";
 }
 
 impl PartialSettings {
@@ -271,6 +294,13 @@ impl PartialSettings {
             render_output_bytes: Some(4 * MIN_RENDER_OUTPUT_BYTES),
             render_worker: None,
             catalogue_max_age_hours: Some(24),
+            // An approval wakes the runner at once; the poll only catches what a wake missed.
+            runner_poll_ms: Some(5_000),
+            // Hetzner's create action takes seconds; a second's wait rarely needs a second poll.
+            runner_action_poll_ms: Some(1_000),
+            webhook_url: None,
+            public_url: None,
+            webhook_attempts: Some(8),
         }
     }
 }
@@ -343,6 +373,13 @@ pub enum SettingsError {
 /// The variables holding the provider token (never a file key).
 pub const SECRET_VARIABLES: [&str; 2] = ["HETZNER_API_TOKEN", "HETZNER_API_TOKEN_FILE"];
 
+/// The variables holding the webhook signing secret (never a file key).
+pub const WEBHOOK_SECRET_VARIABLES: [&str; 2] =
+    ["HEADROOM_WEBHOOK_SECRET", "HEADROOM_WEBHOOK_SECRET_FILE"];
+
+/// The secrets `headroom settings` lists after [`KEYS`], in order, shown only as `set`/`unset`.
+pub const SECRETS: [&str; 2] = ["hetzner_api_token", "webhook_secret"];
+
 /// Loads the layers in order — `defaults`, the file, the environment (`env` is passed in so
 /// tests need not touch the process), `flags` — and validates the result once. `serve`,
 /// `demo` and `headroom settings` all come through here.
@@ -378,8 +415,9 @@ pub fn load(
         Some(Source::Flag) => format!("flag --{}", name.replace('_', "-")),
         Some(Source::Default) | None => "the default".into(),
     };
-    let (token, token_source) = read_token(env)?;
-    let settings = settle(&merged, token, &origin)?;
+    let (token, token_source) = read_secret(env, SECRET_VARIABLES)?;
+    let (webhook_secret, webhook_secret_source) = read_secret(env, WEBHOOK_SECRET_VARIABLES)?;
+    let settings = settle(&merged, token, webhook_secret, &origin)?;
 
     let mut effective: Vec<Effective> = KEYS
         .iter()
@@ -397,6 +435,15 @@ pub fn load(
             "unset".into()
         },
         source: token_source,
+    });
+    effective.push(Effective {
+        key: "webhook_secret",
+        value: if settings.webhook_secret.is_some() {
+            "set".into()
+        } else {
+            "unset".into()
+        },
+        source: webhook_secret_source,
     });
     Ok(Loaded {
         settings,
@@ -422,6 +469,10 @@ fn read_file(path: &Path) -> Result<PartialSettings, SettingsError> {
                 "hetzner_api_token is a secret and never read from the file: set \
                  HETZNER_API_TOKEN or HETZNER_API_TOKEN_FILE"
                     .to_owned()
+            } else if name == "webhook_secret" {
+                "webhook_secret is a secret and never read from the file: set \
+                 HEADROOM_WEBHOOK_SECRET or HEADROOM_WEBHOOK_SECRET_FILE"
+                    .to_owned()
             } else {
                 format!("unknown key `{name}` (`headroom settings` lists every key)")
             };
@@ -446,10 +497,11 @@ fn read_env(env: &dyn Fn(&str) -> Option<String>) -> Result<PartialSettings, Set
     Ok(layer)
 }
 
-fn read_token(
+/// A secret from its variable, or else from the file its `_FILE` variable names.
+fn read_secret(
     env: &dyn Fn(&str) -> Option<String>,
+    [direct, from_file]: [&str; 2],
 ) -> Result<(Option<SecretString>, Source), SettingsError> {
-    let [direct, from_file] = SECRET_VARIABLES;
     if let Some(v) = env(direct) {
         return Ok((Some(SecretString::from(v)), Source::Env));
     }
@@ -470,9 +522,28 @@ fn read_token(
 fn settle(
     p: &PartialSettings,
     hetzner_api_token: Option<SecretString>,
+    webhook_secret: Option<SecretString>,
     origin: &dyn Fn(&'static str) -> String,
 ) -> Result<Settings, SettingsError> {
     let rules = Rules { origin };
+    let webhook_url = p
+        .webhook_url
+        .as_deref()
+        .map(|raw| rules.http_url("webhook_url", raw))
+        .transpose()?;
+    if webhook_url.is_some() && webhook_secret.is_none() {
+        // An unsigned notification could be forged by anyone who can reach the receiver.
+        return Err(rules.broken(
+            "webhook_url",
+            "webhook_url needs webhook_secret (set HEADROOM_WEBHOOK_SECRET or \
+             HEADROOM_WEBHOOK_SECRET_FILE) to sign notifications"
+                .into(),
+        ));
+    }
+    let public_url = match p.public_url.as_deref() {
+        Some(raw) => rules.http_url("public_url", raw)?.as_str().to_owned(),
+        None => format!("http://{}", rules.required(p.bind.clone(), "bind")?),
+    };
     let base_delay = rules.range(
         p.throttle_base_delay_seconds,
         "throttle_base_delay_seconds",
@@ -612,6 +683,30 @@ fn settle(
                 "hours",
             )?,
         ),
+        runner_poll: Duration::from_millis(rules.range(
+            p.runner_poll_ms,
+            "runner_poll_ms",
+            10,
+            3_600_000,
+            "milliseconds",
+        )?),
+        runner_action_poll: Duration::from_millis(rules.range(
+            p.runner_action_poll_ms,
+            "runner_action_poll_ms",
+            10,
+            60_000,
+            "milliseconds",
+        )?),
+        webhook_url,
+        webhook_secret,
+        public_url: public_url.trim_end_matches('/').to_owned(),
+        webhook_attempts: rules.range(
+            p.webhook_attempts,
+            "webhook_attempts",
+            1,
+            100,
+            "attempts",
+        )?,
     })
 }
 
@@ -631,6 +726,24 @@ impl Rules<'_> {
     /// Every key but the optional paths has a default, so `None` here is a missing default.
     fn required<T>(&self, value: Option<T>, key: &'static str) -> Result<T, SettingsError> {
         value.ok_or_else(|| self.broken(key, format!("{key} has no value")))
+    }
+
+    /// An absolute http or https URL with a host and no credentials in it.
+    fn http_url(&self, key: &'static str, raw: &str) -> Result<url::Url, SettingsError> {
+        match url::Url::parse(raw.trim()) {
+            Ok(u)
+                if matches!(u.scheme(), "http" | "https")
+                    && u.host().is_some()
+                    && u.username().is_empty()
+                    && u.password().is_none() =>
+            {
+                Ok(u)
+            }
+            _ => Err(self.broken(
+                key,
+                format!("{key} must be an http or https URL with a host and no credentials, not {raw:?}"),
+            )),
+        }
     }
 
     fn range<T>(
@@ -719,7 +832,13 @@ mod tests {
             .collect();
         assert_eq!(
             unset,
-            ["cloud_init_schema", "outbound_ca_file", "render_worker"]
+            [
+                "cloud_init_schema",
+                "outbound_ca_file",
+                "render_worker",
+                "webhook_url",
+                "public_url"
+            ]
         );
         assert!(loaded.effective.iter().all(|e| e.source == Source::Default));
     }
@@ -860,7 +979,14 @@ mod tests {
         std::fs::write(&token_file, "s3cret-token\n").unwrap();
         let path = token_file.display().to_string();
         let loaded = from_env("HETZNER_API_TOKEN_FILE", &path).unwrap();
-        let line = loaded.effective.last().unwrap();
+        let token_line = |l: &Loaded| {
+            l.effective
+                .iter()
+                .find(|e| e.key == "hetzner_api_token")
+                .cloned()
+                .unwrap()
+        };
+        let line = token_line(&loaded);
         assert_eq!(
             (line.key, line.value.as_str(), line.source),
             ("hetzner_api_token", "set", Source::Env)
@@ -871,7 +997,7 @@ mod tests {
             "s3cret-token"
         );
         let loaded = from_env("UNRELATED", "x").unwrap();
-        assert_eq!(loaded.effective.last().unwrap().value, "unset");
+        assert_eq!(token_line(&loaded).value, "unset");
         assert!(loaded.effective.iter().all(|e| !e.value.contains("s3cret")));
     }
 
@@ -895,5 +1021,74 @@ mod tests {
             err.contains("HEADROOM_OUTBOUND_ALLOW") && err.contains("not a URL"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_webhook_secret_comes_only_from_its_variables_and_a_url_needs_it() {
+        let err = from_file("webhook_url = \"https://hooks.example.com/h\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("webhook_url needs webhook_secret")
+                && err.contains("HEADROOM_WEBHOOK_SECRET"),
+            "{err}"
+        );
+        let err = from_file("webhook_secret = \"s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("never read from the file"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let secret_file = dir.path().join("hook");
+        std::fs::write(&secret_file, "hook-s3cret\n").unwrap();
+        let path = secret_file.display().to_string();
+        let env = |k: &str| match k {
+            "HEADROOM_WEBHOOK_URL" => Some("http://127.0.0.1:9999/hook".to_owned()),
+            "HEADROOM_WEBHOOK_SECRET_FILE" => Some(path.clone()),
+            _ => None,
+        };
+        let loaded = load(
+            PartialSettings::defaults(),
+            None,
+            &env,
+            PartialSettings::default(),
+        )
+        .unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(
+            loaded
+                .settings
+                .webhook_secret
+                .as_ref()
+                .unwrap()
+                .expose_secret(),
+            "hook-s3cret"
+        );
+        let line = loaded.effective.last().unwrap();
+        assert_eq!(
+            (line.key, line.value.as_str(), line.source),
+            ("webhook_secret", "set", Source::Env)
+        );
+        assert!(loaded.effective.iter().all(|e| !e.value.contains("s3cret")));
+        assert_eq!(loaded.settings.webhook_attempts, 8);
+    }
+
+    #[test]
+    fn webhook_and_public_urls_must_be_http_with_a_host_and_public_url_defaults_to_bind() {
+        for (text, key) in [
+            ("webhook_url = \"ftp://x/h\"", "webhook_url"),
+            ("webhook_url = \"https://user:pw@x/h\"", "webhook_url"),
+            ("public_url = \"not a url\"", "public_url"),
+            ("webhook_attempts = 101", "webhook_attempts"),
+        ] {
+            let err = from_file(text).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{key} must be")), "{text}: {err}");
+        }
+        let s = from_file("bind = \"127.0.0.1:7000\"\n").unwrap().settings;
+        assert_eq!(s.public_url, "http://127.0.0.1:7000");
+        let s = from_file("public_url = \"https://h.example.com/console/\"\n")
+            .unwrap()
+            .settings;
+        assert_eq!(s.public_url, "https://h.example.com/console");
     }
 }

@@ -31,6 +31,8 @@ pub struct Ctx {
     pub renderer: Renderer,
     /// Client for pin pre-flights (tarball downloads), under the outbound policy for pins.
     pub outbound: OutboundClient,
+    /// Client for webhook deliveries, under the outbound policy for webhooks.
+    pub webhook: OutboundClient,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
@@ -80,8 +82,20 @@ impl Ctx {
         if let Some(path) = &settings.outbound_ca_file {
             pin = pin.ca_file(path)?;
         }
+        // A receiver that hangs holds one delivery, never a provision: short limits keep the
+        // outbox moving.
+        let mut webhook = OutboundClient::builder(
+            crate::outbound::Purpose::Webhook,
+            settings.outbound_allow.clone(),
+        )
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(10));
+        if let Some(path) = &settings.outbound_ca_file {
+            webhook = webhook.ca_file(path)?;
+        }
         Ok(Ctx {
             pool,
+            webhook: webhook.build()?,
             clock,
             providers: Providers::new(hetzner, settings.simulated_provider),
             settings: Arc::new(settings),

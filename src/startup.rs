@@ -77,6 +77,11 @@ impl Application {
         let server = run(listener, state.clone())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let loops = vec![
+            // Webhook notifications queued by provision changes (none when no webhook is set).
+            tokio::spawn(crate::provisioning::notify::run_until_stopped(
+                state.ctx.clone(),
+                shutdown.subscribe(),
+            )),
             // A configured provider with an empty cache is fetched now, without holding up start.
             tokio::spawn(crate::machines::catalogue::fetch_missing_until_stopped(
                 state.ctx.clone(),
@@ -92,6 +97,11 @@ impl Application {
                     },
                     every: crate::auth::sessions::PURGE_EVERY,
                 },
+                shutdown.subscribe(),
+            )),
+            // Reconciles interrupted executions first, then runs approved requests.
+            tokio::spawn(crate::provisioning::runner::start(
+                state.ctx.clone(),
                 shutdown.subscribe(),
             )),
         ];

@@ -16,6 +16,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Invalid(FieldErrors),
+    /// The target's state forbids the operation (already approved, expired, superseded).
+    #[error("{0}")]
+    Conflict(String),
     /// The provider failed; not the caller's fault.
     #[error("{0}")]
     Upstream(String),
@@ -51,12 +54,28 @@ impl From<AccountError> for ApiError {
     }
 }
 
+impl From<crate::provisioning::ProvisioningError> for ApiError {
+    fn from(e: crate::provisioning::ProvisioningError) -> Self {
+        use crate::provisioning::ProvisioningError as E;
+        match e {
+            E::Forbidden(f) => ApiError::Forbidden(f.to_string()),
+            // The message names the rule ("four-eyes: …").
+            E::NotAllowed(rule) => ApiError::Forbidden(rule),
+            E::Invalid(errors) => ApiError::Invalid(errors),
+            e @ E::NotFound(_) => ApiError::NotFound(e.to_string()),
+            E::Conflict(why) => ApiError::Conflict(why),
+            E::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Upstream(_) => StatusCode::BAD_GATEWAY,
             ApiError::RetryLater { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -107,4 +126,17 @@ pub fn json_error(
     };
     let res = Problem::new(status, detail).response();
     actix_web::error::InternalError::from_response(err, res).into()
+}
+
+impl From<crate::fleets::FleetsError> for ApiError {
+    fn from(e: crate::fleets::FleetsError) -> Self {
+        use crate::fleets::FleetsError as F;
+        match e {
+            F::Forbidden(f) => ApiError::Forbidden(f.to_string()),
+            F::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            F::Invalid(errors) => ApiError::Invalid(errors),
+            F::Conflict(why) => ApiError::Conflict(why),
+            F::Internal(e) => ApiError::Internal(e),
+        }
+    }
 }

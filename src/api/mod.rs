@@ -5,9 +5,13 @@ pub mod audit;
 pub mod catalogue;
 pub mod configs;
 pub mod errors;
+pub mod fleets;
+pub mod history;
 pub mod json;
 pub mod machine_request;
 pub mod me;
+pub mod provision_machines;
+pub mod provisions;
 pub mod rules;
 pub mod tokens;
 pub mod users;
@@ -38,6 +42,15 @@ pub mod paths {
     pub const CATALOGUE: &str = "/api/v1/catalogue";
     pub const CATALOGUE_REFRESH: &str = "/api/v1/catalogue/{provider}/refresh";
     pub const AUDIT: &str = "/api/v1/audit";
+    pub const PROVISIONS_EXPORT: &str = "/api/v1/provisions/export";
+    pub const FLEETS: &str = "/api/v1/fleets";
+    pub const FLEET: &str = "/api/v1/fleets/{name}";
+    pub const PROVISION_MACHINE_DESTROY: &str = "/api/v1/provisions/{id}/machines/{idx}/destroy";
+    pub const PROVISIONS: &str = "/api/v1/provisions";
+    pub const PROVISION: &str = "/api/v1/provisions/{id}";
+    pub const PROVISION_APPROVE: &str = "/api/v1/provisions/{id}/approve";
+    pub const PROVISION_REJECT: &str = "/api/v1/provisions/{id}/reject";
+    pub const PROVISION_CANCEL: &str = "/api/v1/provisions/{id}/cancel";
 }
 
 /// The API route table.
@@ -114,6 +127,54 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         // The audit page's role.
         Endpoint::new(Method::GET, AUDIT, viewer, || web::route().to(audit::list)),
+        // Before any `/api/v1/provisions/{id}` route, so `export` is not taken for an id.
+        Endpoint::new(Method::GET, PROVISIONS_EXPORT, viewer, || {
+            web::route().to(history::export)
+        }),
+        Endpoint::new(Method::GET, FLEETS, viewer, || {
+            web::route().to(fleets::list)
+        }),
+        Endpoint::new(Method::POST, FLEETS, operator, || {
+            web::route().to(fleets::create)
+        }),
+        Endpoint::new(Method::GET, FLEET, viewer, || web::route().to(fleets::get)),
+        Endpoint::new(Method::PUT, FLEET, operator, || {
+            web::route().to(fleets::put)
+        }),
+        Endpoint::new(Method::DELETE, FLEET, operator, || {
+            web::route().to(fleets::delete)
+        }),
+        Endpoint::new(
+            Method::POST,
+            PROVISION_MACHINE_DESTROY,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(provision_machines::destroy),
+        ),
+        Endpoint::new(Method::GET, PROVISIONS, viewer, || {
+            web::route().to(provisions::list)
+        }),
+        Endpoint::new(Method::POST, PROVISIONS, operator, || {
+            web::route().to(provisions::create)
+        }),
+        Endpoint::new(Method::GET, PROVISION, viewer, || {
+            web::route().to(provisions::get)
+        }),
+        Endpoint::new(
+            Method::POST,
+            PROVISION_APPROVE,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(provisions::approve),
+        ),
+        Endpoint::new(
+            Method::POST,
+            PROVISION_REJECT,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(provisions::reject),
+        ),
+        // Operators cancel their own requests; the operation checks whose it is.
+        Endpoint::new(Method::POST, PROVISION_CANCEL, operator, || {
+            web::route().to(provisions::cancel)
+        }),
         Endpoint::new(Method::GET, OPENAPI, Access::Public, || {
             web::route().to(openapi_json)
         }),
@@ -128,6 +189,10 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::list, tokens::create, tokens::revoke,
         catalogue::show, catalogue::refresh,
         audit::list,
+        history::export,
+        fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete,
+        provision_machines::destroy,
+        provisions::list, provisions::create, provisions::get, provisions::approve, provisions::reject, provisions::cancel,
         configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions, configs::pin_check,
         configs::list_templates, configs::create_template, configs::get_template, configs::put_template, configs::template_versions,
         configs::render),
@@ -135,6 +200,10 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
+        fleets::FleetJson, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest,
+        provision_machines::DestroyedMachineJson,
+        provisions::ProvisionJson, provisions::ProvisionMachineJson, provisions::PlanJson, provisions::ProvisionPageJson, provisions::ProvisionDetailJson,
+        provisions::ProvisionEventJson, provisions::ProvisionRequestJson, provisions::ApproveJson, provisions::RejectJson,
         configs::MachineConfigJson, configs::MachineConfigVersionJson, configs::PinCheckJson, configs::TemplateJson, configs::TemplateRequest,
         configs::TemplateUpdate, configs::RenderRequestJson, configs::RenderResponse, configs::FindingJson, configs::SecretsJson,
         machine_request::MachineConfigRequest, machine_request::MachineConfigUpdate, crate::domain::machine::MachineSpec)),

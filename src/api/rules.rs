@@ -207,3 +207,43 @@ rule!(
         "A tera document (at most 131,072 characters, no NUL) that the sandbox accepts.",
     )
 );
+
+/// A yubaba base URL: http or https, a host (a name or a bracketed IPv6 literal), an optional
+/// port up to 65535, an optional path; no credentials, query, fragment, spaces or backslashes.
+const ENDPOINT_URL: &str = "^https?://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#@\\\\:\\[\\]<>^|%\\u0000-\\u001F\\u007F-\\u009F]+)(:(0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?)?(/[^\\s?#\\\\\\u0000-\\u001F\\u007F-\\u009F]*)?$";
+/// A secret source: `env:VARIABLE` or `file:/absolute/path` without a `..` component, or
+/// empty (none).
+const SECRET_SOURCE: &str = "^(env:[A-Z_][A-Z0-9_]{0,127}|file:(?!.*/\\.\\.(/|$))/[^\\u0000-\\u001F\\u007F-\\u009F]{0,1023})?$";
+
+rule!(
+    /// A fleet's yubaba base URLs.
+    EndpointsRule => ArrayBuilder::new()
+        .items(string(ENDPOINT_URL, Some(crate::domain::fleet::ENDPOINT_MAX_CHARS), "An http(s) base URL with a host, no credentials, query or fragment; at most 2,048 characters. A trailing / is dropped."))
+        .max_items(Some(crate::domain::fleet::ENDPOINTS_MAX))
+        .description(Some("1 to 16 distinct yubaba base URLs (at least one is required)."))
+);
+rule!(
+    /// Approvals a fleet's requests need.
+    ApprovalsRequiredRule => integer(1, Some(u64::from(crate::domain::fleet::APPROVALS_MAX)), true, "Distinct approvers a request needs; null or absent means 1.")
+);
+rule!(
+    /// Hours an approval window stays open.
+    ApprovalTtlRule => integer(1, Some(u64::from(crate::domain::fleet::APPROVAL_TTL_HOURS_MAX)), true, "Hours a request may wait for approval; null or absent means 4.")
+);
+rule!(
+    /// Seconds between scrapes.
+    ScrapeIntervalRule => integer(u64::from(crate::domain::fleet::SCRAPE_INTERVAL_SECS_MIN), Some(u64::from(crate::domain::fleet::SCRAPE_INTERVAL_SECS_MAX)), true, "Seconds between scrapes; null or absent means 15.")
+);
+rule!(
+    /// Seconds one scrape may take.
+    ScrapeTimeoutRule => integer(1, Some(u64::from(crate::domain::fleet::SCRAPE_TIMEOUT_SECS_MAX)), true, "Seconds one scrape may take, below scrape_interval_secs; null or absent means 5.")
+);
+rule!(
+    /// Spare nodes required, overriding N+1 / N+2.
+    RequiredOverrideRule => integer(0, Some(u64::from(crate::domain::fleet::REQUIRED_OVERRIDE_MAX)), true, "Spare nodes required; null or absent derives N+1 or N+2 from the fleet's regions.")
+);
+rule!(
+    /// Where a render-time secret is read.
+    SecretSourceRule => string(SECRET_SOURCE, None, "env:VARIABLE (A-Z, 0-9, _; at most 128) or file:/absolute/path (at most 1,024 characters, no ..); read when a payload is rendered, never stored. Empty or null means none.")
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+);

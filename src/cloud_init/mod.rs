@@ -11,6 +11,7 @@ pub mod render;
 pub mod sample;
 pub mod sandbox;
 pub mod schema;
+pub mod secret_use;
 pub mod validate;
 pub mod worker;
 

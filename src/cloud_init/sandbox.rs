@@ -306,6 +306,7 @@ fn capped_range(args: &HashMap<String, Value>, cap: usize) -> tera::Result<Value
 fn refusals(body: &str, ast: &[Node]) -> Vec<Refusal> {
     let mut found: Vec<(String, String)> = Vec::new();
     walk_nodes(ast, &mut found);
+    found.extend(super::secret_use::refusals(ast));
     let mut seen = std::collections::HashSet::new();
     found
         .into_iter()

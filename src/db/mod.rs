@@ -3,14 +3,18 @@
 
 pub mod audit;
 pub mod catalogue;
+pub mod fleets;
 pub mod instance_keys;
 pub mod pins;
 pub mod provision_events;
+pub mod provision_jobs;
+pub mod provisions;
 pub mod sessions;
 pub mod throttle;
 pub mod tokens;
 pub mod users;
 pub mod versions;
+pub mod webhooks;
 
 use std::str::FromStr;
 use std::time::Duration;

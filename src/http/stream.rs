@@ -39,3 +39,17 @@ pub fn audit_export(format: ExportFormat, stream: ExportStream) -> HttpResponse 
         ))
         .streaming(TextChunks(stream))
 }
+
+/// A streamed export of encoded text chunks as a download named `file_name`.
+pub fn download<S>(content_type: &str, file_name: &str, stream: S) -> HttpResponse
+where
+    S: futures_core::Stream<Item = Result<String, std::io::Error>> + Unpin + 'static,
+{
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{file_name}\""),
+        ))
+        .streaming(TextChunks(stream))
+}

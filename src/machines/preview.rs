@@ -70,10 +70,14 @@ pub async fn preview(
             requested_by: caller.actor.name(),
         })
         .await;
-    // Provisions arrive with the provisioning work; until then there is nothing to compare.
+    // What the config's last successful provision booted with (redacted), to diff against.
+    let last_provisioned = {
+        let mut conn = ctx.pool.acquire().await?;
+        crate::db::provisions::last_succeeded_payload(&mut conn, config.spec.name.as_str()).await?
+    };
     Ok(Preview {
         rendered,
         template_name,
-        last_provisioned: None,
+        last_provisioned,
     })
 }

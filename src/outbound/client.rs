@@ -248,4 +248,28 @@ impl OutboundClient {
         }
         Ok(res)
     }
+
+    /// POSTs `body` with `headers` to `url` after checking it (webhook deliveries); a non-2xx
+    /// answer is `FetchError::Status`, its body unread.
+    #[tracing::instrument(skip_all, fields(outbound.purpose = ?self.purpose))]
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> Result<reqwest::Response, FetchError> {
+        let parsed = Url::parse(url).map_err(|_| FetchError::Refused(Refusal::NoHost))?;
+        check_url(self.purpose, &self.allow, &parsed, Hop::First).inspect_err(|r| {
+            tracing::info!(outbound.reason = %r, "outbound post refused before connecting");
+        })?;
+        let mut req = self.http.post(parsed).body(body);
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
+        let res = req.send().await.map_err(|e| FetchError::from_reqwest(&e))?;
+        if !res.status().is_success() {
+            return Err(FetchError::Status(res.status().as_u16()));
+        }
+        Ok(res)
+    }
 }

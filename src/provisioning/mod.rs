@@ -9,13 +9,20 @@
 //! - `history`: filtered listing and CSV/JSONL export.
 //! - `notify`: the webhook outbox and its delivery loop.
 
+pub mod cost;
+pub mod history;
 pub mod notify;
+pub mod plan;
+pub mod requests;
+pub mod runner;
 pub mod transition;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cloud_init::{Finding, Severity};
-use crate::domain::{FieldError, FieldErrors, Forbidden, MachineStatus, ProvisionState, UnixMillis};
+use crate::domain::{
+    FieldError, FieldErrors, Forbidden, MachineStatus, ProvisionState, UnixMillis,
+};
 
 /// Machines one request may create.
 pub const COUNT_MAX: u32 = 20;

@@ -49,6 +49,7 @@ pub struct Credential {
 /// Seeds the machine config and the accounts, then prints the credentials to stdout once.
 pub async fn seed(state: &AppState, address: &str) -> anyhow::Result<()> {
     seed_config(state).await?;
+    seed_fleet(state).await?;
     let credentials = seed_users(&state.ctx).await?;
     let mut out = std::io::stdout().lock();
     print_credentials(&mut out, address, &credentials)?;
@@ -82,6 +83,28 @@ pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
             Ok(())
         }
         Err(e) => Err(anyhow::anyhow!("seeding the demo machine config: {e}")),
+    }
+}
+
+/// The demo fleet's name.
+pub const DEMO_FLEET: &str = "demo";
+
+/// The demo fleet `demo`, restored with `spare-fsn1` after one approval, created once (after
+/// `seed_config`, whose config it names).
+pub async fn seed_fleet(state: &AppState) -> anyhow::Result<()> {
+    let input = crate::domain::fleet::FleetInput {
+        name: DEMO_FLEET.into(),
+        // The simulated yubaba fleet arrives with the scraper (issue 9) and will listen on
+        // loopback; until then nothing scrapes this address, and requests do not need it.
+        endpoints: vec!["http://127.0.0.1:7480".into()],
+        restore_machine_config: "spare-fsn1".into(),
+        approvals_required: Some(serde_json::json!(1)),
+        ..Default::default()
+    };
+    match crate::fleets::create(&state.ctx, &Caller::system(), &input).await {
+        Ok(_) => Ok(()),
+        Err(crate::fleets::FleetsError::Invalid(e)) if e.for_field("name").is_some() => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("seeding the demo fleet: {e}")),
     }
 }
 

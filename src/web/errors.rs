@@ -15,6 +15,9 @@ pub enum WebError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// The target's state forbids the operation (already approved, expired, superseded).
+    #[error("{0}")]
+    Conflict(String),
     /// Refused for now (429 throttled, 503 busy); the page carries `Retry-After`.
     #[error("{message}")]
     RetryLater {
@@ -53,12 +56,28 @@ impl From<AccountError> for WebError {
     }
 }
 
+impl From<crate::provisioning::ProvisioningError> for WebError {
+    fn from(e: crate::provisioning::ProvisioningError) -> Self {
+        use crate::provisioning::ProvisioningError as E;
+        match e {
+            E::Forbidden(f) => WebError::Forbidden(f.to_string()),
+            // The message names the rule ("four-eyes: …").
+            E::NotAllowed(rule) => WebError::Forbidden(rule),
+            E::Invalid(errors) => WebError::BadRequest(errors.to_string()),
+            e @ E::NotFound(_) => WebError::NotFound(e.to_string()),
+            E::Conflict(why) => WebError::Conflict(why),
+            E::Internal(e) => WebError::Internal(e),
+        }
+    }
+}
+
 impl ResponseError for WebError {
     fn status_code(&self) -> StatusCode {
         match self {
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::RetryLater { status, .. } => *status,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -107,6 +126,19 @@ impl From<crate::audit::AuditError> for WebError {
                 message: e.to_string(),
             },
             crate::audit::AuditError::Internal(e) => WebError::Internal(e.into()),
+        }
+    }
+}
+
+impl From<crate::fleets::FleetsError> for WebError {
+    fn from(e: crate::fleets::FleetsError) -> Self {
+        use crate::fleets::FleetsError as F;
+        match e {
+            F::Forbidden(f) => WebError::Forbidden(f.to_string()),
+            F::NotFound(what) => WebError::NotFound(format!("{what} not found")),
+            F::Invalid(errors) => WebError::BadRequest(errors.to_string()),
+            F::Conflict(why) => WebError::Conflict(why),
+            F::Internal(e) => WebError::Internal(e),
         }
     }
 }

@@ -125,8 +125,11 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
 }
 
 fn nav(role: Role, current: &str) -> Markup {
-    let entries: [(&str, &str, Role); 7] = [
+    let entries: &[(&str, &str, Role)] = &[
         ("home", paths::HOME, Role::Viewer),
+        ("provisions", paths::HISTORY, Role::Viewer),
+        ("approvals", paths::APPROVALS, Role::Viewer),
+        ("fleets", paths::FLEETS, Role::Viewer),
         ("machines", paths::MACHINE_CONFIGS, Role::Viewer),
         ("templates", paths::TEMPLATES, Role::Viewer),
         ("catalogue", paths::CATALOGUE, Role::Viewer),
@@ -135,9 +138,13 @@ fn nav(role: Role, current: &str) -> Markup {
         ("tokens", paths::TOKENS, Role::Admin),
     ];
     html! {
-        @for (name, href, needs) in entries {
+        @for &(name, href, needs) in entries {
             @if role.includes(needs) {
-                a href=(href) aria-current=[(name == current).then_some("page")] { (label(name)) }
+                a href=(href) aria-current=[(name == current).then_some("page")] {
+                    (label(name))
+                    // Only approvers have something to count; the badge loads after the page.
+                    @if name == "approvals" && role.includes(Role::Approver) { " " (super::approvals::views::badge_slot()) }
+                }
             }
         }
     }
@@ -146,7 +153,10 @@ fn nav(role: Role, current: &str) -> Markup {
 fn label(name: &str) -> &'static str {
     match name {
         "home" => "Overview",
+        "provisions" => "Provisions",
+        "approvals" => "Approvals",
         "audit" => "Audit log",
+        "fleets" => "Fleets",
         "machines" => "Machine configs",
         "templates" => "Templates",
         "catalogue" => "Catalogue",

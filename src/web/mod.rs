@@ -2,15 +2,19 @@
 //! link with the same constants the table registers.
 
 pub mod account;
+pub mod approvals;
 pub mod audit;
 pub mod catalogue;
 pub mod components;
 pub mod errors;
+pub mod fleets;
+pub mod history;
 pub mod home;
 pub mod layout;
 pub mod login;
 pub mod machines;
 pub mod ops;
+pub mod provisions;
 pub mod templates;
 pub mod tokens;
 pub mod users;
@@ -46,20 +50,57 @@ pub mod paths {
     pub const TEMPLATE: &str = "/templates/{name}";
     pub const TEMPLATE_EDIT: &str = "/templates/{name}/edit";
     pub const PREVIEW: &str = "/preview";
+    pub const FLEETS: &str = "/fleets";
+    pub const FLEET_NEW: &str = "/fleets/new";
+    pub const FLEET: &str = "/fleets/{name}";
+    pub const FLEET_EDIT: &str = "/fleets/{name}/edit";
+    pub const FLEET_DELETE: &str = "/fleets/{name}/delete";
     pub const CATALOGUE: &str = "/catalogue";
     pub const CATALOGUE_REFRESH: &str = "/catalogue/{provider}/refresh";
     pub const HEALTHZ: &str = "/healthz";
     pub const READYZ: &str = "/readyz";
     pub const METRICS: &str = "/metrics";
     pub const STATIC: &str = "/static/{file}";
+    /// Provision history (the list of every request).
+    pub const HISTORY: &str = "/provisions";
+    /// Provision history export (CSV, JSONL).
+    pub const HISTORY_EXPORT: &str = "/provisions/export";
+    /// Filing a provision request (POST; the GET of the same path is the history list).
+    pub const PROVISIONS: &str = "/provisions";
+    /// The request form.
+    pub const PROVISION_NEW: &str = "/provisions/new";
+    /// The request form's live plan (htmx partial).
+    pub const PROVISION_PLAN: &str = "/provisions/plan";
+    /// One request; `{id}` is digits only so `new`, `plan` and `export` never match it.
+    pub const PROVISION: &str = r"/provisions/{id:\d+}";
+    /// A request's progress (htmx partial, polled).
+    pub const PROVISION_PROGRESS: &str = r"/provisions/{id:\d+}/progress";
+    /// Approving a request's plan.
+    pub const PROVISION_APPROVE: &str = r"/provisions/{id:\d+}/approve";
+    /// Rejecting a request (reason required).
+    pub const PROVISION_REJECT: &str = r"/provisions/{id:\d+}/reject";
+    /// Cancelling a request that has not started.
+    pub const PROVISION_CANCEL: &str = r"/provisions/{id:\d+}/cancel";
+    /// Destroying a failed machine's server.
+    pub const PROVISION_MACHINE_DESTROY: &str = r"/provisions/{id:\d+}/machines/{idx:\d+}/destroy";
+    /// The approvals inbox.
+    pub const APPROVALS: &str = "/approvals";
+    /// The navigation badge's count (htmx partial).
+    pub const APPROVALS_BADGE: &str = "/approvals/badge";
 
     /// Fills `{name}`-style placeholders in a path pattern, percent-encoding each value.
+    /// A placeholder with a pattern (`{id:\d+}`) is filled the same way.
     pub fn fill(pattern: &str, values: &[(&str, &str)]) -> String {
         values.iter().fold(pattern.to_owned(), |p, (k, v)| {
-            p.replace(
-                &format!("{{{k}}}"),
-                &crate::http::guard::urlencode(v).replace('/', "%2F"),
-            )
+            let value = crate::http::guard::urlencode(v).replace('/', "%2F");
+            let p = p.replace(&format!("{{{k}}}"), &value);
+            match p.find(&format!("{{{k}:")) {
+                Some(start) => match p[start..].find('}') {
+                    Some(len) => format!("{}{value}{}", &p[..start], &p[start + len + 1..]),
+                    None => p,
+                },
+                None => p,
+            }
         })
     }
 }
@@ -70,6 +111,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     let viewer = Access::AtLeast(Role::Viewer);
     let operator = Access::AtLeast(Role::Operator);
     let admin = Access::AtLeast(Role::Admin);
+    let approver = Access::AtLeast(Role::Approver);
     vec![
         Endpoint::new(Method::GET, HOME, viewer, || {
             web::route().to(home::handlers::show)
@@ -119,6 +161,46 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::GET, AUDIT_EXPORT, viewer, || {
             web::route().to(audit::handlers::export)
         }),
+        // Before any `/provisions/{id}` route, so `export` is not taken for an id.
+        Endpoint::new(Method::GET, HISTORY_EXPORT, viewer, || {
+            web::route().to(history::handlers::export)
+        }),
+        Endpoint::new(Method::GET, HISTORY, viewer, || {
+            web::route().to(history::handlers::list)
+        }),
+        Endpoint::new(Method::GET, PROVISION_NEW, operator, || {
+            web::route().to(provisions::handlers::new)
+        }),
+        Endpoint::new(Method::POST, PROVISION_PLAN, operator, || {
+            web::route().to(provisions::handlers::plan)
+        }),
+        Endpoint::new(Method::POST, PROVISIONS, operator, || {
+            web::route().to(provisions::handlers::create)
+        }),
+        Endpoint::new(Method::GET, PROVISION, viewer, || {
+            web::route().to(provisions::handlers::show)
+        }),
+        Endpoint::new(Method::GET, PROVISION_PROGRESS, viewer, || {
+            web::route().to(provisions::handlers::progress)
+        }),
+        Endpoint::new(Method::POST, PROVISION_APPROVE, approver, || {
+            web::route().to(provisions::handlers::approve)
+        }),
+        Endpoint::new(Method::POST, PROVISION_REJECT, approver, || {
+            web::route().to(provisions::handlers::reject)
+        }),
+        Endpoint::new(Method::POST, PROVISION_CANCEL, operator, || {
+            web::route().to(provisions::handlers::cancel)
+        }),
+        Endpoint::new(Method::POST, PROVISION_MACHINE_DESTROY, approver, || {
+            web::route().to(provisions::handlers::destroy)
+        }),
+        Endpoint::new(Method::GET, APPROVALS, viewer, || {
+            web::route().to(approvals::handlers::inbox)
+        }),
+        Endpoint::new(Method::GET, APPROVALS_BADGE, viewer, || {
+            web::route().to(approvals::handlers::badge)
+        }),
         Endpoint::new(Method::GET, MACHINE_CONFIGS, viewer, || {
             web::route().to(machines::handlers::list)
         }),
@@ -166,6 +248,27 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         Endpoint::new(Method::POST, CATALOGUE_REFRESH, operator, || {
             web::route().to(catalogue::handlers::refresh)
+        }),
+        Endpoint::new(Method::GET, FLEETS, viewer, || {
+            web::route().to(fleets::handlers::list)
+        }),
+        Endpoint::new(Method::GET, FLEET_NEW, operator, || {
+            web::route().to(fleets::handlers::new)
+        }),
+        Endpoint::new(Method::POST, FLEETS, operator, || {
+            web::route().to(fleets::handlers::create)
+        }),
+        Endpoint::new(Method::GET, FLEET, viewer, || {
+            web::route().to(fleets::handlers::show)
+        }),
+        Endpoint::new(Method::GET, FLEET_EDIT, operator, || {
+            web::route().to(fleets::handlers::edit)
+        }),
+        Endpoint::new(Method::POST, FLEET, operator, || {
+            web::route().to(fleets::handlers::update)
+        }),
+        Endpoint::new(Method::POST, FLEET_DELETE, operator, || {
+            web::route().to(fleets::handlers::delete)
         }),
         Endpoint::new(Method::GET, HEALTHZ, Access::Public, || {
             web::route().to(ops::healthz)

@@ -430,12 +430,15 @@ async fn every_page_loads_under_the_policy_with_htmx_adding_no_inline_style() {
     let app = TestApp::spawn_with_config().await;
     app.create_user("admin-user", Role::Admin).await;
     app.token_for("admin-user").await;
+    // Request 1 exists so the provision pages have something to show.
+    assert_eq!(app.file_request().await, 1);
     let c = browser(&driver).await;
     sign_in(&c, &app, "admin-user").await;
     let pages: Vec<String> = headroom::web::endpoints()
         .into_iter()
         .filter(|e| e.method == actix_web::http::Method::GET)
         .filter(|e| !crate::headers::NOT_HTML.contains(&e.path) && e.path != "/login")
+        .filter(|e| !crate::headers::FRAGMENTS.contains(&e.path))
         .map(|e| crate::headers::concrete(e.path))
         .collect();
     assert!(pages.len() >= 12, "{pages:?}");
@@ -458,4 +461,174 @@ async fn every_page_loads_under_the_policy_with_htmx_adding_no_inline_style() {
         assert_no_csp_violation(&c, path).await;
     }
     c.close().await.unwrap();
+}
+
+/// axe-core (MPL-2.0, vendored for the tests only: no network at test time).
+const AXE_JS: &str = include_str!("fixtures/axe-core-4.10.2.min.js");
+
+/// Runs axe-core on the current page and fails on any serious or critical violation.
+async fn assert_accessible(c: &fantoccini::Client, what: &str) {
+    c.execute(AXE_JS, vec![]).await.expect("axe-core loads");
+    let found = c
+        .execute_async(
+            "var done = arguments[arguments.length - 1]; \
+             axe.run(document, {resultTypes: ['violations']}).then(function (r) { \
+               done(r.violations.filter(function (v) { return v.impact === 'serious' || v.impact === 'critical'; }) \
+                 .map(function (v) { return v.impact + ' ' + v.id + ': ' + v.help + ' at ' + \
+                   v.nodes.map(function (n) { return n.target.join(' '); }).join(', '); })); \
+             }).catch(function (e) { done(['axe failed: ' + e]); });",
+            vec![],
+        )
+        .await
+        .expect("axe-core runs");
+    let found: Vec<String> = serde_json::from_value(found).expect("a list of violations");
+    assert!(
+        found.is_empty(),
+        "{what}: axe-core finds\n{}",
+        found.join("\n")
+    );
+}
+
+/// Runs `js` until it returns a value `ok` accepts (20 s at most); answers the last value.
+async fn poll_js(
+    c: &fantoccini::Client,
+    js: &str,
+    what: &str,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..200 {
+        last = c.execute(js, vec![]).await.unwrap();
+        if ok(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: last seen {last}");
+}
+
+#[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
+async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_to_succeeded() {
+    let driver = start_driver().await;
+    let app = TestApp::spawn_with_config().await;
+    headroom::sim::demo::seed_fleet(&app.state)
+        .await
+        .expect("demo fleet");
+    app.create_user("olga", Role::Operator).await;
+    app.create_user("bob", Role::Approver).await;
+
+    // The operator fills the form and sees the plan and its cost before filing.
+    let op = browser(&driver).await;
+    sign_in(&op, &app, "olga").await;
+    op.goto(&app.url("/provisions/new")).await.unwrap();
+    poll_js(
+        &op,
+        "return document.querySelector('#plan .plan-problems') ? true : document.querySelector('main').innerHTML;",
+        "the plan pane naming the missing reason",
+        |v| v == true,
+    )
+    .await;
+    let count = op.find(Locator::Css("#f-count")).await.unwrap();
+    count.clear().await.unwrap();
+    count.send_keys("2").await.unwrap();
+    op.find(Locator::Css("#f-reason"))
+        .await
+        .unwrap()
+        .send_keys("spares for the autumn load")
+        .await
+        .unwrap();
+    let plan = poll_js(
+        &op,
+        "var h = document.querySelector('#hourly-cost'); \
+         return h ? [h.textContent, document.querySelectorAll('#plan-machines tbody tr').length, \
+                     document.querySelector('#file-request').disabled] : null;",
+        "the live plan with its cost",
+        |v| v[1] == 2,
+    )
+    .await;
+    assert_eq!(plan[2], false, "a clean plan may be filed: {plan}");
+    assert!(
+        plan[0].as_str().unwrap().ends_with("/hour"),
+        "the hourly cost is shown: {plan}"
+    );
+    assert_accessible(&op, "the request form with its plan").await;
+    op.find(Locator::Css("#file-request"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    op.wait()
+        .for_element(Locator::Css("#progress"))
+        .await
+        .unwrap();
+    let path = op.current_url().await.unwrap().path().to_owned();
+    let id: i64 = path
+        .strip_prefix("/provisions/")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("filing leads to the request's page, not {path}"));
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+        .bind(id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "pending_approval");
+    assert_no_csp_violation(&op, "requesting").await;
+
+    // The approver's badge shows one request; the inbox lists it.
+    let ap = browser(&driver).await;
+    sign_in(&ap, &app, "bob").await;
+    let badge_js = "var b = document.querySelector('#approvals-badge .visually-hidden'); \
+                    return b ? b.textContent : null;";
+    poll_js(&ap, badge_js, "the badge counting one", |v| {
+        v == "1 request awaiting approval"
+    })
+    .await;
+    ap.goto(&app.url("/approvals")).await.unwrap();
+    ap.wait().for_element(Locator::Css("#inbox")).await.unwrap();
+    assert_accessible(&ap, "the approvals inbox").await;
+    ap.find(Locator::Css(&format!("#inbox a[href='/provisions/{id}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    ap.wait()
+        .for_element(Locator::Css("#approve"))
+        .await
+        .unwrap();
+    assert_accessible(&ap, "the request awaiting approval").await;
+    ap.find(Locator::Css("#approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Back on the page: the badge counts down to nothing.
+    poll_js(&ap, badge_js, "the badge counting down", |v| {
+        v == "0 requests awaiting approval"
+    })
+    .await;
+
+    // The progress section follows the simulated cloud to the end, then stops polling.
+    let done = poll_js(
+        &ap,
+        "var p = document.querySelector('#progress'); \
+         return p ? [p.dataset.state, p.getAttribute('hx-trigger'), \
+                     Array.from(p.querySelectorAll('.machine-status')).map(function (s) { return s.textContent; })] : null;",
+        "the run reaching succeeded",
+        |v| v[0] == "succeeded" || v[0] == "failed",
+    )
+    .await;
+    assert_eq!(done[0], "succeeded", "{done}");
+    assert_eq!(done[1], serde_json::Value::Null, "polling stopped: {done}");
+    assert_eq!(done[2], serde_json::json!(["created", "created"]), "{done}");
+    assert_accessible(&ap, "the finished request").await;
+    assert_no_csp_violation(&ap, "approving and watching").await;
+    op.close().await.unwrap();
+    ap.close().await.unwrap();
 }

@@ -7,11 +7,11 @@ use headroom::startup::route_table;
 use crate::helpers::TestApp;
 
 /// The number of unsafe (non-GET) routes, counted by hand from `web/mod.rs` and `api/mod.rs`:
-/// 16 pages (login, logout, password, 4 user, 2 token, 3 config, 2 template, preview,
-/// catalogue refresh) and 11 API (users, user patch, 2 token, 3 config, 2 template, render,
-/// catalogue refresh). A new unsafe route must change this number, so it cannot arrive
-/// without this test walking it.
-const UNSAFE_ROUTES: usize = 27;
+/// 25 pages (login, logout, password, 4 user, 2 token, 6 provision, 3 config, 2 template,
+/// preview, catalogue refresh, 3 fleet) and 19 API (users, user patch, 2 token, 3 config,
+/// 2 template, render, catalogue refresh, 3 fleet, 5 provision). A new unsafe route must
+/// change this number, so it cannot arrive without this test walking it.
+const UNSAFE_ROUTES: usize = 44;
 
 /// A config whose tarball host is loopback, for the pin-check routes: the outbound policy
 /// refuses it before connecting (`spare-fsn1`'s host would be looked up in DNS).
@@ -24,6 +24,8 @@ pub fn sample_path(pattern: &str) -> String {
         PIN_CONFIG
     } else if pattern.contains("/templates/") {
         "yubaba-node"
+    } else if pattern.contains("/fleets/") {
+        "demo"
     } else {
         "spare-fsn1"
     };
@@ -61,6 +63,8 @@ async fn setup() -> (TestApp, crate::helpers::Session) {
     let admin = app.session_for(Role::Admin).await;
     // A token with id 1 exists so the revoke route has something to act on.
     app.token_for("target").await;
+    // A request with id 1 exists so the provision pages have something to show.
+    assert_eq!(app.file_request().await, 1);
     let op = app.session_for(Role::Operator).await;
     let res = app
         .post_form(
@@ -273,6 +277,7 @@ async fn every_page_carries_the_session_token_in_each_post_form_and_its_htmx_hea
         .into_iter()
         .filter(|e| e.method == actix_web::http::Method::GET)
         .filter(|e| !crate::headers::NOT_HTML.contains(&e.path) && e.path != "/login")
+        .filter(|e| !crate::headers::FRAGMENTS.contains(&e.path))
         .map(|e| sample_path(e.path))
         .collect();
     let mut forms = 0;

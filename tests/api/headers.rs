@@ -9,13 +9,17 @@ use scraper::{Html, Selector};
 
 use crate::helpers::{Session, TestApp};
 
+/// Page routes that only ever answer an htmx fragment (no page shell around it).
+pub(crate) const FRAGMENTS: [&str; 1] = ["/approvals/badge"];
+
 /// Page routes that answer something other than HTML.
-pub(crate) const NOT_HTML: [&str; 5] = [
+pub(crate) const NOT_HTML: [&str; 6] = [
     "/healthz",
     "/readyz",
     "/metrics",
     "/static/{file}",
     "/audit/export",
+    "/provisions/export",
 ];
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
@@ -108,6 +112,9 @@ fn assert_nothing_inline(html: &str, what: &str) {
 pub(crate) fn concrete(pattern: &str) -> String {
     let name = if pattern.starts_with("/templates") || pattern.starts_with("/api/v1/templates") {
         "yubaba-node"
+    } else if pattern.starts_with("/fleets") || pattern.starts_with("/api/v1/fleets") {
+        // The demo fleet, seeded with request 1 by `TestApp::file_request`.
+        "demo"
     } else {
         "spare-fsn1"
     };
@@ -127,6 +134,8 @@ async fn setup() -> (TestApp, Session) {
     let app = TestApp::spawn_with_config().await;
     let admin = app.session_for(Role::Admin).await;
     app.token_for("admin-user").await;
+    // A request with id 1 exists so the provision pages have something to show.
+    assert_eq!(app.file_request().await, 1);
     (app, admin)
 }
 

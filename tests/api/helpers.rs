@@ -88,6 +88,30 @@ impl TestApp {
         }
     }
 
+    /// Files one provision request on the demo fleet (seeded here) as an operator, so routes
+    /// naming `{id}` = 1 have a request to show. Returns its id.
+    pub async fn file_request(&self) -> i64 {
+        headroom::sim::demo::seed_fleet(&self.state)
+            .await
+            .expect("demo fleet");
+        let caller = headroom::domain::Caller {
+            actor: headroom::domain::Actor::User("fixture-requester".into()),
+            role: Role::Operator,
+            user_id: None,
+        };
+        let request = headroom::provisioning::NewRequest {
+            fleet: "demo".into(),
+            machine_config: "spare-fsn1".into(),
+            template: None,
+            count: 1,
+            reason: "fixture for routes naming a request".into(),
+        };
+        headroom::provisioning::requests::create(&self.state.ctx, &caller, &request)
+            .await
+            .expect("file a request")
+            .id
+    }
+
     /// Full URL of a path.
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)

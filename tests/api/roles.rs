@@ -93,6 +93,53 @@ fn config_json(name: &str) -> serde_json::Value {
     })
 }
 
+/// The request form's fields for the provision fixtures' fleet (the reason names the caller).
+fn provision_form(who: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("fleet", PROVISION_FLEET.into()),
+        ("machine_config", PIN_CONFIG.into()),
+        ("template", PROVISION_TEMPLATE.into()),
+        ("count", "1".into()),
+        ("reason", format!("by {who}")),
+    ]
+}
+
+/// The page form of a valid fleet named `name`, restored with the demo's `spare-fsn1`.
+fn fleet_form(name: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("name", name.to_owned()),
+        ("endpoints", "http://yubaba.example.com:8080".into()),
+        ("restore_machine_config", "spare-fsn1".into()),
+    ]
+}
+
+/// The API body of a valid fleet named `name`.
+fn fleet_json(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "endpoints": ["http://yubaba.example.com:8080"],
+        "restore_machine_config": "spare-fsn1"
+    })
+}
+
+/// Puts the seeded fleet `spare-fsn1` back after an allowed delete removed it.
+async fn restore_fleet(app: &TestApp) {
+    let system = headroom::auth::Caller::system();
+    if headroom::fleets::get(&app.state.ctx, &system, "spare-fsn1")
+        .await
+        .is_err()
+    {
+        let input = headroom::domain::fleet::FleetInput {
+            name: "spare-fsn1".into(),
+            endpoints: vec!["http://yubaba.example.com:8080".into()],
+            restore_machine_config: "spare-fsn1".into(),
+            ..Default::default()
+        };
+        headroom::fleets::create(&app.state.ctx, &system, &input)
+            .await
+            .expect("the seeded fleet");
+    }
+}
+
 /// Every route of the console and the API with the least role that may call it, written
 /// out by hand from DESIGN.md's roles: viewers read, operators change configs and templates,
 /// admins manage people and tokens.
@@ -165,6 +212,37 @@ fn expected_table() -> Vec<Row> {
             query: "format=jsonl",
             ..row("GET", "/audit/export", V, Empty)
         },
+        row("GET", "/provisions", V, Empty),
+        row("GET", "/provisions/new", O, Empty),
+        row("POST", "/provisions/plan", O, Form(provision_form)),
+        row("POST", "/provisions", O, Form(provision_form)),
+        row("GET", r"/provisions/{id:\d+}", V, Empty),
+        row("GET", r"/provisions/{id:\d+}/progress", V, Empty),
+        row(
+            "POST",
+            r"/provisions/{id:\d+}/approve",
+            Least::At(Role::Approver),
+            Form(|_| vec![("plan_hash", String::new())]),
+        ),
+        row(
+            "POST",
+            r"/provisions/{id:\d+}/reject",
+            Least::At(Role::Approver),
+            Form(|who| vec![("reason", format!("rejected by {who}"))]),
+        ),
+        row("POST", r"/provisions/{id:\d+}/cancel", O, Empty),
+        row(
+            "POST",
+            r"/provisions/{id:\d+}/machines/{idx:\d+}/destroy",
+            Least::At(Role::Approver),
+            Empty,
+        ),
+        row("GET", "/approvals", V, Empty),
+        row("GET", "/approvals/badge", V, Empty),
+        Row {
+            query: "format=csv",
+            ..row("GET", "/provisions/export", V, Empty)
+        },
         row("GET", "/machine-configs", V, Empty),
         row("GET", "/machine-configs/new", O, Empty),
         row(
@@ -221,6 +299,23 @@ fn expected_table() -> Vec<Row> {
             }),
         ),
         row("GET", "/catalogue", V, Empty),
+        row("GET", "/fleets", V, Empty),
+        row("GET", "/fleets/new", O, Empty),
+        row(
+            "POST",
+            "/fleets",
+            O,
+            Form(|who| fleet_form(&format!("fleet-{who}"))),
+        ),
+        row("GET", "/fleets/{name}", V, Empty),
+        row("GET", "/fleets/{name}/edit", O, Empty),
+        row(
+            "POST",
+            "/fleets/{name}",
+            O,
+            Form(|_| fleet_form("spare-fsn1")),
+        ),
+        row("POST", "/fleets/{name}/delete", O, Empty),
         row("POST", "/catalogue/{provider}/refresh", O, Empty),
         row("GET", "/healthz", P, Empty),
         row("GET", "/readyz", P, Empty),
@@ -293,6 +388,55 @@ fn expected_table() -> Vec<Row> {
         row("GET", "/api/v1/catalogue", V, Empty),
         row("POST", "/api/v1/catalogue/{provider}/refresh", O, Empty),
         row("GET", "/api/v1/audit", V, Empty),
+        row("GET", "/api/v1/provisions", V, Empty),
+        row(
+            "POST",
+            "/api/v1/provisions",
+            O,
+            Json(|who| {
+                serde_json::json!({"fleet": PROVISION_FLEET, "machine_config": PIN_CONFIG,
+                    "template": PROVISION_TEMPLATE, "count": 1, "reason": format!("by {who}")})
+            }),
+        ),
+        row("GET", "/api/v1/provisions/{id}", V, Empty),
+        row(
+            "POST",
+            "/api/v1/provisions/{id}/approve",
+            Least::At(Role::Approver),
+            Empty,
+        ),
+        row(
+            "POST",
+            "/api/v1/provisions/{id}/reject",
+            Least::At(Role::Approver),
+            Json(|who| serde_json::json!({"reason": format!("rejected by {who}")})),
+        ),
+        row("POST", "/api/v1/provisions/{id}/cancel", O, Empty),
+        row(
+            "POST",
+            "/api/v1/provisions/{id}/machines/{idx}/destroy",
+            Least::At(Role::Approver),
+            Empty,
+        ),
+        Row {
+            query: "format=csv",
+            ..row("GET", "/api/v1/provisions/export", V, Empty)
+        },
+        row("GET", "/api/v1/fleets", V, Empty),
+        row(
+            "POST",
+            "/api/v1/fleets",
+            O,
+            Json(|who| fleet_json(&format!("api-{who}"))),
+        ),
+        row("GET", "/api/v1/fleets/{name}", V, Empty),
+        row(
+            "PUT",
+            "/api/v1/fleets/{name}",
+            O,
+            Json(|_| fleet_json("spare-fsn1")),
+        ),
+        row("DELETE", "/api/v1/fleets/{name}", O, Empty),
     ]
 }
 
@@ -302,6 +446,184 @@ struct Fixtures {
     /// Tokens to revoke: one for the page route, one for the API route (a token is revoked once).
     page_token: i64,
     api_token: i64,
+    /// Provision requests the provision routes act on.
+    provisions: ProvisionFixtures,
+}
+
+/// The seeded fleet provision requests are filed for. It needs three approvals: the approver's
+/// and the admin's both succeed on the same request and leave it pending, so the runner never
+/// starts executing (and writing) while the matrix compares snapshots.
+const PROVISION_FLEET: &str = "roles-fleet";
+/// A copy of the default template written by `operator-user`, so no approver wrote the versions.
+const PROVISION_TEMPLATE: &str = "roles-tpl";
+
+/// Requests filed by `operator-user` for the provision routes.
+struct ProvisionFixtures {
+    /// Read and approved by everyone allowed (three approvals needed).
+    shared: i64,
+    /// Rejecting or cancelling works once per request: every call takes a fresh one.
+    one_shot: std::cell::RefCell<std::collections::BTreeMap<&'static str, Vec<i64>>>,
+    /// Failed requests whose machine 0 has a server at the simulated cloud: a destroy works
+    /// once per request, so every call takes a fresh one.
+    destroyable: std::cell::RefCell<Vec<i64>>,
+}
+
+impl ProvisionFixtures {
+    /// The request a provision route's `{id}` names, or `None` for other routes.
+    fn id_for(&self, path: &str) -> Option<i64> {
+        match path {
+            "/api/v1/provisions/{id}"
+            | "/api/v1/provisions/{id}/approve"
+            | r"/provisions/{id:\d+}"
+            | r"/provisions/{id:\d+}/progress" => Some(self.shared),
+            "/api/v1/provisions/{id}/reject"
+            | "/api/v1/provisions/{id}/cancel"
+            | r"/provisions/{id:\d+}/approve"
+            | r"/provisions/{id:\d+}/reject"
+            | r"/provisions/{id:\d+}/cancel" => Some(
+                self.one_shot
+                    .borrow_mut()
+                    .get_mut(path)
+                    .and_then(Vec::pop)
+                    .expect("a fresh seeded request"),
+            ),
+            "/api/v1/provisions/{id}/machines/{idx}/destroy"
+            | r"/provisions/{id:\d+}/machines/{idx:\d+}/destroy" => Some(
+                self.destroyable
+                    .borrow_mut()
+                    .pop()
+                    .expect("a fresh failed request"),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The fleet, template and requests behind [`ProvisionFixtures`].
+async fn seed_provisions(app: &TestApp, op: &crate::helpers::Session) -> ProvisionFixtures {
+    let res = app
+        .post_form(
+            "/templates",
+            op,
+            &[
+                ("name", PROVISION_TEMPLATE),
+                ("body", headroom::cloud_init::DEFAULT_TEMPLATE_BODY),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), 303, "{}", res.text().await.unwrap());
+    let system = headroom::auth::Caller::system();
+    let fleet = headroom::domain::fleet::FleetInput {
+        name: PROVISION_FLEET.into(),
+        endpoints: vec!["http://yubaba.example.com:8080".into()],
+        restore_machine_config: PIN_CONFIG.into(),
+        approvals_required: Some(serde_json::json!(3)),
+        ..Default::default()
+    };
+    headroom::fleets::create(&app.state.ctx, &system, &fleet)
+        .await
+        .expect("the provision fleet");
+    let requester = headroom::auth::Caller {
+        actor: headroom::domain::Actor::User("operator-user".into()),
+        role: Role::Operator,
+        user_id: None,
+    };
+    let request = headroom::provisioning::NewRequest {
+        fleet: PROVISION_FLEET.into(),
+        machine_config: PIN_CONFIG.into(),
+        template: Some(PROVISION_TEMPLATE.into()),
+        count: 1,
+        reason: "role matrix".into(),
+    };
+    let file = || async {
+        headroom::provisioning::requests::create(&app.state.ctx, &requester, &request)
+            .await
+            .expect("a seeded request")
+            .id
+    };
+    let shared = file().await;
+    let mut one_shot = std::collections::BTreeMap::new();
+    for path in [
+        "/api/v1/provisions/{id}/reject",
+        "/api/v1/provisions/{id}/cancel",
+        // The page's approve takes fresh requests too: the API row already approved `shared`
+        // as the same users, and a second approval by one person is refused.
+        r"/provisions/{id:\d+}/approve",
+        r"/provisions/{id:\d+}/reject",
+        r"/provisions/{id:\d+}/cancel",
+    ] {
+        // One per call of `concrete`: the matrix asks once per row and once per caller.
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            ids.push(file().await);
+        }
+        one_shot.insert(path, ids);
+    }
+    // Five callers in the session matrix and four roles in the bearer test for the API route;
+    // six more for the page route (once per row and once per caller).
+    let mut filed = Vec::new();
+    for _ in 0..16 {
+        filed.push(file().await);
+    }
+    // At once: the simulated cloud takes a second to answer a create.
+    let creating: Vec<_> = filed
+        .into_iter()
+        .map(|id| tokio::spawn(simulated_server_for(app.state.ctx.clone(), id)))
+        .collect();
+    let mut destroyable = Vec::new();
+    for task in creating {
+        let (id, server_id) = task.await.unwrap();
+        destroyable.push(failed_with_a_server(app, id, server_id).await);
+    }
+    ProvisionFixtures {
+        shared,
+        one_shot: std::cell::RefCell::new(one_shot),
+        destroyable: std::cell::RefCell::new(destroyable),
+    }
+}
+
+/// A server at the simulated cloud carrying request `id`'s provision label: `(id, server id)`.
+async fn simulated_server_for(ctx: headroom::context::Ctx, id: i64) -> (i64, i64) {
+    let sim = ctx
+        .providers
+        .get(headroom::domain::machine::ProviderKind::Simulated)
+        .expect("the simulated cloud")
+        .clone();
+    let spec = headroom::provider::ServerSpec {
+        name: format!("roles-destroy-{id}"),
+        server_type: "cx22".into(),
+        image: "debian-12".into(),
+        location: "fsn1".into(),
+        user_data: String::from("#cloud-config\n").into(),
+        labels: [(
+            headroom::provider::PROVISION_LABEL.to_owned(),
+            id.to_string(),
+        )]
+        .into(),
+        ssh_keys: vec![],
+    };
+    let server = sim.create_server(&spec).await.expect("a simulated server");
+    (id, server.server.id)
+}
+
+/// Makes request `id` look as the runner leaves a failed execution: machine 0 `failed` with
+/// server `server_id`, the request `failed`.
+async fn failed_with_a_server(app: &TestApp, id: i64, server_id: i64) -> i64 {
+    sqlx::query(
+        "UPDATE provision_machines SET status = 'failed', server_id = ?, error = 'seeded'
+         WHERE provision_id = ? AND idx = 0",
+    )
+    .bind(server_id)
+    .bind(id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE provisions SET state = 'failed' WHERE id = ?")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    id
 }
 
 async fn seed(app: &TestApp) -> Fixtures {
@@ -321,9 +643,12 @@ async fn seed(app: &TestApp) -> Fixtures {
     let fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let res = app.post_form("/machine-configs", &op, &fields).await;
     assert_eq!(res.status(), 303, "{}", res.text().await.unwrap());
+    restore_fleet(app).await;
+    let provisions = seed_provisions(app, &op).await;
     Fixtures {
         page_token: ids[0],
         api_token: ids[1],
+        provisions,
     }
 }
 
@@ -340,14 +665,15 @@ fn concrete(r: &Row, f: &Fixtures) -> String {
         f.api_token
     } else {
         f.page_token
-    }
-    .to_string();
+    };
+    let id = f.provisions.id_for(r.path).unwrap_or(id).to_string();
     let path = headroom::web::paths::fill(
         r.path,
         &[
             ("name", name),
             ("username", "target"),
             ("id", &id),
+            ("idx", "0"),
             ("provider", "simulated"),
             ("file", "app.css"),
         ],
@@ -431,6 +757,8 @@ async fn every_route_allows_exactly_the_roles_the_table_declares() {
             Some(Role::Approver),
             Some(Role::Admin),
         ] {
+            // Again per caller: a one-shot provision route names a fresh request each time.
+            let path = concrete(r, &fixtures);
             let allowed = may(r.least, who);
             let label = who.map_or("anon".to_owned(), |w| w.to_string());
             let what = format!("{} {path} as {label}", r.method);
@@ -493,6 +821,7 @@ async fn every_route_allows_exactly_the_roles_the_table_declares() {
                 .execute(&app.pool)
                 .await
                 .unwrap();
+            restore_fleet(&app).await;
         }
     }
     assert_eq!(checked, table.len() * 5);
@@ -532,6 +861,7 @@ async fn bearer_tokens_carry_their_users_role() {
             } else {
                 assert_eq!(status, StatusCode::FORBIDDEN, "{what}");
             }
+            restore_fleet(&app).await;
         }
     }
 }

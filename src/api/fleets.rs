@@ -1,0 +1,226 @@
+//! Fleets over JSON: list, create, read, replace, delete. Secrets appear only as their
+//! sources (`env:…`, `file:…`), never as values.
+
+use std::borrow::Cow;
+
+use actix_web::web::{self, Json};
+use actix_web::HttpResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::{RefOr, Schema};
+
+use super::errors::ApiError;
+use super::json::ApiJson;
+use super::rules;
+use crate::auth::Principal;
+use crate::domain::clock::format_utc;
+use crate::domain::fleet::{FleetInput, SecretName};
+use crate::fleets::{self, Fleet};
+use crate::state::AppState;
+
+/// Where each render-time secret is read; an absent, null or empty source means none.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct FleetSecretsRequest {
+    #[schema(value_type = rules::SecretSourceRule, inline)]
+    pub mesh_preauth_key: Option<String>,
+    #[schema(value_type = rules::SecretSourceRule, inline)]
+    pub tunnel_token: Option<String>,
+}
+
+/// A fleet to create. Omitted numbers take their defaults (approvals 1, TTL 4 h, scrape every
+/// 15 s with a 5 s timeout, no required override).
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct FleetRequest {
+    /// Required on create; on PUT it must be absent or equal to the path.
+    #[schema(value_type = rules::DocumentNameRule, inline)]
+    pub name: String,
+    #[schema(value_type = rules::EndpointsRule, inline)]
+    pub endpoints: Vec<String>,
+    /// An existing machine config.
+    #[schema(value_type = rules::DocumentNameRule, inline)]
+    pub restore_machine_config: String,
+    #[schema(value_type = rules::ApprovalsRequiredRule, inline)]
+    pub approvals_required: Option<serde_json::Value>,
+    #[schema(value_type = rules::ApprovalTtlRule, inline)]
+    pub approval_ttl_hours: Option<serde_json::Value>,
+    #[schema(value_type = rules::ScrapeIntervalRule, inline)]
+    pub scrape_interval_secs: Option<serde_json::Value>,
+    #[schema(value_type = rules::ScrapeTimeoutRule, inline)]
+    pub scrape_timeout_secs: Option<serde_json::Value>,
+    #[schema(value_type = rules::RequiredOverrideRule, inline)]
+    pub required_override: Option<serde_json::Value>,
+    #[schema(inline)]
+    pub secrets: FleetSecretsRequest,
+}
+
+impl From<FleetRequest> for FleetInput {
+    fn from(r: FleetRequest) -> Self {
+        let secrets = [
+            (SecretName::MeshPreauthKey, r.secrets.mesh_preauth_key),
+            (SecretName::TunnelToken, r.secrets.tunnel_token),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.as_str().to_owned(), v)))
+        .collect();
+        FleetInput {
+            name: r.name,
+            endpoints: r.endpoints,
+            restore_machine_config: r.restore_machine_config,
+            approvals_required: r.approvals_required,
+            approval_ttl_hours: r.approval_ttl_hours,
+            scrape_interval_secs: r.scrape_interval_secs,
+            scrape_timeout_secs: r.scrape_timeout_secs,
+            required_override: r.required_override,
+            secrets,
+        }
+    }
+}
+
+/// The body of `PUT /api/v1/fleets/{name}`: a fleet's settings; the path names it.
+pub struct FleetUpdate;
+
+impl utoipa::PartialSchema for FleetUpdate {
+    fn schema() -> RefOr<Schema> {
+        super::machine_request::without_name(<FleetRequest as utoipa::PartialSchema>::schema())
+    }
+}
+
+impl utoipa::ToSchema for FleetUpdate {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("FleetUpdate")
+    }
+}
+
+/// The sources a fleet names (never the values).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetSecretsJson {
+    /// `env:VARIABLE` or `file:/path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mesh_preauth_key: Option<String>,
+    /// `env:VARIABLE` or `file:/path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel_token: Option<String>,
+}
+
+/// A fleet.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetJson {
+    pub name: String,
+    pub endpoints: Vec<String>,
+    pub restore_machine_config: String,
+    pub approvals_required: u8,
+    pub approval_ttl_hours: u32,
+    pub scrape_interval_secs: u32,
+    pub scrape_timeout_secs: u32,
+    pub required_override: Option<u32>,
+    pub secrets: FleetSecretsJson,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// RFC 3339, UTC.
+    pub updated_at: String,
+    pub updated_by: String,
+}
+
+impl From<Fleet> for FleetJson {
+    fn from(f: Fleet) -> Self {
+        let source = |n: SecretName| f.spec.secrets.get(&n).map(ToString::to_string);
+        let secrets = FleetSecretsJson {
+            mesh_preauth_key: source(SecretName::MeshPreauthKey),
+            tunnel_token: source(SecretName::TunnelToken),
+        };
+        let s = f.spec;
+        Self {
+            name: s.name,
+            endpoints: s.endpoints,
+            restore_machine_config: s.restore_machine_config,
+            approvals_required: s.approvals_required,
+            approval_ttl_hours: s.approval_ttl_hours,
+            scrape_interval_secs: s.scrape_interval_secs,
+            scrape_timeout_secs: s.scrape_timeout_secs,
+            required_override: s.required_override,
+            secrets,
+            created_at: format_utc(f.created_at),
+            updated_at: format_utc(f.updated_at),
+            updated_by: f.updated_by,
+        }
+    }
+}
+
+/// A page of fleets; every fleet fits on one, so `next_cursor` is always null.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetPageJson {
+    pub items: Vec<FleetJson>,
+    pub next_cursor: Option<String>,
+}
+
+/// Every fleet, by name.
+#[utoipa::path(get, path = "/api/v1/fleets", tag = "fleets", responses((status = 200, body = FleetPageJson)))]
+pub async fn list(
+    state: web::Data<AppState>,
+    p: Principal,
+) -> Result<Json<FleetPageJson>, ApiError> {
+    let items = fleets::list(&state.ctx, &p.caller())
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    Ok(Json(FleetPageJson {
+        items,
+        next_cursor: None,
+    }))
+}
+
+/// Creates a fleet (operator).
+#[utoipa::path(post, path = "/api/v1/fleets", tag = "fleets", request_body = FleetRequest,
+    responses((status = 201, body = FleetJson), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn create(
+    state: web::Data<AppState>,
+    p: Principal,
+    body: ApiJson<FleetRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let fleet = fleets::create(&state.ctx, &p.caller(), &body.0.into()).await?;
+    Ok(HttpResponse::Created().json(FleetJson::from(fleet)))
+}
+
+/// One fleet.
+#[utoipa::path(get, path = "/api/v1/fleets/{name}", tag = "fleets",
+    responses((status = 200, body = FleetJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<FleetJson>, ApiError> {
+    Ok(Json(
+        fleets::get(&state.ctx, &p.caller(), &name).await?.into(),
+    ))
+}
+
+/// Replaces a fleet's settings (operator); an identical body changes nothing.
+#[utoipa::path(put, path = "/api/v1/fleets/{name}", tag = "fleets", request_body = FleetUpdate,
+    responses((status = 200, body = FleetJson),
+        (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
+        (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn put(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+    body: ApiJson<FleetRequest>,
+) -> Result<Json<FleetJson>, ApiError> {
+    let fleet = fleets::update(&state.ctx, &p.caller(), &name, &body.0.into()).await?;
+    Ok(Json(fleet.into()))
+}
+
+/// Deletes a fleet (operator); refused with 409 while one of its requests is open.
+#[utoipa::path(delete, path = "/api/v1/fleets/{name}", tag = "fleets",
+    responses((status = 204),
+        (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
+        (status = 409, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    fleets::delete(&state.ctx, &p.caller(), &name).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,465 @@
+//! The `provisions`, `provision_machines` and `provision_approvals` tables as requests see
+//! them: filing a request with its machines, approvals, reads and filtered listings. A request's
+//! state is never written here (that is `provisioning::transition`'s job), except `expires_at`,
+//! which an approval moves to open the run window.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+use crate::domain::{ProvisionState, UnixMillis};
+
+/// A request as stored; `plan` is the JSON of `provisioning::Plan`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvisionRow {
+    pub id: i64,
+    pub fleet: String,
+    pub machine_config: String,
+    pub config_version: i64,
+    pub template: String,
+    pub template_version: i64,
+    pub count: i64,
+    pub reason: String,
+    pub requester: String,
+    pub state: String,
+    pub state_reason: String,
+    pub plan: String,
+    pub plan_hash: String,
+    pub approvals_required: i64,
+    pub created_at: UnixMillis,
+    pub updated_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub approved_at: Option<UnixMillis>,
+    pub finished_at: Option<UnixMillis>,
+}
+
+const COLUMNS: &str = "p.id, p.fleet, p.machine_config, p.config_version, p.template,
+    p.template_version, p.count, p.reason, p.requester, p.state, p.state_reason, p.plan,
+    p.plan_hash, p.approvals_required, p.created_at, p.updated_at, p.expires_at, p.approved_at,
+    p.finished_at";
+
+fn row_from(r: &SqliteRow) -> sqlx::Result<ProvisionRow> {
+    Ok(ProvisionRow {
+        id: r.try_get(0)?,
+        fleet: r.try_get(1)?,
+        machine_config: r.try_get(2)?,
+        config_version: r.try_get(3)?,
+        template: r.try_get(4)?,
+        template_version: r.try_get(5)?,
+        count: r.try_get(6)?,
+        reason: r.try_get(7)?,
+        requester: r.try_get(8)?,
+        state: r.try_get(9)?,
+        state_reason: r.try_get(10)?,
+        plan: r.try_get(11)?,
+        plan_hash: r.try_get(12)?,
+        approvals_required: r.try_get(13)?,
+        created_at: r.try_get(14)?,
+        updated_at: r.try_get(15)?,
+        expires_at: r.try_get(16)?,
+        approved_at: r.try_get(17)?,
+        finished_at: r.try_get(18)?,
+    })
+}
+
+/// A request to file (state `pending_approval`).
+#[derive(Debug, Clone)]
+pub struct NewProvision<'a> {
+    pub fleet: &'a str,
+    pub machine_config: &'a str,
+    pub config_version: i64,
+    pub template: &'a str,
+    pub template_version: i64,
+    pub count: i64,
+    pub reason: &'a str,
+    pub requester: &'a str,
+    pub plan: &'a str,
+    pub plan_hash: &'a str,
+    pub approvals_required: i64,
+    pub now: UnixMillis,
+    pub expires_at: UnixMillis,
+}
+
+/// Inserts a request in `pending_approval`; returns its id.
+pub async fn insert(conn: &mut SqliteConnection, p: &NewProvision<'_>) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO provisions (fleet, machine_config, config_version, template,
+            template_version, count, reason, requester, state, plan, plan_hash,
+            approvals_required, created_at, updated_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending_approval', ?, ?, ?, ?, ?, ?) RETURNING id",
+    )
+    .bind(p.fleet)
+    .bind(p.machine_config)
+    .bind(p.config_version)
+    .bind(p.template)
+    .bind(p.template_version)
+    .bind(p.count)
+    .bind(p.reason)
+    .bind(p.requester)
+    .bind(p.plan)
+    .bind(p.plan_hash)
+    .bind(p.approvals_required)
+    .bind(p.now)
+    .bind(p.now)
+    .bind(p.expires_at)
+    .fetch_one(conn)
+    .await
+}
+
+/// One planned machine to insert (status `planned`).
+#[derive(Debug, Clone)]
+pub struct NewMachine<'a> {
+    pub idx: i64,
+    pub name: &'a str,
+    pub sha256: &'a str,
+    pub size_bytes: i64,
+    /// With secrets replaced by «redacted».
+    pub redacted_payload: &'a str,
+}
+
+/// Inserts a request's planned machine.
+pub async fn insert_machine(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+    m: &NewMachine<'_>,
+    now: UnixMillis,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO provision_machines (provision_id, idx, name, sha256, size_bytes,
+            redacted_payload, status, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'planned', ?)",
+    )
+    .bind(provision_id)
+    .bind(m.idx)
+    .bind(m.name)
+    .bind(m.sha256)
+    .bind(m.size_bytes)
+    .bind(m.redacted_payload)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Whether a machine name is already used by any request (`provision_machines_name`).
+pub async fn machine_name_taken(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM provision_machines WHERE name = ?")
+        .bind(name)
+        .fetch_one(conn)
+        .await?;
+    Ok(n > 0)
+}
+
+/// One request.
+pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<ProvisionRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM provisions p WHERE p.id = ?");
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .as_ref()
+        .map(row_from)
+        .transpose()
+}
+
+/// Who approved a request's plan `plan_hash`, in the order they did.
+pub async fn approvers(
+    conn: &mut SqliteConnection,
+    id: i64,
+    plan_hash: &str,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT approver FROM provision_approvals WHERE provision_id = ? AND plan_hash = ?
+         ORDER BY approved_at, rowid",
+    )
+    .bind(id)
+    .bind(plan_hash)
+    .fetch_all(conn)
+    .await
+}
+
+/// Records an approval of plan `plan_hash`; `false` when this approver already approved.
+pub async fn insert_approval(
+    conn: &mut SqliteConnection,
+    id: i64,
+    approver: &str,
+    plan_hash: &str,
+    now: UnixMillis,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at)
+         VALUES (?, ?, ?, ?) ON CONFLICT (provision_id, approver) DO NOTHING",
+    )
+    .bind(id)
+    .bind(approver)
+    .bind(plan_hash)
+    .bind(now)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(done == 1)
+}
+
+/// Moves the end of a request's window (an approval opens the run window).
+pub async fn set_expires_at(
+    conn: &mut SqliteConnection,
+    id: i64,
+    expires_at: UnixMillis,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE provisions SET expires_at = ? WHERE id = ?")
+        .bind(expires_at)
+        .bind(id)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// One machine of a request as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineRow {
+    pub idx: i64,
+    pub name: String,
+    pub sha256: String,
+    pub size_bytes: i64,
+    pub redacted_payload: String,
+    pub status: String,
+    pub server_id: Option<i64>,
+    pub action_id: Option<i64>,
+    pub ipv4: Option<String>,
+    pub provider_status: Option<String>,
+    pub error: Option<String>,
+    pub updated_at: UnixMillis,
+}
+
+const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes, redacted_payload,
+    status, server_id, action_id, ipv4, provider_status, error, updated_at";
+
+fn machine_from(r: &SqliteRow) -> sqlx::Result<(i64, MachineRow)> {
+    Ok((
+        r.try_get(0)?,
+        MachineRow {
+            idx: r.try_get(1)?,
+            name: r.try_get(2)?,
+            sha256: r.try_get(3)?,
+            size_bytes: r.try_get(4)?,
+            redacted_payload: r.try_get(5)?,
+            status: r.try_get(6)?,
+            server_id: r.try_get(7)?,
+            action_id: r.try_get(8)?,
+            ipv4: r.try_get(9)?,
+            provider_status: r.try_get(10)?,
+            error: r.try_get(11)?,
+            updated_at: r.try_get(12)?,
+        },
+    ))
+}
+
+/// A request's machines, by index.
+pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<MachineRow>> {
+    let sql = format!(
+        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id = ? ORDER BY idx"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|r| machine_from(r).map(|(_, m)| m))
+        .collect()
+}
+
+/// The machines of many requests at once (a listing page), as (provision id, machine) pairs
+/// ordered by request and index: one query through the primary key.
+pub async fn machines_of(
+    conn: &mut SqliteConnection,
+    ids: &[i64],
+) -> sqlx::Result<Vec<(i64, MachineRow)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id IN ("
+    ));
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(*id);
+    }
+    q.push(") ORDER BY provision_id, idx");
+    let rows = q.build().fetch_all(conn).await?;
+    rows.iter().map(machine_from).collect()
+}
+
+/// What a listing filters on; every field optional, all must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListFilter {
+    pub fleet: Option<String>,
+    pub machine_config: Option<String>,
+    pub state: Option<ProvisionState>,
+    pub requester: Option<String>,
+    /// Requests this user approved (any plan of theirs).
+    pub approver: Option<String>,
+    /// Created at or after.
+    pub from: Option<UnixMillis>,
+    /// Created before.
+    pub to: Option<UnixMillis>,
+}
+
+fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ListFilter, before: Option<i64>) {
+    q.push(" WHERE 1 = 1");
+    if let Some(v) = &f.fleet {
+        q.push(" AND p.fleet = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.machine_config {
+        q.push(" AND p.machine_config = ").push_bind(v.clone());
+    }
+    if let Some(v) = f.state {
+        q.push(" AND p.state = ").push_bind(v.as_str());
+    }
+    if let Some(v) = &f.requester {
+        q.push(" AND p.requester = ").push_bind(v.clone());
+    }
+    if let Some(v) = &f.approver {
+        // Answered from `provision_approvals_by_approver` (approver, provision_id).
+        q.push(" AND p.id IN (SELECT provision_id FROM provision_approvals WHERE approver = ")
+            .push_bind(v.clone())
+            .push(")");
+    }
+    if let Some(v) = f.from {
+        q.push(" AND p.created_at >= ").push_bind(v);
+    }
+    if let Some(v) = f.to {
+        q.push(" AND p.created_at < ").push_bind(v);
+    }
+    if let Some(b) = before {
+        q.push(" AND p.id < ").push_bind(b);
+    }
+}
+
+/// The listing's query, newest first.
+///
+/// Every equality filter has an `(column, id)` index, so SQLite seeks the filter and walks
+/// `id` downwards from the cursor: a page costs the same however long the history is. With no
+/// filter it walks the primary key backwards; `approver` is answered from
+/// `provision_approvals_by_approver`. [`explain_list`] shows the plan (tested).
+fn list_query(
+    prefix: &str,
+    f: &ListFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> QueryBuilder<Sqlite> {
+    let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM provisions p"));
+    push_filter(&mut q, f, before);
+    q.push(" ORDER BY p.id DESC LIMIT ").push_bind(limit);
+    q
+}
+
+/// SQLite's `EXPLAIN QUERY PLAN` of a listing, one line per step.
+pub async fn explain_list(
+    conn: &mut SqliteConnection,
+    f: &ListFilter,
+    before: Option<i64>,
+) -> sqlx::Result<Vec<String>> {
+    let mut q = list_query("EXPLAIN QUERY PLAN ", f, before, 50);
+    let rows = q.build().fetch_all(conn).await?;
+    rows.iter().map(|r| r.try_get::<String, _>(3)).collect()
+}
+
+/// A newest-first page of requests matching `f` with id below `before`.
+pub async fn list(
+    conn: &mut SqliteConnection,
+    f: &ListFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<ProvisionRow>> {
+    let mut q = list_query("", f, before, limit);
+    let rows = q.build().fetch_all(conn).await?;
+    rows.iter().map(row_from).collect()
+}
+
+/// The approvers of many requests at once (for a listing page), as (provision id, approver)
+/// pairs in approval order. Only approvals of each request's current plan count.
+pub async fn approvers_of(
+    conn: &mut SqliteConnection,
+    ids: &[i64],
+) -> sqlx::Result<Vec<(i64, String)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "SELECT a.provision_id, a.approver FROM provision_approvals a
+         JOIN provisions p ON p.id = a.provision_id AND p.plan_hash = a.plan_hash
+         WHERE a.provision_id IN (",
+    );
+    let mut sep = q.separated(", ");
+    for id in ids {
+        sep.push_bind(*id);
+    }
+    q.push(") ORDER BY a.approved_at, a.rowid");
+    let rows = q.build().fetch_all(conn).await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+/// Requests in `pending_approval` that `user` may approve now: not their own, not already
+/// approved by them, and they wrote neither the config version nor the template version the
+/// plan uses (four-eyes), and its window is still open at `now`.
+pub async fn approvable_by(
+    conn: &mut SqliteConnection,
+    user: &str,
+    now: UnixMillis,
+) -> sqlx::Result<u64> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM provisions p
+         WHERE p.state = 'pending_approval' AND p.requester <> ?1 AND p.expires_at > ?2
+           AND NOT EXISTS (SELECT 1 FROM provision_approvals a
+                           WHERE a.provision_id = p.id AND a.approver = ?1)
+           AND NOT EXISTS (SELECT 1 FROM machine_config_versions v
+                           JOIN machine_configs h ON h.id = v.config_id
+                           WHERE h.name = p.machine_config AND v.version = p.config_version
+                             AND v.author = ?1)
+           AND NOT EXISTS (SELECT 1 FROM template_versions v
+                           JOIN templates h ON h.id = v.template_id
+                           WHERE h.name = p.template AND v.version = p.template_version
+                             AND v.author = ?1)",
+    )
+    .bind(user)
+    .bind(now)
+    .fetch_one(conn)
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Requests waiting for approval or to run whose window closed at or before `now`, with the
+/// state each was read in (`provisions_by_state`).
+pub async fn due_for_expiry(
+    conn: &mut SqliteConnection,
+    now: UnixMillis,
+) -> sqlx::Result<Vec<(i64, String)>> {
+    let rows = sqlx::query(
+        "SELECT id, state FROM provisions
+         WHERE state IN ('pending_approval', 'approved') AND expires_at <= ? ORDER BY id",
+    )
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+/// The redacted payload of the newest succeeded request of a machine config (the preview's
+/// "diff against the last successful provision").
+pub async fn last_succeeded_payload(
+    conn: &mut SqliteConnection,
+    machine_config: &str,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar(
+        "SELECT m.redacted_payload FROM provisions p
+         JOIN provision_machines m ON m.provision_id = p.id AND m.idx = 0
+         WHERE p.machine_config = ? AND p.state = 'succeeded'
+         ORDER BY p.id DESC LIMIT 1",
+    )
+    .bind(machine_config)
+    .fetch_optional(conn)
+    .await
+}

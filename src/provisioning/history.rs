@@ -1,0 +1,409 @@
+//! Provision history: the filters the history page, its exports and the API share (parsed
+//! once, here), and the export itself — every matching request as CSV or JSONL, newest first
+//! like the list, walked page by page through `requests::list` so memory stays flat however
+//! long the history is.
+
+use serde_json::json;
+
+use super::{requests, Provision, ProvisionFilter, ProvisioningError};
+use crate::context::Ctx;
+use crate::domain::clock::{format_utc, parse_utc};
+use crate::domain::field_error::reject_control_chars;
+use crate::domain::{Caller, FieldErrors, ProvisionState};
+
+/// The longest text filter, in characters.
+pub const MAX_FILTER_CHARS: usize = 200;
+/// Requests read per page while exporting.
+const EXPORT_PAGE: u32 = 200;
+
+/// Filters as submitted (query string of the page, its export links and the API); empty means
+/// any.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FilterInput<'a> {
+    pub fleet: &'a str,
+    pub machine_config: &'a str,
+    /// A state name (`pending_approval`, `succeeded`, …).
+    pub state: &'a str,
+    pub requester: &'a str,
+    pub approver: &'a str,
+    /// Created at or after (UTC, `2026-12-02T09:30` or RFC 3339).
+    pub from: &'a str,
+    /// Created before; later than `from`.
+    pub to: &'a str,
+}
+
+fn text(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return None;
+    }
+    if v.chars().count() > MAX_FILTER_CHARS {
+        errors.push(
+            field,
+            format!("must be at most {MAX_FILTER_CHARS} characters"),
+        );
+        return None;
+    }
+    errors.check(reject_control_chars(field, v))?;
+    Some(v.to_owned())
+}
+
+fn time(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<i64> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return None;
+    }
+    let parsed = parse_utc(v);
+    if parsed.is_none() {
+        errors.push(
+            field,
+            "must be a time like 2026-12-02T09:30 (UTC) or RFC 3339",
+        );
+    }
+    parsed
+}
+
+/// Parses every filter, naming each field that breaks its rule.
+pub fn parse_filter(input: &FilterInput<'_>) -> Result<ProvisionFilter, FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let state = match input.state.trim() {
+        "" => None,
+        raw => errors.check(ProvisionState::parse_field("state", raw)),
+    };
+    let filter = ProvisionFilter {
+        fleet: text(&mut errors, "fleet", input.fleet),
+        machine_config: text(&mut errors, "machine_config", input.machine_config),
+        state,
+        requester: text(&mut errors, "requester", input.requester),
+        approver: text(&mut errors, "approver", input.approver),
+        from: time(&mut errors, "from", input.from),
+        to: time(&mut errors, "to", input.to),
+    };
+    if let (Some(f), Some(t)) = (filter.from, filter.to) {
+        if f >= t {
+            errors.push("to", "must be later than from");
+        }
+    }
+    if errors.is_empty() {
+        Ok(filter)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Export encodings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// RFC 4180 CSV with a header row.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+}
+
+impl ExportFormat {
+    /// Parses `format`, naming the field when it is neither encoding.
+    pub fn parse(raw: &str) -> Result<Self, FieldErrors> {
+        match raw.trim() {
+            "csv" => Ok(ExportFormat::Csv),
+            "jsonl" => Ok(ExportFormat::Jsonl),
+            _ => {
+                let mut e = FieldErrors::default();
+                e.push("format", "must be csv or jsonl");
+                Err(e)
+            }
+        }
+    }
+
+    /// The media type of the download.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            ExportFormat::Csv => "text/csv; charset=utf-8",
+            ExportFormat::Jsonl => "application/x-ndjson",
+        }
+    }
+
+    /// The download's file name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            ExportFormat::Csv => "headroom-provisions.csv",
+            ExportFormat::Jsonl => "headroom-provisions.jsonl",
+        }
+    }
+}
+
+/// Why an export was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The listing refused (role, filters) or failed.
+    #[error(transparent)]
+    Provisioning(#[from] ProvisioningError),
+    /// As many exports as are allowed are running; try again shortly.
+    #[error(
+        "{} exports are already running; try again in a moment",
+        crate::context::MAX_EXPORTS
+    )]
+    Busy,
+}
+
+/// The CSV header row: one column per [`Record`] field.
+pub const CSV_HEADER: &str = "id,created_at,state,state_reason,fleet,machine_config,\
+config_version,template,template_version,count,requester,approvers,reason,plan_hash,\
+monthly_cost,currency,finished_at,server_ids\n";
+
+/// One request as exported (CSV and JSONL share the columns).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Record {
+    pub id: i64,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub state: &'static str,
+    pub state_reason: String,
+    pub fleet: String,
+    pub machine_config: String,
+    pub config_version: i64,
+    pub template: String,
+    pub template_version: i64,
+    pub count: u32,
+    pub requester: String,
+    pub approvers: Vec<String>,
+    pub reason: String,
+    pub plan_hash: String,
+    pub monthly_cost: String,
+    pub currency: String,
+    /// RFC 3339, UTC; absent until the request ends.
+    pub finished_at: Option<String>,
+    /// The provider's ids of the servers created, by machine.
+    pub server_ids: Vec<i64>,
+}
+
+impl Record {
+    /// The exported view of `p`, with its machines' server ids.
+    pub fn new(p: &Provision, server_ids: Vec<i64>) -> Record {
+        Record {
+            id: p.id,
+            created_at: format_utc(p.created_at),
+            state: p.state.as_str(),
+            state_reason: p.state_reason.clone(),
+            fleet: p.fleet.clone(),
+            machine_config: p.machine_config.clone(),
+            config_version: p.config_version,
+            template: p.template.clone(),
+            template_version: p.template_version,
+            count: p.count,
+            requester: p.requester.clone(),
+            approvers: p.approvers.clone(),
+            reason: p.reason.clone(),
+            plan_hash: p.plan_hash.clone(),
+            monthly_cost: p.plan.monthly_cost.clone(),
+            currency: p.plan.currency.clone(),
+            finished_at: p.finished_at.map(format_utc),
+            server_ids,
+        }
+    }
+
+    /// One JSON line, newline included.
+    pub fn to_jsonl(&self) -> String {
+        let mut s = serde_json::to_string(self).unwrap_or_else(|_| json!({}).to_string());
+        s.push('\n');
+        s
+    }
+
+    /// One RFC 4180 CSV line, newline included; lists are joined with spaces.
+    pub fn to_csv(&self) -> String {
+        let join = |v: &[String]| v.join(" ");
+        let cells = [
+            self.id.to_string(),
+            self.created_at.clone(),
+            self.state.to_owned(),
+            self.state_reason.clone(),
+            self.fleet.clone(),
+            self.machine_config.clone(),
+            self.config_version.to_string(),
+            self.template.clone(),
+            self.template_version.to_string(),
+            self.count.to_string(),
+            self.requester.clone(),
+            join(&self.approvers),
+            self.reason.clone(),
+            self.plan_hash.clone(),
+            self.monthly_cost.clone(),
+            self.currency.clone(),
+            self.finished_at.clone().unwrap_or_default(),
+            join(
+                &self
+                    .server_ids
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>(),
+            ),
+        ];
+        let mut line = cells
+            .iter()
+            .map(|c| csv_cell(c))
+            .collect::<Vec<_>>()
+            .join(",");
+        line.push('\n');
+        line
+    }
+}
+
+/// One CSV cell: text a spreadsheet would run as a formula (`=`, `+`, `-`, `@` first) gets a
+/// leading `'`; then RFC 4180 quoting when it holds a comma, quote or line break.
+pub fn csv_cell(raw: &str) -> String {
+    // A plain negative number is data, not a formula.
+    let defused = if raw.starts_with(['=', '+', '-', '@']) && raw.parse::<f64>().is_err() {
+        format!("'{raw}")
+    } else {
+        raw.to_owned()
+    };
+    if defused.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", defused.replace('"', "\"\""))
+    } else {
+        defused
+    }
+}
+
+/// Encodes a page of requests with their machines' server ids.
+async fn encode(ctx: &Ctx, page: &[Provision], format: ExportFormat) -> anyhow::Result<String> {
+    let mut conn = ctx.pool.acquire().await?;
+    let mut out = String::new();
+    for p in page {
+        let server_ids = crate::db::provisions::machines(&mut conn, p.id)
+            .await?
+            .into_iter()
+            .filter_map(|m| m.server_id)
+            .collect();
+        let record = Record::new(p, server_ids);
+        out.push_str(&match format {
+            ExportFormat::Csv => record.to_csv(),
+            ExportFormat::Jsonl => record.to_jsonl(),
+        });
+    }
+    Ok(out)
+}
+
+/// Every request matching `filter`, newest first (the list's order), as a stream of encoded
+/// chunks. The first page is read before this returns, so a refused caller or a failing
+/// database is an error here, not a broken download; the rest is walked on its own task, a
+/// page at a time, and stops when the stream is dropped.
+pub async fn export(
+    ctx: &Ctx,
+    caller: &Caller,
+    filter: &ProvisionFilter,
+    format: ExportFormat,
+) -> Result<ExportStream, HistoryError> {
+    // An export walks the whole (filtered) history: a few at a time, shared with the audit
+    // export, so a flood of them cannot slow every other request.
+    let permit = ctx
+        .exports
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| HistoryError::Busy)?;
+    let (first, mut cursor) = requests::list(ctx, caller, filter, None, EXPORT_PAGE).await?;
+    let mut head = String::new();
+    if format == ExportFormat::Csv {
+        head.push_str(CSV_HEADER);
+    }
+    head.push_str(
+        &encode(ctx, &first, format)
+            .await
+            .map_err(ProvisioningError::Internal)?,
+    );
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    let (ctx, caller, filter) = (ctx.clone(), caller.clone(), filter.clone());
+    tokio::spawn(async move {
+        let _permit = permit;
+        if tx.send(Ok(head)).await.is_err() {
+            return;
+        }
+        let walked: Result<(), ProvisioningError> = async {
+            while let Some(before) = cursor {
+                let (page, next) =
+                    requests::list(&ctx, &caller, &filter, Some(before), EXPORT_PAGE).await?;
+                cursor = next;
+                let chunk = encode(&ctx, &page, format).await?;
+                if tx.send(Ok(chunk)).await.is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = walked {
+            tracing::error!(error = %e, "provision export failed");
+            let _ = tx
+                .send(Err(std::io::Error::other("provision export failed")))
+                .await;
+        }
+    });
+    Ok(ExportStream(rx))
+}
+
+/// Encoded export chunks, in order; an error item ends a broken walk.
+pub struct ExportStream(tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>);
+
+impl futures_core::Stream for ExportStream {
+    type Item = Result<String, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_cells_defuse_formulas_and_quote_by_rfc_4180() {
+        assert_eq!(csv_cell("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_cell("+1+1"), "'+1+1");
+        assert_eq!(csv_cell("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_cell("-2"), "-2");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_cell("plain"), "plain");
+    }
+
+    #[test]
+    fn filters_are_refused_by_field() {
+        let long = "x".repeat(MAX_FILTER_CHARS + 1);
+        let input = FilterInput {
+            fleet: &long,
+            machine_config: "a\u{0}b",
+            state: "done",
+            requester: "",
+            approver: "bob",
+            from: "2026-12-02T10:00",
+            to: "2026-12-02T09:00",
+        };
+        let errors = parse_filter(&input).unwrap_err();
+        let fields: Vec<_> = errors.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["state", "fleet", "machine_config", "to"]);
+        assert!(errors
+            .for_field("state")
+            .unwrap()
+            .contains("pending_approval"));
+        let bad_time = parse_filter(&FilterInput {
+            from: "yesterday",
+            ..FilterInput::default()
+        })
+        .unwrap_err();
+        assert!(bad_time
+            .for_field("from")
+            .unwrap()
+            .contains("2026-12-02T09:30"));
+        let ok = parse_filter(&FilterInput {
+            state: " succeeded ",
+            approver: "bob",
+            ..FilterInput::default()
+        })
+        .unwrap();
+        assert_eq!(ok.state, Some(ProvisionState::Succeeded));
+        assert_eq!(ok.approver.as_deref(), Some("bob"));
+        assert_eq!(ExportFormat::parse("xml").unwrap_err().0[0].field, "format");
+    }
+}

@@ -1,0 +1,702 @@
+//! Provision requests: file, approve (four-eyes, bound to the plan hash), reject, cancel,
+//! read, list; expiry and supersession. Every state change goes through
+//! `transition::apply` inside one `BEGIN IMMEDIATE` transaction, so two approvers or twenty
+//! concurrent clicks make exactly one transition.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use sqlx::SqliteConnection;
+
+use super::plan::{self, DraftPlan};
+use super::transition::{self, Outcome, Transition};
+use super::{notify, Event, MachineRecord, NewRequest, Provision, ProvisionDetail};
+use super::{ProvisionFilter, ProvisioningError, REASON_MAX};
+use crate::audit::{self, Action, AuditFilter, NewEntry};
+use crate::auth::Caller;
+use crate::context::Ctx;
+use crate::db;
+use crate::db::provision_events::{self, NewEvent};
+use crate::db::provisions::{ListFilter, MachineRow, NewMachine, NewProvision, ProvisionRow};
+use crate::db::versions::{self, Family};
+use crate::domain::field_error::reject_control_chars;
+use crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT;
+use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
+
+/// Most requests one listing page returns.
+pub const LIST_LIMIT_MAX: u32 = 200;
+/// Audit entries a request's detail shows (a request has a handful).
+const AUDIT_SHOWN_MAX: i64 = 500;
+const HOUR_MS: i64 = 3_600_000;
+
+/// Plans a request for the form's live preview: the plan, its cost and findings; nothing
+/// stored (operator and up).
+pub async fn plan(
+    ctx: &Ctx,
+    caller: &Caller,
+    req: &NewRequest,
+) -> Result<DraftPlan, ProvisioningError> {
+    plan::plan(ctx, caller, req).await
+}
+
+/// Files a request in `pending_approval` (operator and up). A plan with an error finding is
+/// refused with the findings as errors on `template`.
+#[tracing::instrument(skip_all, fields(fleet.name = %req.fleet), err)]
+pub async fn create(
+    ctx: &Ctx,
+    caller: &Caller,
+    req: &NewRequest,
+) -> Result<Provision, ProvisioningError> {
+    caller.require(Role::Operator)?;
+    let draft = plan::plan(ctx, caller, req).await?;
+    if !draft.can_be_filed() {
+        return Err(draft.error_fields().into());
+    }
+    // The payloads were rendered with `now = planned_at`; the request keeps that time so a
+    // re-render before execution produces the same bytes.
+    let now = draft.planned_at;
+    let expires_at = now + i64::from(draft.approval_ttl_hours) * HOUR_MS;
+    let plan_json = serde_json::to_string(&draft.plan).map_err(anyhow::Error::from)?;
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let id = db::provisions::insert(
+        &mut tx,
+        &NewProvision {
+            fleet: &draft.fleet,
+            machine_config: &draft.machine_config,
+            config_version: draft.config_version,
+            template: &draft.template,
+            template_version: draft.template_version,
+            count: i64::from(draft.count),
+            reason: &draft.reason,
+            requester: caller.actor.name(),
+            plan: &plan_json,
+            plan_hash: &draft.plan_hash,
+            approvals_required: i64::from(draft.approvals_required),
+            now,
+            expires_at,
+        },
+    )
+    .await?;
+    for (idx, (m, redacted)) in draft
+        .plan
+        .machines
+        .iter()
+        .zip(&draft.redacted_payloads)
+        .enumerate()
+    {
+        db::provisions::insert_machine(
+            &mut tx,
+            id,
+            &NewMachine {
+                idx: idx as i64,
+                name: &m.name,
+                sha256: &m.sha256,
+                size_bytes: m.size_bytes as i64,
+                redacted_payload: redacted,
+            },
+            now,
+        )
+        .await?;
+    }
+    let p = &draft.plan;
+    let message = format!(
+        "requested by {}: {} × {} at {} ({} {}/month)",
+        caller.actor.name(),
+        draft.count,
+        p.server_type,
+        p.location,
+        p.monthly_cost,
+        p.currency
+    );
+    provision_events::append(
+        &mut tx,
+        NewEvent {
+            provision_id: id,
+            at: now,
+            kind: "state",
+            machine: None,
+            message: &message,
+            details: &json!({ "to": ProvisionState::PendingApproval.as_str(), "plan_hash": draft.plan_hash }),
+        },
+    )
+    .await?;
+    audit::append(
+        &mut tx,
+        now,
+        NewEntry {
+            actor: &caller.actor,
+            action: Action::ProvisionRequested,
+            target_kind: "provision",
+            target_id: &id.to_string(),
+            details: json!({
+                "fleet": draft.fleet,
+                "machine_config": draft.machine_config,
+                "config_version": draft.config_version,
+                "template": draft.template,
+                "template_version": draft.template_version,
+                "count": draft.count,
+                "plan_hash": draft.plan_hash,
+                "hourly_cost": p.hourly_cost,
+                "monthly_cost": p.monthly_cost,
+                "currency": p.currency,
+            }),
+        },
+    )
+    .await?;
+    notify::enqueue(&mut tx, ctx, now, notify::Event::Requested, id).await?;
+    tx.commit().await?;
+    let mut conn = ctx.pool.acquire().await?;
+    load(&mut conn, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("provision {id} vanished after insert").into())
+}
+
+/// A stored request as the operations see it (no role check: for the runner and the other
+/// provisioning modules, which act as the system).
+pub async fn load(
+    conn: &mut SqliteConnection,
+    id: i64,
+) -> Result<Option<Provision>, ProvisioningError> {
+    let Some(row) = db::provisions::get(conn, id).await? else {
+        return Ok(None);
+    };
+    let approvers = db::provisions::approvers(conn, id, &row.plan_hash).await?;
+    Ok(Some(from_row(row, approvers)?))
+}
+
+fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, ProvisioningError> {
+    let state = row
+        .state
+        .parse()
+        .map_err(|()| anyhow::anyhow!("provision {}: unknown state {:?}", row.id, row.state))?;
+    let plan = serde_json::from_str(&row.plan)
+        .map_err(|e| anyhow::anyhow!("provision {}: stored plan: {e}", row.id))?;
+    Ok(Provision {
+        id: row.id,
+        fleet: row.fleet,
+        machine_config: row.machine_config,
+        config_version: row.config_version,
+        template: row.template,
+        template_version: row.template_version,
+        count: u32::try_from(row.count).unwrap_or(0),
+        reason: row.reason,
+        requester: row.requester,
+        state,
+        state_reason: row.state_reason,
+        plan,
+        plan_hash: row.plan_hash,
+        approvals_required: u32::try_from(row.approvals_required).unwrap_or(1),
+        approvers,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        expires_at: row.expires_at,
+        approved_at: row.approved_at,
+        finished_at: row.finished_at,
+    })
+}
+
+fn not_found(id: i64) -> ProvisioningError {
+    ProvisioningError::NotFound(format!("provision {id}"))
+}
+
+/// The four-eyes rule: who may not approve (or reject) a request, and why.
+async fn four_eyes(
+    conn: &mut SqliteConnection,
+    p: &Provision,
+    who: &str,
+    verb: &str,
+) -> Result<(), ProvisioningError> {
+    if p.requester == who {
+        let hint = if verb == "reject" {
+            "cancel it instead"
+        } else {
+            "another approver must"
+        };
+        return Err(ProvisioningError::NotAllowed(format!(
+            "four-eyes: you requested provision {}, so you cannot {verb} it; {hint}",
+            p.id
+        )));
+    }
+    if verb != "approve" {
+        return Ok(());
+    }
+    let docs = [
+        (
+            Family::MachineConfig,
+            "machine config",
+            &p.machine_config,
+            p.config_version,
+        ),
+        (
+            Family::Template,
+            "template",
+            &p.template,
+            p.template_version,
+        ),
+    ];
+    for (family, what, name, version) in docs {
+        let v = versions::exact(conn, family, name, version).await?;
+        if v.is_some_and(|v| v.author == who) {
+            return Err(ProvisioningError::NotAllowed(format!(
+                "four-eyes: you wrote {what} {name} version {version}, which this plan uses, so you cannot approve it; another approver must"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Moves a request that may no longer be acted on (window closed, newer version) to
+/// `expired` or `superseded` within `tx`; returns the conflict to answer with, if it did.
+async fn void_if_stale(
+    conn: &mut SqliteConnection,
+    ctx: &Ctx,
+    now: UnixMillis,
+    p: &Provision,
+) -> Result<Option<ProvisioningError>, ProvisioningError> {
+    let (to, why) = if now >= p.expires_at {
+        (
+            ProvisionState::Expired,
+            format!(
+                "its window closed at {}",
+                crate::domain::clock::format_utc(p.expires_at)
+            ),
+        )
+    } else if let Some(why) = plan::newer_version_in(conn, p).await? {
+        (ProvisionState::Superseded, why)
+    } else {
+        return Ok(None);
+    };
+    transition::apply(
+        conn,
+        ctx,
+        now,
+        Transition {
+            provision_id: p.id,
+            from: p.state,
+            to,
+            actor: &Actor::System,
+            reason: &why,
+            details: json!({}),
+        },
+    )
+    .await?;
+    Ok(Some(ProvisioningError::Conflict(format!(
+        "provision {} is now {to}: {why}",
+        p.id
+    ))))
+}
+
+/// Approves a request's plan (approver and up; four-eyes). With `seen_plan_hash`, refuses
+/// when the plan is no longer the one the approver reviewed. The last approval needed moves
+/// the request to `approved`, opens its run window and wakes the runner.
+#[tracing::instrument(skip_all, fields(provision.id = id), err)]
+pub async fn approve(
+    ctx: &Ctx,
+    caller: &Caller,
+    id: i64,
+    seen_plan_hash: Option<&str>,
+) -> Result<Provision, ProvisioningError> {
+    caller.require(Role::Approver)?;
+    let me = caller.actor.name();
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let p = load(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
+    if p.state != ProvisionState::PendingApproval {
+        return Err(ProvisioningError::Conflict(format!(
+            "provision {id} is {}, so it cannot be approved (only pending_approval can)",
+            p.state
+        )));
+    }
+    four_eyes(&mut tx, &p, me, "approve").await?;
+    if seen_plan_hash.is_some_and(|h| h != p.plan_hash) {
+        return Err(ProvisioningError::Conflict(format!(
+            "the plan changed since you saw it: provision {id} now has plan {}; review it again",
+            p.plan_hash
+        )));
+    }
+    if let Some(conflict) = void_if_stale(&mut tx, ctx, now, &p).await? {
+        tx.commit().await?;
+        return Err(conflict);
+    }
+    if !db::provisions::insert_approval(&mut tx, id, me, &p.plan_hash, now).await? {
+        return Err(ProvisioningError::Conflict(format!(
+            "you already approved provision {id}; it needs another approver"
+        )));
+    }
+    let approvals = db::provisions::approvers(&mut tx, id, &p.plan_hash)
+        .await?
+        .len();
+    let required = p.approvals_required as usize;
+    let details = json!({ "approvals": approvals, "required": required, "plan_hash": p.plan_hash });
+    let complete = approvals >= required;
+    if complete {
+        let moved = transition::apply(
+            &mut tx,
+            ctx,
+            now,
+            Transition {
+                provision_id: id,
+                from: ProvisionState::PendingApproval,
+                to: ProvisionState::Approved,
+                actor: &caller.actor,
+                reason: "",
+                details,
+            },
+        )
+        .await?;
+        if moved == Outcome::Lost {
+            return Err(ProvisioningError::Conflict(format!(
+                "provision {id} was moved by someone else meanwhile"
+            )));
+        }
+        // The run window: the runner must start within the fleet's TTL of the approval.
+        let ttl = run_window_hours(&mut tx, &p.fleet).await?;
+        db::provisions::set_expires_at(&mut tx, id, now + i64::from(ttl) * HOUR_MS).await?;
+    } else {
+        let message = format!("approved by {me} ({approvals} of {required})");
+        provision_events::append(
+            &mut tx,
+            NewEvent {
+                provision_id: id,
+                at: now,
+                kind: "approval",
+                machine: None,
+                message: &message,
+                details: &details,
+            },
+        )
+        .await?;
+        audit::append(
+            &mut tx,
+            now,
+            NewEntry {
+                actor: &caller.actor,
+                action: Action::ProvisionApproved,
+                target_kind: "provision",
+                target_id: &id.to_string(),
+                details,
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    if complete {
+        ctx.jobs.notify_one();
+    }
+    let mut conn = ctx.pool.acquire().await?;
+    load(&mut conn, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile).
+async fn run_window_hours(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+) -> Result<u32, ProvisioningError> {
+    let row = db::fleets::get(conn, fleet).await?;
+    Ok(row
+        .and_then(|r| serde_json::from_str::<crate::domain::fleet::FleetSpec>(&r.spec).ok())
+        .map_or(APPROVAL_TTL_HOURS_DEFAULT, |s| s.approval_ttl_hours))
+}
+
+/// Parses a rejection reason: 1–`REASON_MAX` characters, no control characters.
+fn parse_reason(raw: &str) -> Result<String, FieldError> {
+    let reason = raw.trim();
+    // Limits count the text as sent, like the API document's maxLength; it is stored trimmed.
+    let len = raw.chars().count();
+    if reason.is_empty() {
+        return Err(FieldError::new(
+            "reason",
+            "is required: say why the request is rejected",
+        ));
+    }
+    if len > REASON_MAX {
+        return Err(FieldError::new(
+            "reason",
+            format!("must be at most {REASON_MAX} characters (it has {len})"),
+        ));
+    }
+    reject_control_chars("reason", raw)?;
+    Ok(reason.to_owned())
+}
+
+/// Rejects a pending request with a reason (approver and up; not the requester, who cancels).
+#[tracing::instrument(skip_all, fields(provision.id = id), err)]
+pub async fn reject(
+    ctx: &Ctx,
+    caller: &Caller,
+    id: i64,
+    reason: &str,
+) -> Result<Provision, ProvisioningError> {
+    caller.require(Role::Approver)?;
+    let reason = parse_reason(reason)?;
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let p = load(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
+    if p.state != ProvisionState::PendingApproval {
+        return Err(ProvisioningError::Conflict(format!(
+            "provision {id} is {}, so it cannot be rejected (only pending_approval can)",
+            p.state
+        )));
+    }
+    four_eyes(&mut tx, &p, caller.actor.name(), "reject").await?;
+    move_to(
+        &mut tx,
+        ctx,
+        now,
+        &p,
+        ProvisionState::Rejected,
+        caller,
+        &reason,
+    )
+    .await?;
+    tx.commit().await?;
+    let mut conn = ctx.pool.acquire().await?;
+    load(&mut conn, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// Cancels a request that has not started (its requester, or an approver and up).
+#[tracing::instrument(skip_all, fields(provision.id = id), err)]
+pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, ProvisioningError> {
+    caller.require(Role::Operator)?;
+    let now = ctx.clock.now();
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let p = load(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
+    if p.requester != caller.actor.name() {
+        // Someone else's request: only an approver may withdraw it.
+        caller.require(Role::Approver)?;
+    }
+    if !matches!(
+        p.state,
+        ProvisionState::PendingApproval | ProvisionState::Approved
+    ) {
+        return Err(ProvisioningError::Conflict(format!(
+            "provision {id} is {}, so it cannot be cancelled (only pending_approval or approved can)",
+            p.state
+        )));
+    }
+    let why = format!("cancelled by {}", caller.actor.name());
+    move_to(
+        &mut tx,
+        ctx,
+        now,
+        &p,
+        ProvisionState::Cancelled,
+        caller,
+        &why,
+    )
+    .await?;
+    tx.commit().await?;
+    let mut conn = ctx.pool.acquire().await?;
+    load(&mut conn, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// One transition by the caller; a lost compare-and-set is a conflict.
+async fn move_to(
+    conn: &mut SqliteConnection,
+    ctx: &Ctx,
+    now: UnixMillis,
+    p: &Provision,
+    to: ProvisionState,
+    caller: &Caller,
+    reason: &str,
+) -> Result<(), ProvisioningError> {
+    let outcome = transition::apply(
+        conn,
+        ctx,
+        now,
+        Transition {
+            provision_id: p.id,
+            from: p.state,
+            to,
+            actor: &caller.actor,
+            reason,
+            details: json!({}),
+        },
+    )
+    .await?;
+    match outcome {
+        Outcome::Moved => Ok(()),
+        Outcome::Lost => Err(ProvisioningError::Conflict(format!(
+            "provision {} was moved by someone else meanwhile",
+            p.id
+        ))),
+    }
+}
+
+/// A request with its machines, timeline, redacted payload and audit entries (viewer and up).
+pub async fn get(
+    ctx: &Ctx,
+    caller: &Caller,
+    id: i64,
+) -> Result<ProvisionDetail, ProvisioningError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
+    let provision = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
+    let rows = db::provisions::machines(&mut conn, id).await?;
+    let redacted_payload = rows
+        .first()
+        .map(|m| m.redacted_payload.clone())
+        .unwrap_or_default();
+    let machines = rows
+        .into_iter()
+        .map(|m| machine_record(id, m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let events = provision_events::for_provision(&mut conn, id)
+        .await?
+        .into_iter()
+        .map(|e| Event {
+            id: e.id,
+            at: e.at,
+            kind: e.kind,
+            machine: e.machine,
+            message: e.message,
+            details: serde_json::from_str(&e.details).unwrap_or(serde_json::Value::Null),
+        })
+        .collect();
+    let filter = AuditFilter {
+        target: Some(format!("provision:{id}")),
+        ..AuditFilter::default()
+    };
+    let mut audit = db::audit::page(&mut conn, &filter, None, AUDIT_SHOWN_MAX).await?;
+    audit.reverse();
+    Ok(ProvisionDetail {
+        provision,
+        machines,
+        events,
+        redacted_payload,
+        audit,
+    })
+}
+
+fn machine_record(id: i64, m: MachineRow) -> Result<MachineRecord, ProvisioningError> {
+    Ok(MachineRecord {
+        idx: u32::try_from(m.idx).unwrap_or(0),
+        status: m.status.parse().map_err(|()| {
+            anyhow::anyhow!("provision {id}: unknown machine status {:?}", m.status)
+        })?,
+        name: m.name,
+        sha256: m.sha256,
+        size_bytes: usize::try_from(m.size_bytes).unwrap_or(0),
+        server_id: m.server_id,
+        action_id: m.action_id,
+        ipv4: m.ipv4,
+        provider_status: m.provider_status,
+        error: m.error,
+        updated_at: m.updated_at,
+    })
+}
+
+/// The machines of many requests (a listing page), by request id (viewer and up).
+pub async fn machines_of(
+    ctx: &Ctx,
+    caller: &Caller,
+    ids: &[i64],
+) -> Result<BTreeMap<i64, Vec<MachineRecord>>, ProvisioningError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
+    let mut out: BTreeMap<i64, Vec<MachineRecord>> = BTreeMap::new();
+    for (id, m) in db::provisions::machines_of(&mut conn, ids).await? {
+        out.entry(id).or_default().push(machine_record(id, m)?);
+    }
+    Ok(out)
+}
+
+/// A newest-first page of requests matching `filter` with id below `cursor`, and the cursor of
+/// the next page when there may be one (viewer and up; `limit` 1–200).
+pub async fn list(
+    ctx: &Ctx,
+    caller: &Caller,
+    filter: &ProvisionFilter,
+    cursor: Option<i64>,
+    limit: u32,
+) -> Result<(Vec<Provision>, Option<i64>), ProvisioningError> {
+    caller.require(Role::Viewer)?;
+    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+        return Err(
+            FieldError::new("limit", format!("must be between 1 and {LIST_LIMIT_MAX}")).into(),
+        );
+    }
+    if cursor.is_some_and(|c| c < 1) {
+        return Err(FieldError::new("cursor", "must be a positive request id").into());
+    }
+    let f = ListFilter {
+        fleet: filter.fleet.clone(),
+        machine_config: filter.machine_config.clone(),
+        state: filter.state,
+        requester: filter.requester.clone(),
+        approver: filter.approver.clone(),
+        from: filter.from,
+        to: filter.to,
+    };
+    let mut conn = ctx.pool.acquire().await?;
+    let rows = db::provisions::list(&mut conn, &f, cursor, i64::from(limit)).await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let approvals = db::provisions::approvers_of(&mut conn, &ids).await?;
+    let next = (rows.len() == limit as usize)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    let items = rows
+        .into_iter()
+        .map(|row| {
+            let mine = approvals
+                .iter()
+                .filter(|(pid, _)| *pid == row.id)
+                .map(|(_, a)| a.clone())
+                .collect();
+            from_row(row, mine)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((items, next))
+}
+
+/// How many pending requests the caller could approve now (the navigation badge): 0 below
+/// approver; otherwise not their own, not already approved by them, not using a config or
+/// template version they wrote, and still inside its window.
+pub async fn awaiting_approval_count(ctx: &Ctx, caller: &Caller) -> Result<u64, ProvisioningError> {
+    if !caller.role.includes(Role::Approver) {
+        return Ok(0);
+    }
+    let mut conn = ctx.pool.acquire().await?;
+    Ok(db::provisions::approvable_by(&mut conn, caller.actor.name(), ctx.clock.now()).await?)
+}
+
+/// Moves every request whose window closed (pending approval, or approved but not started) to
+/// `expired`, as the system; returns how many moved.
+pub async fn expire_due_once(ctx: &Ctx) -> anyhow::Result<usize> {
+    let now = ctx.clock.now();
+    let due = {
+        let mut conn = ctx.pool.acquire().await?;
+        db::provisions::due_for_expiry(&mut conn, now).await?
+    };
+    let mut moved = 0;
+    for (id, state) in due {
+        let Ok(from) = state.parse::<ProvisionState>() else {
+            continue;
+        };
+        let why = match from {
+            ProvisionState::Approved => "approved but not started before its run window closed",
+            _ => "not approved before its approval window closed",
+        };
+        // One short transaction per request: a long sweep never holds the write lock.
+        let mut tx = db::begin_write(&ctx.pool).await?;
+        let outcome = transition::apply(
+            &mut tx,
+            ctx,
+            now,
+            Transition {
+                provision_id: id,
+                from,
+                to: ProvisionState::Expired,
+                actor: &Actor::System,
+                reason: why,
+                details: json!({}),
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        if outcome == Outcome::Moved {
+            moved += 1;
+        }
+    }
+    Ok(moved)
+}

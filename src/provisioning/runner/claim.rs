@@ -1,0 +1,71 @@
+//! Claiming an approved request: check that the plan still holds (render again, compare),
+//! then move it approved → executing in a `BEGIN IMMEDIATE` transaction. The transition is a
+//! compare-and-set, so of two runners (or two processes) exactly one wins.
+
+use serde_json::json;
+
+use super::payload::{self, Payloads};
+use crate::context::Ctx;
+use crate::db::{self, provision_jobs};
+use crate::domain::{Actor, ProvisionState};
+use crate::provisioning::transition::{self, Outcome, Transition};
+
+/// What became of the request.
+pub(super) enum Claimed {
+    /// Ours to execute, with its real payloads (in memory only).
+    Run(Box<Payloads>),
+    /// The plan no longer matched: superseded, with the reason in the record.
+    Superseded,
+    /// Someone else moved it first (another runner claimed it, a person cancelled it).
+    Lost,
+}
+
+/// Re-renders, then supersedes or claims `job` (read as `approved`).
+pub(super) async fn claim(ctx: &Ctx, job: &provision_jobs::JobRow) -> anyhow::Result<Claimed> {
+    let stale = match payload::render(ctx, job).await? {
+        Err(stale) => stale,
+        Ok(p) => {
+            let mut tx = db::begin_write(&ctx.pool).await?;
+            let outcome = move_to(&mut tx, ctx, job.id, ProvisionState::Executing, "").await?;
+            tx.commit().await?;
+            return Ok(match outcome {
+                Outcome::Moved => Claimed::Run(Box::new(p)),
+                Outcome::Lost => Claimed::Lost,
+            });
+        }
+    };
+    let reason = format!("the plan no longer matches: {stale}; file a new request");
+    let mut tx = db::begin_write(&ctx.pool).await?;
+    let outcome = move_to(&mut tx, ctx, job.id, ProvisionState::Superseded, &reason).await?;
+    tx.commit().await?;
+    if outcome == Outcome::Moved {
+        tracing::warn!(provision.id = job.id, reason, "approved request superseded");
+    }
+    Ok(match outcome {
+        Outcome::Moved => Claimed::Superseded,
+        Outcome::Lost => Claimed::Lost,
+    })
+}
+
+async fn move_to(
+    conn: &mut sqlx::SqliteConnection,
+    ctx: &Ctx,
+    id: i64,
+    to: ProvisionState,
+    reason: &str,
+) -> anyhow::Result<Outcome> {
+    transition::apply(
+        conn,
+        ctx,
+        ctx.now(),
+        Transition {
+            provision_id: id,
+            from: ProvisionState::Approved,
+            to,
+            actor: &Actor::System,
+            reason,
+            details: json!({}),
+        },
+    )
+    .await
+}

@@ -1,0 +1,53 @@
+//! Approvals handlers.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+
+use super::views;
+use crate::auth::Principal;
+use crate::domain::{ProvisionState, Role};
+use crate::provisioning::{requests, ProvisionFilter};
+use crate::state::AppState;
+use crate::web::layout::{respond, Frame};
+use crate::web::provisions::PageError;
+
+/// Requests the inbox shows at most (the oldest waiting ones expire first anyway).
+const INBOX_LIMIT: u32 = 200;
+
+/// GET /approvals
+pub async fn inbox(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+) -> Result<HttpResponse, PageError> {
+    let caller = principal.caller();
+    let pending = if principal.role.includes(Role::Approver) {
+        let filter = ProvisionFilter {
+            state: Some(ProvisionState::PendingApproval),
+            ..ProvisionFilter::default()
+        };
+        let (mut items, _) =
+            requests::list(&state.ctx, &caller, &filter, None, INBOX_LIMIT).await?;
+        // What they approved already is not waiting for them any more.
+        items.retain(|p| !p.approvers.iter().any(|a| a == &principal.username));
+        items
+    } else {
+        Vec::new()
+    };
+    let frame = Frame::load(&state, &principal, "Approvals", "approvals").await;
+    let body = || views::inbox(principal.role, &principal.username, &pending);
+    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+}
+
+/// GET /approvals/badge: the count partial the navigation loads and refreshes.
+pub async fn badge(
+    state: web::Data<AppState>,
+    principal: Principal,
+) -> Result<HttpResponse, PageError> {
+    let count = requests::awaiting_approval_count(&state.ctx, &principal.caller()).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(views::badge(count).into_string()))
+}

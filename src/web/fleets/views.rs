@@ -1,0 +1,202 @@
+//! Fleet views. Secrets appear only as their sources.
+
+use maud::{html, Markup};
+
+use super::forms::FleetForm;
+use crate::auth::Principal;
+use crate::domain::fleet::SecretName;
+use crate::domain::{FieldErrors, Role};
+use crate::fleets::Fleet;
+use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
+use crate::web::paths;
+
+fn policy(f: &Fleet) -> String {
+    let s = &f.spec;
+    format!(
+        "{} approval{}, valid {} h",
+        s.approvals_required,
+        if s.approvals_required == 1 { "" } else { "s" },
+        s.approval_ttl_hours
+    )
+}
+
+/// The list of fleets.
+pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
+    html! {
+        div.heading {
+            h1 { "Fleets" }
+            @if can_edit { a.button.primary href=(paths::FLEET_NEW) { "New fleet" } }
+        }
+        section.card {
+            table.data {
+                thead { tr { th { "Name" } th { "Endpoints" } th { "Restore config" } th { "Approval policy" } th { "Updated" } } }
+                tbody {
+                    @for f in fleets {
+                        tr {
+                            td { a href=(paths::fill(paths::FLEET, &[("name", &f.spec.name)])) { strong { (f.spec.name) } } }
+                            td { @for e in &f.spec.endpoints { code { (e) } br; } }
+                            td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &f.spec.restore_machine_config)])) { (f.spec.restore_machine_config) } }
+                            td { (policy(f)) }
+                            td { (time(f.updated_at)) " by " (f.updated_by) }
+                        }
+                    }
+                    @if fleets.is_empty() { tr { td colspan="5" .muted { "No fleets yet." } } }
+                }
+            }
+        }
+    }
+}
+
+/// One fleet: its settings, secret sources, and links to its provisions.
+pub fn show(principal: &Principal, f: &Fleet) -> Markup {
+    let s = &f.spec;
+    let name = s.name.as_str();
+    let can_edit = principal.role.includes(Role::Operator);
+    let csrf = principal.csrf_token().unwrap_or("");
+    let provisions = format!(
+        "{}?fleet={}",
+        paths::HISTORY,
+        crate::http::guard::urlencode(name)
+    );
+    html! {
+        div.heading {
+            h1 { (name) }
+            a.button href=(provisions) { "Provisions of this fleet" }
+            @if can_edit { a.button href=(paths::fill(paths::FLEET_EDIT, &[("name", name)])) { "Edit" } }
+        }
+        section.card {
+            dl.spec {
+                dt { "endpoints" } dd { @for e in &s.endpoints { code { (e) } br; } }
+                dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &s.restore_machine_config)])) { code { (s.restore_machine_config) } } }
+                dt { "approvals_required" } dd { code { (s.approvals_required) } }
+                dt { "approval_ttl_hours" } dd { code { (s.approval_ttl_hours) } }
+                dt { "scrape_interval_secs" } dd { code { (s.scrape_interval_secs) } }
+                dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs) } }
+                dt { "required_override" } dd { @match s.required_override { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
+                @for n in SecretName::ALL {
+                    dt { "secrets." (n.as_str()) }
+                    dd { @match s.secrets.get(&n) { Some(src) => code { (src) }, None => span.muted { "none" } } }
+                }
+            }
+            p.muted { "Created " (time(f.created_at)) "; last changed " (time(f.updated_at)) " by " (f.updated_by) "." }
+        }
+        @if can_edit {
+            section.card #delete {
+                h2 { "Delete" }
+                p.muted { "Refused while a request of this fleet is awaiting approval, approved or executing." }
+                form method="post" action=(paths::fill(paths::FLEET_DELETE, &[("name", name)])) {
+                    (csrf_field(csrf))
+                    button.danger type="submit" { "Delete fleet " (name) }
+                }
+            }
+        }
+    }
+}
+
+fn described(
+    name: &str,
+    errors: &FieldErrors,
+    help: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let id = format!("f-{name}");
+    let error = errors.for_field(name).map(|_| format!("{id}-error"));
+    let help = help.map(|_| format!("{id}-help"));
+    let both: Vec<&str> = [error.as_deref(), help.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    ((!both.is_empty()).then(|| both.join(" ")), error)
+}
+
+fn area(name: &str, label: &str, value: &str, errors: &FieldErrors, help: &str) -> Markup {
+    let id = format!("f-{name}");
+    let (describedby, err_id) = described(name, errors, Some(help));
+    html! {
+        div.field.invalid[err_id.is_some()] {
+            label for=(id) { (label) }
+            textarea id=(id) name=(name) rows="3" required
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby] { (value) }
+            p.help id={ (id) "-help" } { (help) }
+            @if let (Some(e), Some(eid)) = (errors.for_field(name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
+        }
+    }
+}
+
+fn choose(
+    name: &str,
+    label: &str,
+    current: &str,
+    errors: &FieldErrors,
+    options: &[String],
+) -> Markup {
+    let id = format!("f-{name}");
+    let (describedby, err_id) = described(name, errors, None);
+    html! {
+        div.field.invalid[err_id.is_some()] {
+            label for=(id) { (label) }
+            select id=(id) name=(name) required
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby] {
+                option value="" { "— choose —" }
+                @for o in options { option value=(o) selected[o == current] { (o) } }
+                // A submitted name that is not (or no longer) a config stays visible.
+                @if !current.is_empty() && !options.iter().any(|o| o == current) {
+                    option value=(current) selected { (current) " (not a machine config)" }
+                }
+            }
+            @if let (Some(e), Some(eid)) = (errors.for_field(name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
+        }
+    }
+}
+
+fn secret(name: SecretName, label: &str, value: &str, errors: &FieldErrors) -> Markup {
+    let field_name = format!("secrets.{}", name.as_str());
+    let id = format!("f-{field_name}");
+    let (describedby, err_id) = described(&field_name, errors, Some("help"));
+    html! {
+        div.field.invalid[err_id.is_some()] {
+            label for=(id) { (label) }
+            input id=(id) name=(field_name) type="text" value=(value) placeholder="env:TS_AUTHKEY or file:/run/secrets/…" autocomplete="off" spellcheck="false"
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby];
+            p.help id={ (id) "-help" } { "Where the value is read: env:VARIABLE (the server's environment) or file:/absolute/path. It is read when a payload is rendered and never stored or shown; leave empty for none." }
+            @if let (Some(e), Some(eid)) = (errors.for_field(&field_name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
+        }
+    }
+}
+
+/// The create/edit form.
+pub fn form_page(
+    principal: &Principal,
+    editing: Option<&str>,
+    f: &FleetForm,
+    errors: &FieldErrors,
+    configs: &[String],
+) -> Markup {
+    let csrf = principal.csrf_token().unwrap_or("");
+    let action = editing.map_or_else(
+        || paths::FLEETS.to_owned(),
+        |n| paths::fill(paths::FLEET, &[("name", n)]),
+    );
+    let num = |name: &str, label: &str, value: &str| {
+        field(name, label, "number", value, errors, FieldAttrs::default())
+    };
+    html! {
+        h1 { @if let Some(n) = editing { "Edit fleet " (n) } @else { "New fleet" } }
+        (error_summary(errors))
+        form.card.config-form method="post" action=(action) {
+            (csrf_field(csrf))
+            @if editing.is_none() {
+                (field("name", "Name (RFC 1123 label, ≤ 63)", "text", &f.name, errors, FieldAttrs { required: true, autocomplete: Some("off"), maxlength: Some(63) }))
+            }
+            (area("endpoints", "yubaba base URLs (one per line)", &f.endpoints, errors, "1 to 16 http(s) URLs with a host; no credentials, query or fragment. headroom scrapes /raft/status under them."))
+            (choose("restore_machine_config", "Restore machine config", &f.restore_machine_config, errors, configs))
+            (num("approvals_required", "Approvals required (1–5)", &f.approvals_required))
+            (num("approval_ttl_hours", "Approval window (hours, 1–168)", &f.approval_ttl_hours))
+            (num("scrape_interval_secs", "Scrape interval (seconds, 5–3600)", &f.scrape_interval_secs))
+            (num("scrape_timeout_secs", "Scrape timeout (seconds, 1–60, below the interval)", &f.scrape_timeout_secs))
+            (num("required_override", "Required spares override (0–100, empty derives N+1 / N+2)", &f.required_override))
+            (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key source", &f.mesh_preauth_key, errors))
+            (secret(SecretName::TunnelToken, "Tunnel token source", &f.tunnel_token, errors))
+            div.field.actions { button.primary type="submit" { @if editing.is_some() { "Save fleet" } @else { "Create fleet" } } }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! GET /provisions (the history list) and GET /provisions/export.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+
+use super::views;
+use crate::auth::Principal;
+use crate::domain::FieldErrors;
+use crate::provisioning::history::{self, ExportFormat, FilterInput, HistoryError};
+use crate::provisioning::requests;
+use crate::state::AppState;
+use crate::web::errors::WebError;
+use crate::web::layout::{respond, Frame};
+
+/// Requests per page.
+const PAGE: u32 = 50;
+
+/// The query string as submitted; empty means any.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct HistoryQuery {
+    pub fleet: String,
+    pub machine_config: String,
+    pub state: String,
+    pub requester: String,
+    pub approver: String,
+    pub from: String,
+    pub to: String,
+    /// Cursor: requests with ids below this.
+    pub before: String,
+    /// Export encoding.
+    pub format: String,
+}
+
+impl HistoryQuery {
+    /// The raw filters, for `history::parse_filter`.
+    pub fn input(&self) -> FilterInput<'_> {
+        FilterInput {
+            fleet: &self.fleet,
+            machine_config: &self.machine_config,
+            state: &self.state,
+            requester: &self.requester,
+            approver: &self.approver,
+            from: &self.from,
+            to: &self.to,
+        }
+    }
+
+    fn cursor(&self) -> Result<Option<i64>, FieldErrors> {
+        match self.before.trim() {
+            "" => Ok(None),
+            raw => match raw.parse::<i64>() {
+                Ok(n) if n >= 1 => Ok(Some(n)),
+                _ => {
+                    let mut e = FieldErrors::default();
+                    e.push("before", "must be a request id this page gave out");
+                    Err(e)
+                }
+            },
+        }
+    }
+}
+
+/// The filtered, newest-first list; htmx filter changes get just the results. Bad filters
+/// re-render the form with 422 and each message beside its field.
+pub async fn list(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    query: web::Query<HistoryQuery>,
+) -> Result<HttpResponse, WebError> {
+    let parsed = history::parse_filter(&query.input()).and_then(|f| Ok((f, query.cursor()?)));
+    let (rows, errors, status) = match parsed {
+        Ok((filter, cursor)) => {
+            let (items, next) =
+                requests::list(&state.ctx, &principal.caller(), &filter, cursor, PAGE)
+                    .await
+                    .map_err(WebError::from)?;
+            (Some((items, next)), FieldErrors::default(), StatusCode::OK)
+        }
+        Err(errors) => (None, errors, StatusCode::UNPROCESSABLE_ENTITY),
+    };
+    let frame = Frame::load(&state, &principal, "Provision history", "provisions").await;
+    let results = || {
+        views::results(
+            &query,
+            rows.as_ref().map(|(r, n)| (r.as_slice(), *n)),
+            &errors,
+        )
+    };
+    let full = || views::history_page(&query, &errors, results());
+    Ok(respond(&htmx, status, frame, full, results))
+}
+
+/// Every matching request as CSV or JSONL, newest first, streamed as the history is walked.
+pub async fn export(
+    state: web::Data<AppState>,
+    principal: Principal,
+    query: web::Query<HistoryQuery>,
+) -> Result<HttpResponse, WebError> {
+    let filter = history::parse_filter(&query.input());
+    // Like the audit page's export link, no format means JSON lines (the API asks for one).
+    let format = match query.format.trim() {
+        "" => Ok(ExportFormat::Jsonl),
+        raw => ExportFormat::parse(raw),
+    };
+    let (filter, format) = match (filter, format) {
+        (Ok(f), Ok(fmt)) => (f, fmt),
+        (f, fmt) => {
+            let mut all = f.err().unwrap_or_default();
+            all.0.extend(fmt.err().unwrap_or_default().0);
+            return Err(WebError::BadRequest(all.to_string()));
+        }
+    };
+    let stream = history::export(&state.ctx, &principal.caller(), &filter, format)
+        .await
+        .map_err(|e| match e {
+            HistoryError::Busy => WebError::RetryLater {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                retry_after: std::time::Duration::from_secs(5),
+                message: e.to_string(),
+            },
+            HistoryError::Provisioning(e) => WebError::from(e),
+        })?;
+    Ok(crate::http::stream::download(
+        format.content_type(),
+        format.file_name(),
+        stream,
+    ))
+}

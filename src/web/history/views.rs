@@ -1,0 +1,132 @@
+//! Provision history views.
+
+use maud::{html, Markup};
+
+use super::handlers::HistoryQuery;
+use crate::domain::{FieldErrors, ProvisionState};
+use crate::provisioning::Provision;
+use crate::web::components::{error_summary, time};
+use crate::web::paths;
+
+/// The page: filter form and results.
+pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> Markup {
+    let input = |name: &'static str,
+                 label: &'static str,
+                 value: &str,
+                 kind: &'static str,
+                 hint: &'static str| {
+        let error = errors.for_field(name);
+        html! {
+            div.field.invalid[error.is_some()] {
+                label for={ "f-" (name) } { (label) }
+                input id={ "f-" (name) } name=(name) type=(kind) value=(value) placeholder=(hint)
+                    aria-invalid=[error.map(|_| "true")];
+                @if let Some(e) = error { p.field-error { (e) } }
+            }
+        }
+    };
+    html! {
+        h1 { "Provision history" }
+        section.card {
+            form.filters method="get" action=(paths::HISTORY) hx-get=(paths::HISTORY) hx-target="#history-results" hx-swap="outerHTML" hx-push-url="true"
+                hx-trigger="submit, change from:find select, input changed delay:400ms from:find input" {
+                (input("fleet", "Fleet", &q.fleet, "text", "prod-eu"))
+                (input("machine_config", "Machine config", &q.machine_config, "text", "spare-fsn1"))
+                div.field {
+                    label for="f-state" { "State" }
+                    select id="f-state" name="state" {
+                        option value="" selected[q.state.is_empty()] { "any" }
+                        @for s in ProvisionState::ALL {
+                            option value=(s.as_str()) selected[q.state == s.as_str()] { (s.as_str()) }
+                        }
+                    }
+                    @if let Some(e) = errors.for_field("state") { p.field-error { (e) } }
+                }
+                (input("requester", "Requester", &q.requester, "text", "alice"))
+                (input("approver", "Approver", &q.approver, "text", "bob"))
+                (input("from", "From (UTC)", &q.from, "datetime-local", ""))
+                (input("to", "To (UTC)", &q.to, "datetime-local", ""))
+                div.field.actions { button.primary type="submit" { "Filter" } a href=(paths::HISTORY) { "Clear" } }
+            }
+        }
+        (results)
+    }
+}
+
+/// The query string of a link that keeps the filters (and optionally pages or exports).
+fn query_string(q: &HistoryQuery, before: Option<i64>, format: Option<&str>) -> String {
+    let mut pairs: Vec<(&str, String)> = [
+        ("fleet", &q.fleet),
+        ("machine_config", &q.machine_config),
+        ("state", &q.state),
+        ("requester", &q.requester),
+        ("approver", &q.approver),
+        ("from", &q.from),
+        ("to", &q.to),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.trim().is_empty())
+    .map(|(k, v)| (k, v.clone()))
+    .collect();
+    if let Some(b) = before {
+        pairs.push(("before", b.to_string()));
+    }
+    if let Some(f) = format {
+        pairs.push(("format", f.to_owned()));
+    }
+    serde_urlencoded::to_string(pairs).unwrap_or_default()
+}
+
+/// Results table with paging and export links (the htmx swap target); `rows` is `None` when
+/// the filters were refused.
+pub fn results(
+    q: &HistoryQuery,
+    rows: Option<(&[Provision], Option<i64>)>,
+    errors: &FieldErrors,
+) -> Markup {
+    html! {
+        section.card #history-results {
+            (error_summary(errors))
+            @if let Some((rows, next)) = rows {
+                (table(rows))
+                nav.pager {
+                    @if !q.before.is_empty() { a href={ (paths::HISTORY) "?" (query_string(q, None, None)) } { "← Newest" } }
+                    @if let Some(next) = next {
+                        a rel="next" href={ (paths::HISTORY) "?" (query_string(q, Some(next), None)) } { "Older →" }
+                    }
+                    span.spacer {}
+                    a.export href={ (paths::HISTORY_EXPORT) "?" (query_string(q, None, Some("csv"))) } download { "Export CSV" }
+                    a.export href={ (paths::HISTORY_EXPORT) "?" (query_string(q, None, Some("jsonl"))) } download { "Export JSONL" }
+                }
+            }
+        }
+    }
+}
+
+/// Requests as a table, newest first.
+pub fn table(rows: &[Provision]) -> Markup {
+    html! {
+        table.data.provisions {
+            thead { tr {
+                th { "#" } th { "State" } th { "Fleet" } th { "Config" } th { "Count" }
+                th { "Requester" } th { "Approvers" } th { "Created" } th { "Monthly cost" }
+            } }
+            tbody {
+                @for p in rows {
+                    tr data-id=(p.id) {
+                        td { a href={ (paths::HISTORY) "/" (p.id) } { (p.id) } }
+                        td { span class={ "badge state-" (p.state.as_str()) } { (p.state.as_str()) } }
+                        td { (p.fleet) }
+                        td { (p.machine_config) " v" (p.config_version) }
+                        td { (p.count) }
+                        td { (p.requester) }
+                        td { (p.approvers.join(", ")) }
+                        td { (time(p.created_at)) }
+                        td { (p.plan.monthly_cost) " " (p.plan.currency) }
+                    }
+                }
+                @if rows.is_empty() { tr { td colspan="9" .muted { "No requests match." } } }
+            }
+        }
+    }
+}

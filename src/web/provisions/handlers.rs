@@ -1,0 +1,322 @@
+//! Provision page handlers: parse, call one operation, render.
+
+use actix_htmx::Htmx;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use maud::Markup;
+
+use super::forms::{ApproveForm, RejectForm, RequestForm};
+use super::views::{self, path_of, FormChoices};
+use super::PageError;
+use crate::auth::Principal;
+use crate::domain::FieldErrors;
+use crate::fleets::FleetsError;
+use crate::provisioning::{requests, runner, NewRequest, ProvisioningError};
+use crate::state::AppState;
+use crate::web::layout::{respond, Frame};
+use crate::web::{flash, paths, see_other};
+
+fn fragment(status: StatusCode, m: Markup) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(m.into_string())
+}
+
+/// Query of the request form: a fleet to preselect.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct NewQuery {
+    pub fleet: String,
+}
+
+async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices, PageError> {
+    let caller = principal.caller();
+    let fleets = crate::fleets::list(&state.ctx, &caller).await?;
+    let configs = crate::machines::machine_configs::names(&state.ctx, &caller).await?;
+    let templates = crate::machines::templates::list(&state.ctx, &caller).await?;
+    Ok(FormChoices {
+        fleets: fleets
+            .into_iter()
+            .map(|f| (f.spec.name, f.spec.restore_machine_config))
+            .collect(),
+        configs,
+        templates: templates.into_iter().map(|t| t.name).collect(),
+    })
+}
+
+async fn form_page(
+    state: &AppState,
+    principal: &Principal,
+    htmx: &Htmx,
+    status: StatusCode,
+    form: &RequestForm,
+    errors: &FieldErrors,
+) -> Result<HttpResponse, PageError> {
+    let choices = choices(state, principal).await?;
+    let frame = Frame::load(state, principal, "Request machines", "provisions").await;
+    let body = || views::form_page(principal, form, errors, &choices);
+    Ok(respond(htmx, status, frame, body, body))
+}
+
+/// The form as the operations' input: an empty machine config becomes the fleet's restore
+/// config. An unknown fleet is left for the operation to name.
+async fn to_request(
+    state: &AppState,
+    principal: &Principal,
+    form: &RequestForm,
+) -> Result<NewRequest, PageError> {
+    let restore = if form.machine_config.trim().is_empty() && !form.fleet.trim().is_empty() {
+        match crate::fleets::get(&state.ctx, &principal.caller(), form.fleet.trim()).await {
+            Ok(f) => Some(f.spec.restore_machine_config),
+            Err(FleetsError::NotFound(_) | FleetsError::Invalid(_)) => None,
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
+    Ok(form.to_request(restore.as_deref()))
+}
+
+/// GET /provisions/new
+pub async fn new(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    query: web::Query<NewQuery>,
+) -> Result<HttpResponse, PageError> {
+    let form = RequestForm::blank(&query.fleet);
+    form_page(
+        &state,
+        &principal,
+        &htmx,
+        StatusCode::OK,
+        &form,
+        &FieldErrors::default(),
+    )
+    .await
+}
+
+/// POST /provisions/plan: the live plan under the form (nothing stored).
+pub async fn plan(
+    state: web::Data<AppState>,
+    principal: Principal,
+    form: web::Form<RequestForm>,
+) -> Result<HttpResponse, PageError> {
+    let req = to_request(&state, &principal, &form).await?;
+    // Problems the plan can name are shown in its own pane, not as a whole error page.
+    match requests::plan(&state.ctx, &principal.caller(), &req).await {
+        Ok(draft) => Ok(fragment(StatusCode::OK, views::plan_preview(&draft))),
+        Err(ProvisioningError::Invalid(errors)) => Ok(fragment(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            views::plan_problem(&errors),
+        )),
+        Err(ProvisioningError::NotFound(what)) => {
+            let mut errors = FieldErrors::default();
+            errors.push("plan", format!("{what} not found"));
+            Ok(fragment(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                views::plan_problem(&errors),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// POST /provisions: files the request and sends the requester to its page.
+pub async fn create(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    form: web::Form<RequestForm>,
+) -> Result<HttpResponse, PageError> {
+    let req = to_request(&state, &principal, &form).await?;
+    match requests::create(&state.ctx, &principal.caller(), &req).await {
+        Ok(p) => {
+            let msg = format!(
+                "Request #{} filed: it waits for {} approval(s).",
+                p.id, p.approvals_required
+            );
+            flash(&state, &principal, &msg).await;
+            Ok(see_other(&path_of(paths::PROVISION, p.id)))
+        }
+        Err(ProvisioningError::Invalid(errors)) => {
+            form_page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &form,
+                &errors,
+            )
+            .await
+        }
+        Err(ProvisioningError::NotFound(what)) => {
+            let mut errors = FieldErrors::default();
+            let field = if what.starts_with("fleet") {
+                "fleet"
+            } else if what.starts_with("template") {
+                "template"
+            } else {
+                "machine_config"
+            };
+            errors.push(field, format!("{what} not found"));
+            form_page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &form,
+                &errors,
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn detail_page(
+    state: &AppState,
+    principal: &Principal,
+    htmx: &Htmx,
+    status: StatusCode,
+    id: i64,
+    reject_errors: &FieldErrors,
+) -> Result<HttpResponse, PageError> {
+    let d = requests::get(&state.ctx, &principal.caller(), id).await?;
+    let frame = Frame::load(state, principal, format!("Provision #{id}"), "provisions").await;
+    let body = || views::detail(principal, &d, reject_errors);
+    Ok(respond(htmx, status, frame, body, body))
+}
+
+/// GET /provisions/{id}
+pub async fn show(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    id: web::Path<i64>,
+) -> Result<HttpResponse, PageError> {
+    detail_page(
+        &state,
+        &principal,
+        &htmx,
+        StatusCode::OK,
+        *id,
+        &FieldErrors::default(),
+    )
+    .await
+}
+
+/// GET /provisions/{id}/progress: the polled partial (opened directly, the whole page).
+pub async fn progress(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    id: web::Path<i64>,
+) -> Result<HttpResponse, PageError> {
+    let d = requests::get(&state.ctx, &principal.caller(), *id).await?;
+    let title = format!("Provision #{id}");
+    // A poll must not consume the flash message meant for the next full page.
+    let frame = if htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request {
+        Frame {
+            title,
+            principal: Some(principal.clone()),
+            flash: None,
+            section: "provisions",
+        }
+    } else {
+        Frame::load(&state, &principal, title, "provisions").await
+    };
+    let full = || views::detail(&principal, &d, &FieldErrors::default());
+    let partial = || views::progress(&principal, &d);
+    Ok(respond(&htmx, StatusCode::OK, frame, full, partial))
+}
+
+/// POST /provisions/{id}/approve: approves the plan the approver was shown.
+pub async fn approve(
+    state: web::Data<AppState>,
+    principal: Principal,
+    id: web::Path<i64>,
+    form: web::Form<ApproveForm>,
+) -> Result<HttpResponse, PageError> {
+    let seen = form.plan_hash.trim();
+    let p = requests::approve(
+        &state.ctx,
+        &principal.caller(),
+        *id,
+        (!seen.is_empty()).then_some(seen),
+    )
+    .await?;
+    let msg = format!(
+        "Approved request #{} ({} of {} approvals); it is now {}.",
+        p.id,
+        p.approvers.len(),
+        p.approvals_required,
+        p.state
+    );
+    flash(&state, &principal, &msg).await;
+    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+}
+
+/// POST /provisions/{id}/reject: a reason is required; without one the page comes back with
+/// the message at the reason box.
+pub async fn reject(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    id: web::Path<i64>,
+    form: web::Form<RejectForm>,
+) -> Result<HttpResponse, PageError> {
+    match requests::reject(&state.ctx, &principal.caller(), *id, &form.reason).await {
+        Ok(p) => {
+            flash(&state, &principal, &format!("Rejected request #{}.", p.id)).await;
+            Ok(see_other(&path_of(paths::PROVISION, p.id)))
+        }
+        Err(ProvisioningError::Invalid(errors)) => {
+            detail_page(
+                &state,
+                &principal,
+                &htmx,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                *id,
+                &errors,
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// POST /provisions/{id}/cancel
+pub async fn cancel(
+    state: web::Data<AppState>,
+    principal: Principal,
+    id: web::Path<i64>,
+) -> Result<HttpResponse, PageError> {
+    let p = requests::cancel(&state.ctx, &principal.caller(), *id).await?;
+    flash(&state, &principal, &format!("Cancelled request #{}.", p.id)).await;
+    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+}
+
+/// POST /provisions/{id}/machines/{idx}/destroy: an approver destroys a failed machine's
+/// server. From htmx the progress partial comes back; otherwise the page, after a redirect.
+pub async fn destroy(
+    state: web::Data<AppState>,
+    principal: Principal,
+    htmx: Htmx,
+    path: web::Path<(i64, u32)>,
+) -> Result<HttpResponse, PageError> {
+    let (id, idx) = *path;
+    runner::destroy_machine(&state.ctx, &principal.caller(), id, idx).await?;
+    if htmx.is_htmx {
+        let d = requests::get(&state.ctx, &principal.caller(), id).await?;
+        return Ok(fragment(StatusCode::OK, views::progress(&principal, &d)));
+    }
+    flash(
+        &state,
+        &principal,
+        &format!("Destroyed the server of machine {idx} of request #{id}."),
+    )
+    .await;
+    Ok(see_other(&path_of(paths::PROVISION, id)))
+}

@@ -1,0 +1,453 @@
+//! Provision views: the request form with its live plan, the detail page and its polled
+//! progress partial.
+
+use maud::{html, Markup};
+
+use super::forms::RequestForm;
+use crate::auth::Principal;
+use crate::cloud_init::MAX_PAYLOAD_BYTES;
+use crate::domain::{FieldErrors, MachineStatus, ProvisionState, Role};
+use crate::provisioning::plan::DraftPlan;
+use crate::provisioning::{Event, MachineRecord, Plan, Provision, ProvisionDetail, COUNT_MAX};
+use crate::web::components::{csrf_field, error_summary, time};
+use crate::web::paths;
+
+/// Seconds between progress polls while a request is not finished.
+pub const PROGRESS_POLL: &str = "every 2s";
+
+/// What the request form offers.
+#[derive(Debug, Default, Clone)]
+pub struct FormChoices {
+    /// Fleet name and its restore machine config.
+    pub fleets: Vec<(String, String)>,
+    pub configs: Vec<String>,
+    pub templates: Vec<String>,
+}
+
+/// The path of request `id` (or of one of its sub-routes).
+pub fn path_of(pattern: &str, id: i64) -> String {
+    paths::fill(pattern, &[("id", &id.to_string())])
+}
+
+/// A state as a coloured badge.
+pub fn state_badge(state: ProvisionState) -> Markup {
+    let tone = match state {
+        ProvisionState::Succeeded => "good",
+        ProvisionState::Failed | ProvisionState::Rejected => "bad",
+        ProvisionState::Expired | ProvisionState::Cancelled | ProvisionState::Superseded => "muted",
+        _ => "busy",
+    };
+    html! { span class={ "badge state " (tone) } data-state=(state.as_str()) { (state.as_str()) } }
+}
+
+/// A labelled control wrapper tying its message to the control with `aria-describedby`,
+/// as `components::field` does for inputs.
+fn control(
+    name: &str,
+    label: &str,
+    errors: &FieldErrors,
+    hint: Option<&str>,
+    input: impl FnOnce(&str, Option<String>) -> Markup,
+) -> Markup {
+    let id = format!("f-{name}");
+    let error = errors.for_field(name);
+    let err_id = format!("{id}-error");
+    let hint_id = format!("{id}-hint");
+    let described: Vec<&str> = [
+        hint.map(|_| hint_id.as_str()),
+        error.map(|_| err_id.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let described = (!described.is_empty()).then(|| described.join(" "));
+    html! {
+        div.field.invalid[error.is_some()] {
+            label for=(id) { (label) }
+            (input(&id, described))
+            @if let Some(h) = hint { p.hint id=(hint_id) { (h) } }
+            @if let Some(e) = error { p.field-error id=(err_id) { (e) } }
+        }
+    }
+}
+
+fn option(value: &str, label: &str, current: &str) -> Markup {
+    html! { option value=(value) selected[value == current] { (label) } }
+}
+
+/// The request form; the plan below it is filled by `POST /provisions/plan` as fields change.
+pub fn form_page(
+    principal: &Principal,
+    f: &RequestForm,
+    errors: &FieldErrors,
+    choices: &FormChoices,
+) -> Markup {
+    let csrf = principal.csrf_token().unwrap_or("");
+    let invalid = |name: &str| errors.for_field(name).map(|_| "true");
+    html! {
+        h1 { "Request machines" }
+        p.muted { "A request is planned now and runs only after another person approves this exact plan." }
+        (error_summary(errors))
+        @if choices.fleets.is_empty() {
+            p.error-text { "No fleet exists yet: an operator creates one before machines can be requested." }
+        }
+        form #request-form.card method="post" action=(paths::PROVISIONS) {
+            (csrf_field(csrf))
+            // The plan is asked for from a wrapper, not the form: htmx validates a form before
+            // its own requests, and an empty required reason would stop the preview that says so.
+            div #plan-inputs hx-post=(paths::PROVISION_PLAN) hx-include="closest form" hx-target="#plan" hx-swap="innerHTML"
+                hx-trigger="load, change, input from:#f-count delay:400ms, input from:#f-reason delay:600ms" {
+            (control("fleet", "Fleet", errors, None, |id, d| html! {
+                select id=(id) name="fleet" required aria-invalid=[invalid("fleet")] aria-describedby=[d] {
+                    @for (name, restore) in &choices.fleets { (option(name, &format!("{name} (restores with {restore})"), &f.fleet)) }
+                }
+            }))
+            (control("machine_config", "Machine config", errors, Some("Leave on the fleet's restore config unless you need another."), |id, d| html! {
+                select id=(id) name="machine_config" aria-invalid=[invalid("machine_config")] aria-describedby=[d] {
+                    (option("", "the fleet's restore config", &f.machine_config))
+                    @for c in &choices.configs { (option(c, c, &f.machine_config)) }
+                }
+            }))
+            (control("template", "Template (optional)", errors, None, |id, d| html! {
+                select id=(id) name="template" aria-invalid=[invalid("template")] aria-describedby=[d] {
+                    (option("", "the machine config's own template", &f.template))
+                    @for t in &choices.templates { (option(t, t, &f.template)) }
+                }
+            }))
+            (control("count", "Number of machines", errors, Some(&format!("1 to {COUNT_MAX}")), |id, d| html! {
+                input id=(id) name="count" type="number" min="1" max=(COUNT_MAX) step="1" value=(f.count) required
+                    aria-invalid=[invalid("count")] aria-describedby=[d];
+            }))
+            (control("reason", "Reason", errors, Some("Why these machines are needed; the approver reads this."), |id, d| html! {
+                textarea id=(id) name="reason" rows="3" maxlength=(crate::provisioning::REASON_MAX) required
+                    aria-invalid=[invalid("reason")] aria-describedby=[d] { (f.reason) }
+            }))
+            }
+            // The live plan and the submit button: the plan decides whether it may be filed.
+            section #plan aria-live="polite" aria-label="Plan" {
+                p.muted { "Planning…" }
+                (submit(None))
+            }
+        }
+    }
+}
+
+/// The submit button, disabled with the reason when the plan cannot be filed.
+fn submit(blocked: Option<&str>) -> Markup {
+    html! {
+        div.field.actions {
+            button #file-request.primary type="submit" disabled[blocked.is_some()] aria-describedby=[blocked.map(|_| "blocked-why")] { "File request" }
+            @if let Some(why) = blocked { p #blocked-why.error-text { (why) } }
+        }
+    }
+}
+
+/// A plan's cost line, the same figures the approval page and the API show.
+pub fn cost(plan: &Plan, count: u32) -> Markup {
+    html! {
+        p #cost.cost {
+            "Cost: " strong #hourly-cost { (plan.hourly_cost) " " (plan.currency) "/hour" }
+            ", " strong #monthly-cost { (plan.monthly_cost) " " (plan.currency) "/month" }
+            span.muted { " (" (count) " × " (plan.hourly_price) " " (plan.currency) "/hour, " (plan.monthly_price) " " (plan.currency) "/month per "
+                (plan.server_type) " in " (plan.location) ")" }
+        }
+    }
+}
+
+/// The per-machine plan: name, size against 32 KiB, sha256, findings.
+pub fn plan_table(plan: &Plan) -> Markup {
+    html! {
+        table.data.wrapping #plan-machines {
+            caption.visually-hidden { "Planned machines" }
+            thead { tr { th scope="col" { "Name" } th scope="col" { "Size" } th scope="col" { "sha256" } th scope="col" { "Findings" } } }
+            tbody {
+                @for m in &plan.machines {
+                    tr {
+                        td { code { (m.name) } }
+                        td { meter min="0" max=(MAX_PAYLOAD_BYTES) high=(MAX_PAYLOAD_BYTES * 9 / 10) value=(m.size_bytes) aria-label={ (m.name) " payload size" } {} " " (m.size_bytes) " of " (MAX_PAYLOAD_BYTES) " bytes" }
+                        td { code.hash { (m.sha256) } }
+                        td {
+                            @if m.findings.is_empty() { span.muted { "none" } }
+                            ul.findings { @for f in &m.findings {
+                                li class={ "finding " (f.severity) } { strong { (f.severity) } " " @if let Some(l) = f.line { "line " (l) ": " } (f.message) }
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The live plan under the form: machines, cost, and the submit button.
+pub fn plan_preview(d: &DraftPlan) -> Markup {
+    let errors = d.errors().len();
+    let blocked = (errors > 0).then(|| format!("This plan cannot be filed: {errors} error finding(s) above must be fixed in the machine config or template first."));
+    html! {
+        h2 { "Plan" }
+        p { (d.count) " × " (d.plan.server_type) " (" (d.plan.image) ") in " (d.plan.location) " on " (d.plan.provider)
+            ", config " (d.machine_config) " v" (d.config_version) ", template " (d.template) " v" (d.template_version)
+            "; needs " (d.approvals_required) " approval(s) within " (d.approval_ttl_hours) " h." }
+        (cost(&d.plan, d.count))
+        (plan_table(&d.plan))
+        (submit(blocked.as_deref()))
+    }
+}
+
+/// A plan that could not be made (bad input): the messages, and the submit button disabled.
+pub fn plan_problem(errors: &FieldErrors) -> Markup {
+    html! {
+        h2 { "Plan" }
+        ul.plan-problems { @for e in &errors.0 { li.error-text { strong { (e.field) } ": " (e.message) } } }
+        (submit(Some("Fix the fields named above to see the plan.")))
+    }
+}
+
+/// The timeline line recording `name`'s approval: an `approval` line while more are needed,
+/// the `state` line of the move to approved for the last one.
+fn approval_event<'a>(events: &'a [Event], name: &str) -> Option<&'a Event> {
+    let by = format!("approved by {name}");
+    events
+        .iter()
+        .filter(|e| e.kind == "approval" || (e.kind == "state" && e.details["to"] == "approved"))
+        .find(|e| e.message.contains(&by))
+}
+
+/// What the caller may do now, as the page shows it (the operations check again).
+pub struct Allowed {
+    pub approve: bool,
+    /// The caller is an approver looking at their own request.
+    pub own_request: bool,
+    pub reject: bool,
+    pub cancel: bool,
+    pub destroy: bool,
+}
+
+impl Allowed {
+    /// Decides from the role, the request's state and who filed and approved it.
+    pub fn for_caller(principal: &Principal, p: &Provision) -> Allowed {
+        let approver = principal.role.includes(Role::Approver);
+        let mine = p.requester == principal.username;
+        let pending = p.state == ProvisionState::PendingApproval;
+        let already = p.approvers.iter().any(|a| a == &principal.username);
+        Allowed {
+            approve: approver && pending && !mine && !already,
+            own_request: approver && pending && mine,
+            reject: approver && pending && !mine,
+            cancel: matches!(
+                p.state,
+                ProvisionState::PendingApproval | ProvisionState::Approved
+            ) && ((mine && principal.role.includes(Role::Operator)) || approver),
+            destroy: approver
+                && matches!(p.state, ProvisionState::Failed | ProvisionState::Succeeded),
+        }
+    }
+}
+
+/// The detail page.
+pub fn detail(principal: &Principal, d: &ProvisionDetail, reject_errors: &FieldErrors) -> Markup {
+    let p = &d.provision;
+    let csrf = principal.csrf_token().unwrap_or("");
+    let can = Allowed::for_caller(principal, p);
+    html! {
+        div.heading {
+            h1 { "Provision #" (p.id) " " (state_badge(p.state)) }
+        }
+        @if !p.state_reason.is_empty() { p #state-reason.state-reason { (p.state_reason) } }
+        section.card #summary {
+            dl.spec {
+                dt { "Requested by" } dd #requester { (p.requester) }
+                dt { "Filed" } dd { (time(p.created_at)) }
+                dt { "Reason" } dd #reason { (p.reason) }
+                dt { "Fleet" } dd { (p.fleet) }
+                dt { "Machine config" } dd { (p.machine_config) " v" (p.config_version) }
+                dt { "Template" } dd { (p.template) " v" (p.template_version) }
+                dt { "Machines" } dd { (p.count) }
+                @if p.state == ProvisionState::PendingApproval { dt { "Expires" } dd { (time(p.expires_at)) } }
+                @if let Some(at) = p.finished_at { dt { "Finished" } dd { (time(at)) } }
+            }
+        }
+        section.card #plan {
+            h2 { "Plan" }
+            (cost(&p.plan, p.count))
+            p { "Plan hash " code #plan-hash { (p.plan_hash) } }
+            (plan_table(&p.plan))
+        }
+        section.card #approvals {
+            h2 { "Approvals" }
+            p #approval-count { (p.approvers.len()) " of " (p.approvals_required) " approvals" }
+            ul #approvers { @for name in &p.approvers {
+                li { (name) @if let Some(e) = approval_event(&d.events, name) { " — " (time(e.at)) } }
+            } }
+            @if can.approve {
+                form #approve-form method="post" action=(path_of(paths::PROVISION_APPROVE, p.id)) {
+                    (csrf_field(csrf))
+                    input type="hidden" name="plan_hash" value=(p.plan_hash);
+                    button #approve.primary type="submit" { "Approve this plan" }
+                }
+            }
+            @if can.own_request {
+                p #four-eyes.notice { "Four-eyes rule: you filed this request, so another approver must approve it." }
+            }
+            @if can.reject {
+                form #reject-form method="post" action=(path_of(paths::PROVISION_REJECT, p.id)) {
+                    (csrf_field(csrf))
+                    (control("reason", "Reason for rejecting", reject_errors, None, |id, desc| html! {
+                        textarea id=(id) name="reason" rows="2" required aria-invalid=[reject_errors.for_field("reason").map(|_| "true")] aria-describedby=[desc] {}
+                    }))
+                    button #reject.danger type="submit" { "Reject" }
+                }
+            }
+            @if can.cancel {
+                form #cancel-form method="post" action=(path_of(paths::PROVISION_CANCEL, p.id)) {
+                    (csrf_field(csrf))
+                    button #cancel type="submit" { "Cancel request" }
+                }
+            }
+        }
+        (progress(principal, d))
+        section.card #payload-section {
+            h2 #payload-heading { "Payload (secrets redacted)" }
+            pre #payload.code tabindex="0" aria-labelledby="payload-heading" { code { (d.redacted_payload) } }
+        }
+        section.card #audit-entries {
+            h2 { "Audit entries" }
+            table.data.wrapping {
+                thead { tr { th scope="col" { "#" } th scope="col" { "When" } th scope="col" { "Actor" } th scope="col" { "Action" } th scope="col" { "Details" } } }
+                tbody { @for a in &d.audit {
+                    tr { td { (a.id) } td { (time(a.at)) } td { (a.actor) } td { code { (a.action) } } td { code { (a.details) } } }
+                } }
+            }
+        }
+    }
+}
+
+/// The request's timeline, oldest first.
+fn timeline(events: &[Event]) -> Markup {
+    html! {
+        section.card #timeline {
+            h2 { "Timeline" }
+            table.data.wrapping {
+                thead { tr { th scope="col" { "When" } th scope="col" { "Kind" } th scope="col" { "Machine" } th scope="col" { "What" } } }
+                tbody { @for e in events {
+                    tr { td { (time(e.at)) } td { code { (e.kind) } } td { (e.machine.as_deref().unwrap_or("")) } td { (e.message) } }
+                } }
+            }
+        }
+    }
+}
+
+/// The provider's answers (timeline events of kind `provider.*`, details without secrets).
+fn provider_answers(events: &[Event]) -> Markup {
+    html! {
+        section.card #provider-answers {
+            h2 { "Provider answers" }
+            @let answers: Vec<&Event> = events.iter().filter(|e| e.kind.starts_with("provider.")).collect();
+            @if answers.is_empty() { p.muted { "The provider has not been called for this request." } }
+            @for e in answers {
+                details {
+                    summary { (time(e.at)) " " code { (e.kind) } " " (e.machine.as_deref().unwrap_or("")) " — " (e.message) }
+                    pre.code tabindex="0" aria-label={ (e.kind) " details" } { (serde_json::to_string_pretty(&e.details).unwrap_or_default()) }
+                }
+            }
+        }
+    }
+}
+
+fn machine_row(
+    principal: &Principal,
+    p: &Provision,
+    m: &MachineRecord,
+    can_destroy: bool,
+) -> Markup {
+    let csrf = principal.csrf_token().unwrap_or("");
+    let destroy = can_destroy && m.status == MachineStatus::Failed && m.server_id.is_some();
+    let destroy_path = paths::fill(
+        paths::PROVISION_MACHINE_DESTROY,
+        &[("id", &p.id.to_string()), ("idx", &m.idx.to_string())],
+    );
+    html! {
+        tr data-machine=(m.name) {
+            td { code { (m.name) } }
+            td.machine-status data-status=(m.status.as_str()) { (m.status.as_str()) }
+            td { @if let Some(s) = m.server_id { (s) } @else { span.muted { "—" } } }
+            td { @if let Some(ip) = &m.ipv4 { code { (ip) } } @else { span.muted { "—" } } }
+            td { (m.provider_status.as_deref().unwrap_or("—")) }
+            td { @if let Some(e) = &m.error { span.error-text { (e) } } }
+            td {
+                @if destroy {
+                    form method="post" action=(destroy_path) {
+                        (csrf_field(csrf))
+                        button.danger type="submit" hx-post=(destroy_path) hx-target="#progress" hx-swap="outerHTML"
+                            hx-confirm={ "Destroy server " (m.server_id.unwrap_or_default()) " (" (m.name) ")? This cannot be undone." } {
+                            "Destroy server"
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The progress partial (machines, timeline, provider answers): it polls itself while the
+/// request is not finished and carries no trigger once it is, so polling stops with the last
+/// answer.
+pub fn progress(principal: &Principal, d: &ProvisionDetail) -> Markup {
+    let p = &d.provision;
+    let live = !p.state.is_terminal();
+    let can = Allowed::for_caller(principal, p);
+    html! {
+        div #progress data-state=(p.state.as_str())
+            hx-get=[live.then(|| path_of(paths::PROVISION_PROGRESS, p.id))]
+            hx-trigger=[live.then_some(PROGRESS_POLL)] hx-swap=[live.then_some("outerHTML")] {
+            section.card {
+                h2 { "Progress" }
+                p { "State: " (state_badge(p.state))
+                    @if live { span.muted { " (updates every 2 seconds)" } } }
+                table.data.wrapping #machines {
+                    caption.visually-hidden { "Machines of this request" }
+                    thead { tr { th scope="col" { "Machine" } th scope="col" { "Status" } th scope="col" { "Server id" } th scope="col" { "IPv4" } th scope="col" { "Provider status" } th scope="col" { "Error" } th scope="col" { "Action" } } }
+                    tbody {
+                        @for m in &d.machines { (machine_row(principal, p, m, can.destroy)) }
+                        @if d.machines.is_empty() { tr { td colspan="7" .muted { "Nothing has run yet." } } }
+                    }
+                }
+            }
+            (timeline(&d.events))
+            (provider_answers(&d.events))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_digit_only_placeholders_are_filled_like_plain_ones() {
+        assert_eq!(path_of(paths::PROVISION, 7), "/provisions/7");
+        assert_eq!(
+            path_of(paths::PROVISION_PROGRESS, 42),
+            "/provisions/42/progress"
+        );
+        assert_eq!(
+            paths::fill(
+                paths::PROVISION_MACHINE_DESTROY,
+                &[("id", "3"), ("idx", "0")]
+            ),
+            "/provisions/3/machines/0/destroy"
+        );
+    }
+
+    #[test]
+    fn every_state_has_a_badge_naming_it() {
+        for s in ProvisionState::ALL {
+            let html = state_badge(s).into_string();
+            assert!(html.contains(&format!(">{}</span>", s.as_str())), "{html}");
+            assert!(
+                html.contains(&format!("data-state=\"{}\"", s.as_str())),
+                "{html}"
+            );
+        }
+    }
+}

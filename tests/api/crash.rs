@@ -1,0 +1,235 @@
+//! The real binary, killed with SIGKILL at 20 random moments while it provisions against the
+//! fake Hetzner and restarted each time: in the end every planned machine has exactly one
+//! server, every request is finished, and the audit chain verifies.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use headroom::auth::Caller;
+use headroom::context::Ctx;
+use headroom::domain::machine::ProviderKind;
+use headroom::domain::{Role, SystemClock};
+use headroom::provisioning::requests;
+
+use crate::fake_hetzner::FakeHetzner;
+use crate::runner::{approved, caller, fleet, hetzner_config};
+
+const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+/// Requests filed before the first start, and machines per request.
+const REQUESTS: i64 = 30;
+const MACHINES: i64 = 3;
+const KILLS: usize = 20;
+
+/// A small seeded generator (xorshift64*), so a failing run can be replayed from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A whole number from `lo` to `hi - 1`.
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
+/// The database prepared through the operations, as a person would have left it: users, a
+/// Hetzner config (catalogue from the fake), a fleet, and `REQUESTS` approved requests.
+async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
+    let pool = headroom::db::connect(db).await.expect("database");
+    let settings = headroom::config::Settings {
+        render_worker: Some(BIN.into()),
+        ..headroom::config::Settings::default()
+    };
+    // The real clock: the binary judges expiry by it.
+    let mut ctx = Ctx::build(settings, pool, Arc::new(SystemClock)).expect("context");
+    let client = headroom::provider::hetzner::Hetzner::new(&fake.uri(), fake.token().into());
+    ctx.providers = ctx
+        .providers
+        .clone()
+        .with(ProviderKind::Hetzner, Arc::new(client));
+    headroom::machines::templates::ensure_default(&ctx)
+        .await
+        .expect("default template");
+    headroom::machines::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
+        .await
+        .expect("catalogue");
+    headroom::machines::machine_configs::create(&ctx, &Caller::system(), &hetzner_config())
+        .await
+        .expect("config");
+    for (name, role) in [("olga", Role::Operator), ("abe", Role::Approver)] {
+        let input = headroom::auth::users::NewUserInput {
+            username: name.into(),
+            role: role.to_string(),
+            password: crate::helpers::PASSWORD.into(),
+        };
+        headroom::auth::users::create_user(&ctx, &Caller::system(), &input)
+            .await
+            .expect("user");
+    }
+    fleet(&ctx, "prod", &[]).await;
+    let mut ids = Vec::new();
+    for _ in 0..REQUESTS {
+        ids.push(approved(&ctx, "prod", MACHINES).await);
+    }
+    (ctx, ids)
+}
+
+/// `headroom serve` on a free port, provisioning against `fake` with short runner waits.
+fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (Child, PathBuf) {
+    let log_path = dir.join(format!("serve-{life}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new(BIN)
+        .args(["--database-url", db, "--log-format", "json", "serve"])
+        .args(["--bind", "127.0.0.1:0"])
+        .env("HEADROOM_WORKERS", "1")
+        .env("HEADROOM_HETZNER_API_URL", fake.uri())
+        .env("HETZNER_API_TOKEN", fake.token())
+        .env("HEADROOM_RUNNER_POLL_MS", "50")
+        .env("HEADROOM_RUNNER_ACTION_POLL_MS", "20")
+        .env_remove("HETZNER_API_TOKEN_FILE")
+        .env("RUST_LOG", "info")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    (child, log_path)
+}
+
+/// Waits until the process announced its port (it is serving and its runner started).
+async fn wait_until_serving(log_path: &Path) {
+    for _ in 0..400 {
+        let text = std::fs::read_to_string(log_path).unwrap_or_default();
+        if text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|v| v["port"].as_u64().is_some())
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the server never announced its port: {}",
+        std::fs::read_to_string(log_path).unwrap_or_default()
+    );
+}
+
+/// How many of `ids` are finished.
+async fn finished(ctx: &Ctx, ids: &[i64]) -> usize {
+    let mut n = 0;
+    for id in ids {
+        let d = requests::get(ctx, &Caller::system(), *id).await.unwrap();
+        if d.provision.state.is_terminal() {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test]
+async fn the_binary_killed_at_twenty_random_moments_still_makes_exactly_one_server_per_machine() {
+    let started = Instant::now();
+    let fake = FakeHetzner::start().await;
+    // Four polls per create action: execution outlasts the twenty lives, so every kill
+    // interrupts it.
+    fake.set_action_polls(4);
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("crash.db").display());
+    let (ctx, ids) = prepare(&db, &fake).await;
+
+    let seed = std::env::var("HEADROOM_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_2026_u64);
+    let mut rng = Rng(seed);
+    let mut delays = Vec::new();
+    let mut during_execution = 0;
+    for life in 0..KILLS {
+        let (mut child, log) = start(dir.path(), &db, &fake, life);
+        wait_until_serving(&log).await;
+        let delay = rng.between(20, 400);
+        delays.push(delay);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        // `Child::kill` is SIGKILL on Unix: no shutdown, no flush, no goodbye.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let done = finished(&ctx, &ids).await;
+        if done < ids.len() {
+            during_execution += 1;
+        }
+        println!(
+            "life {life}: killed after {delay} ms; {done}/{} requests finished, {} servers",
+            ids.len(),
+            fake.servers().len()
+        );
+    }
+    println!("seed {seed:#x}, kill delays (ms) {delays:?}");
+    assert!(
+        during_execution >= KILLS - 3,
+        "only {during_execution} of {KILLS} kills hit a running execution: make the work longer"
+    );
+
+    // The last life runs to the end.
+    let (mut child, log) = start(dir.path(), &db, &fake, KILLS);
+    wait_until_serving(&log).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while finished(&ctx, &ids).await < ids.len() {
+        assert!(Instant::now() < deadline, "requests never finished");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let servers = fake.servers();
+    let mut planned = 0;
+    for id in &ids {
+        let d = requests::get(&ctx, &caller("abe", Role::Approver), *id)
+            .await
+            .unwrap();
+        assert_eq!(
+            d.provision.state,
+            headroom::domain::ProvisionState::Succeeded,
+            "request {id}: {}",
+            d.provision.state_reason
+        );
+        for m in &d.machines {
+            planned += 1;
+            let matching: Vec<_> = servers.iter().filter(|s| s.name == m.name).collect();
+            assert_eq!(matching.len(), 1, "{}: {matching:?}", m.name);
+            assert_eq!(m.server_id, Some(matching[0].id), "{}", m.name);
+        }
+    }
+    assert_eq!(planned, REQUESTS * MACHINES);
+    assert_eq!(servers.len() as i64, planned, "no server beyond the plan");
+    assert_eq!(
+        fake.creates().len() as i64,
+        planned,
+        "exactly one create per machine: every interrupted create was adopted"
+    );
+    println!(
+        "{} creates for {planned} machines; {} requests to the fake",
+        fake.creates().len(),
+        fake.requests().len()
+    );
+
+    let verify = Command::new(BIN)
+        .args(["--database-url", &db, "audit", "verify"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "audit verify: {}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let took = started.elapsed();
+    println!("took {took:?}");
+    assert!(took < Duration::from_secs(60), "{took:?}");
+}
