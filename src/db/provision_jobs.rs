@@ -72,6 +72,14 @@ pub async fn job(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<Jo
         .transpose()
 }
 
+/// When request `id`'s current window (approval or run) closes.
+pub async fn expires_at(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT expires_at FROM provisions WHERE id = ?")
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
+
 /// Ids of every request in `executing`, oldest first (what a restart must finish).
 pub async fn executing_ids(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar("SELECT id FROM provisions WHERE state = 'executing' ORDER BY id")

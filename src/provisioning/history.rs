@@ -266,13 +266,17 @@ pub fn csv_cell(raw: &str) -> String {
 /// Encodes a page of requests with their machines' server ids.
 async fn encode(ctx: &Ctx, page: &[Provision], format: ExportFormat) -> anyhow::Result<String> {
     let mut conn = ctx.pool.acquire().await?;
+    // One query for the whole page's machines, not one per request.
+    let ids: Vec<i64> = page.iter().map(|p| p.id).collect();
+    let mut servers: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for (id, m) in crate::db::provisions::machines_of(&mut conn, &ids).await? {
+        if let Some(server) = m.server_id {
+            servers.entry(id).or_default().push(server);
+        }
+    }
     let mut out = String::new();
     for p in page {
-        let server_ids = crate::db::provisions::machines(&mut conn, p.id)
-            .await?
-            .into_iter()
-            .filter_map(|m| m.server_id)
-            .collect();
+        let server_ids = servers.remove(&p.id).unwrap_or_default();
         let record = Record::new(p, server_ids);
         out.push_str(&match format {
             ExportFormat::Csv => record.to_csv(),

@@ -16,7 +16,8 @@ pub(super) enum Claimed {
     Run(Box<Payloads>),
     /// The plan no longer matched: superseded, with the reason in the record.
     Superseded,
-    /// Someone else moved it first (another runner claimed it, a person cancelled it).
+    /// Someone else moved it first (another runner claimed it, a person cancelled it), or
+    /// its run window closed (expired).
     Lost,
 }
 
@@ -26,6 +27,15 @@ pub(super) async fn claim(ctx: &Ctx, job: &provision_jobs::JobRow) -> anyhow::Re
         Err(stale) => stale,
         Ok(p) => {
             let mut tx = db::begin_write(&ctx.pool).await?;
+            // The run window may have closed while the payloads were rendered: an expired
+            // approval never runs, however close the runner came.
+            let closes = provision_jobs::expires_at(&mut tx, job.id).await?;
+            if closes.is_some_and(|at| at <= ctx.now()) {
+                let reason = "the run window closed before execution started";
+                move_to(&mut tx, ctx, job.id, ProvisionState::Expired, reason).await?;
+                tx.commit().await?;
+                return Ok(Claimed::Lost);
+            }
             let outcome = move_to(&mut tx, ctx, job.id, ProvisionState::Executing, "").await?;
             tx.commit().await?;
             return Ok(match outcome {
