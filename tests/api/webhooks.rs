@@ -579,3 +579,70 @@ async fn without_a_webhook_nothing_is_queued() {
     assert_eq!(app.count("webhook_deliveries").await, 0);
     assert_eq!(notify::deliver_once(&app.state.ctx).await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn a_receiver_answering_500_never_holds_up_the_runner_and_the_provision_succeeds() {
+    use headroom::domain::Role;
+    use headroom::provider::fake::Fake;
+    use headroom::provisioning::runner;
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/hook"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&receiver)
+        .await;
+    let url = format!("{}/hook", receiver.uri());
+    let app = TestApp::spawn_with(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from(SECRET.to_owned()));
+        s.public_url = PUBLIC.into();
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+        s.simulated_provider = true;
+        s.runner_poll = Duration::from_secs(3600);
+        s.runner_action_poll = Duration::from_millis(10);
+    })
+    .await;
+    headroom::sim::demo::seed_config(&app.state)
+        .await
+        .expect("seed config");
+    app.create_user("olga", Role::Operator).await;
+    app.create_user("abe", Role::Approver).await;
+    let fake = Fake::new();
+    let ctx = crate::runner::ctx_with(&app, std::sync::Arc::new(fake.clone()));
+    crate::runner::fleet(&ctx, "prod", &[]).await;
+    // Filed and approved through the operations, executed by the runner itself.
+    let id = crate::runner::approved(&ctx, "prod", 2).await;
+    // The receiver fails every delivery before and while the runner works.
+    notify::deliver_once(&ctx).await.unwrap();
+    while runner::run_once(&ctx).await.unwrap() {}
+    let detail = crate::runner::record(&ctx, id).await;
+    assert_eq!(detail.provision.state, ProvisionState::Succeeded);
+    assert_eq!(fake.servers().len(), 2);
+    // Later rounds retry (the clock moves past each backoff); none ever succeeds.
+    for _ in 0..3 {
+        app.clock.advance(Duration::from_secs(700));
+        notify::deliver_once(&ctx).await.unwrap();
+    }
+    let rows = deliveries(&app, id).await;
+    let events: Vec<&str> = rows.iter().map(|r| r.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "provision.requested",
+            "provision.approved",
+            "provision.finished"
+        ]
+    );
+    for row in &rows {
+        assert_eq!(row.state, "pending", "{row:?}");
+        assert!(row.attempts >= 2, "retried: {row:?}");
+        assert_eq!(row.last_status, Some(500));
+    }
+    let posts = receiver.received_requests().await.unwrap().len();
+    assert!(posts >= 6, "{posts} attempts reached the receiver");
+    // And the request stayed succeeded throughout.
+    assert_eq!(
+        crate::runner::record(&ctx, id).await.provision.state,
+        ProvisionState::Succeeded
+    );
+}
