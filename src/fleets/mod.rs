@@ -229,6 +229,14 @@ pub async fn update(
         .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
         .try_into()?;
     check_restore_config(&mut tx, &spec).await?;
+    // The approval policy binds operators: an operator may tighten it, but loosening it
+    // (fewer approvals, a longer window) is an approver's decision, or an operator could
+    // lower the bar just before filing.
+    if spec.approvals_required < current.spec.approvals_required
+        || spec.approval_ttl_hours > current.spec.approval_ttl_hours
+    {
+        caller.require(Role::Approver)?;
+    }
     let changed = changed_fields(&current.spec, &spec);
     if changed.is_empty() {
         return Ok(current);

@@ -108,7 +108,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
 
     let mut change = body("eu-prod");
     change["approvals_required"] = json!(2);
-    change["approval_ttl_hours"] = json!(24);
+    change["approval_ttl_hours"] = json!(2);
     change["required_override"] = json!(3);
     change["secrets"] =
         json!({"mesh_preauth_key": "env:TS_AUTHKEY", "tunnel_token": "file:/run/secrets/tunnel"});
@@ -821,4 +821,40 @@ async fn a_fleet_with_an_open_request_cannot_be_deleted() {
         (StatusCode::SEE_OTHER, "/fleets".to_owned())
     );
     assert_eq!(app.count("fleets").await, 0);
+}
+
+#[tokio::test]
+async fn loosening_the_approval_policy_takes_an_approver() {
+    let (app, token) = setup(Role::Operator).await;
+    let op = Api { app: &app, token };
+    let mut strict = body("eu-strict");
+    strict["approvals_required"] = json!(2);
+    strict["approval_ttl_hours"] = json!(2);
+    let (status, b) = op.post("/api/v1/fleets", &strict).await;
+    assert_eq!(status, StatusCode::CREATED, "{b}");
+    for (field, value) in [("approvals_required", 1), ("approval_ttl_hours", 8)] {
+        let mut looser = strict.clone();
+        looser[field] = json!(value);
+        let before = app.snapshot().await;
+        let (status, b) = op.put("/api/v1/fleets/eu-strict", &looser).await;
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "operator loosens {field}: {b}"
+        );
+        assert_eq!(app.snapshot().await, before, "{field}: nothing stored");
+    }
+    // Tightening stays an operator's call.
+    let mut tighter = strict.clone();
+    tighter["approvals_required"] = json!(3);
+    let (status, b) = op.put("/api/v1/fleets/eu-strict", &tighter).await;
+    assert_eq!(status, StatusCode::OK, "{b}");
+    app.create_user("abe", Role::Approver).await;
+    let appr = Api {
+        app: &app,
+        token: app.token_for("abe").await,
+    };
+    let (status, b) = appr.put("/api/v1/fleets/eu-strict", &strict).await;
+    assert_eq!(status, StatusCode::OK, "an approver loosens it: {b}");
+    assert_eq!(b["approvals_required"], json!(2));
 }
