@@ -109,16 +109,35 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         // Drain: one request per iteration, again at once while there is work. A stop drops an
         // execution mid-call; that is safe by design (every step was committed before its
         // call) and the next start's reconcile finishes it.
-        let did_work = tokio::select! {
+        let outcome = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
-            r = run_once(&ctx) => match r {
-                Ok(worked) => worked,
-                Err(e) => {
-                    tracing::error!(error = format!("{e:#}"), "provisioning runner iteration failed");
-                    false
+            r = run_once(&ctx) => r,
+        };
+        let did_work = match outcome {
+            Ok(worked) => worked,
+            Err(e) => {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "provisioning runner iteration failed"
+                );
+                // An execution that stopped on an error (a busy database, say) would stay
+                // `executing` until the next start: this loop is the process's only executor
+                // and has nothing in flight now, so finish it the way a restart would —
+                // through the label — after a pause.
+                tokio::select! {
+                    biased;
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                    () = tokio::time::sleep(poll) => {}
                 }
-            },
+                if let Err(e) = reconcile_on_start(&ctx).await {
+                    tracing::error!(
+                        error = format!("{e:#}"),
+                        "resuming interrupted provisions failed"
+                    );
+                }
+                false
+            }
         };
         if did_work {
             continue;
