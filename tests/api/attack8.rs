@@ -1,5 +1,5 @@
 //! Security review of issue 8 (fleets, provisions, approvals, runner, webhooks, history).
-//! A test that FAILS demonstrates a vulnerability; the others pin defences that hold.
+//! Each test pins a defence; the first three reproduced real findings before their fixes.
 
 use headroom::domain::Role;
 use reqwest::StatusCode;
@@ -89,7 +89,7 @@ async fn plan_sha(app: &TestApp, op: &Session, token: &str, name: &str, body: &s
 /// plan offline: the whole render-time secret (which may be `env:HETZNER_API_TOKEN`) is
 /// recovered without any approval, and the live plan stores nothing, so no audit trace.
 #[tokio::test]
-async fn attack8_operator_recovers_a_fleet_secret_from_the_plan_sha256() {
+async fn attack8_an_operator_cannot_recover_a_fleet_secret_from_the_plan_sha256() {
     let var = "ATTACK8_SECRET_SHA_ORACLE";
     let secret = "hz-Tok_9xQ2vL7r";
     std::env::set_var(var, secret);
@@ -165,7 +165,7 @@ async fn attack8_fleet_secret_sources_cannot_name_headroom_credentials() {
 /// Was LOW (fixed: one answer for every unreadable file). The plan's error named why a `file:` source failed: an operator probes the server's
 /// filesystem (exists / directory / too large / contents break the rule).
 #[tokio::test]
-async fn attack8_secret_source_errors_are_a_filesystem_oracle() {
+async fn attack8_secret_source_errors_are_no_filesystem_oracle() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big");
     std::fs::write(&big, vec![b'x'; 5000]).unwrap();
