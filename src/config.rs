@@ -110,6 +110,23 @@ pub struct Settings {
     pub public_url: String,
     /// Delivery attempts of one notification before it is marked failed.
     pub webhook_attempts: u32,
+    /// Scrapes in flight at once, across every fleet.
+    pub scrape_concurrency: usize,
+    /// When a fleet enters and leaves a deficit.
+    pub deficit: crate::domain::headroom::DeficitPolicy,
+    /// How long samples and their rollups are kept.
+    pub retention: Retention,
+}
+
+/// How long each resolution of headroom history is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Raw samples (one per scrape tick).
+    pub raw: Duration,
+    /// Per-minute rollups.
+    pub minute: Duration,
+    /// Per-hour rollups.
+    pub hour: Duration,
 }
 
 /// When failed logins slow down and lock.
@@ -258,6 +275,18 @@ keys! {
     public_url: String = "https://headroom.example.com";
     /// Delivery attempts per notification (1–100).
     webhook_attempts: u32 = "5";
+    /// Scrapes in flight at once, across every fleet (1–4096).
+    scrape_concurrency: usize = "32";
+    /// Consecutive samples below required that enter a deficit (1–1000).
+    deficit_enter_samples: u32 = "4";
+    /// Consecutive samples at or above required that leave a deficit (1–1000).
+    deficit_leave_samples: u32 = "5";
+    /// Hours raw samples are kept (1–8760).
+    samples_raw_hours: u64 = "24";
+    /// Days per-minute rollups are kept (1–3650).
+    rollups_minute_days: u64 = "7";
+    /// Days per-hour rollups are kept (1–36500).
+    rollups_hour_days: u64 = "365";
 }
 
 impl PartialSettings {
@@ -301,6 +330,17 @@ impl PartialSettings {
             webhook_url: None,
             public_url: None,
             webhook_attempts: Some(8),
+            // Enough for a thousand fleets at 15 s with slow answers; each scrape is one socket.
+            scrape_concurrency: Some(64),
+            // Three samples (45 s at the default interval) before a proposal; a fleet must stay
+            // healthy as long before its deficit is over.
+            deficit_enter_samples: Some(3),
+            deficit_leave_samples: Some(3),
+            // Raw ticks for two days (the 1 h … 24 h charts read them or the minute rollups),
+            // minutes for two weeks (the 7 d chart), hours for 400 days (30 d, 90 d, a year).
+            samples_raw_hours: Some(48),
+            rollups_minute_days: Some(14),
+            rollups_hour_days: Some(400),
         }
     }
 }
@@ -707,6 +747,48 @@ fn settle(
             100,
             "attempts",
         )?,
+        scrape_concurrency: rules.range(
+            p.scrape_concurrency,
+            "scrape_concurrency",
+            1,
+            4096,
+            "scrapes",
+        )?,
+        deficit: crate::domain::headroom::DeficitPolicy {
+            enter_after: rules.range(
+                p.deficit_enter_samples,
+                "deficit_enter_samples",
+                1,
+                1000,
+                "samples",
+            )?,
+            leave_after: rules.range(
+                p.deficit_leave_samples,
+                "deficit_leave_samples",
+                1,
+                1000,
+                "samples",
+            )?,
+        },
+        retention: Retention {
+            raw: Duration::from_secs(
+                3600 * rules.range(p.samples_raw_hours, "samples_raw_hours", 1, 8_760, "hours")?,
+            ),
+            minute: Duration::from_secs(
+                86_400
+                    * rules.range(
+                        p.rollups_minute_days,
+                        "rollups_minute_days",
+                        1,
+                        3_650,
+                        "days",
+                    )?,
+            ),
+            hour: Duration::from_secs(
+                86_400
+                    * rules.range(p.rollups_hour_days, "rollups_hour_days", 1, 36_500, "days")?,
+            ),
+        },
     })
 }
 

@@ -33,6 +33,9 @@ pub struct Ctx {
     pub outbound: OutboundClient,
     /// Client for webhook deliveries, under the outbound policy for webhooks.
     pub webhook: OutboundClient,
+    /// Client for fleet status scrapes, under the outbound policy for scraping (loopback and
+    /// private addresses allowed, link-local refused); each scrape sets its fleet's timeout.
+    pub scrape: OutboundClient,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
@@ -93,8 +96,22 @@ impl Ctx {
         if let Some(path) = &settings.outbound_ca_file {
             webhook = webhook.ca_file(path)?;
         }
+        // Fleets answer within their own scrape timeout (at most a minute); these bound a
+        // scrape whose fleet asks for more than the client allows.
+        let mut scrape = OutboundClient::builder(
+            crate::outbound::Purpose::Scrape,
+            settings.outbound_allow.clone(),
+        )
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(
+            u64::from(crate::domain::fleet::SCRAPE_TIMEOUT_SECS_MAX) + 5,
+        ));
+        if let Some(path) = &settings.outbound_ca_file {
+            scrape = scrape.ca_file(path)?;
+        }
         Ok(Ctx {
             pool,
+            scrape: scrape.build()?,
             webhook: webhook.build()?,
             clock,
             providers: Providers::new(hetzner, settings.simulated_provider),

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod catalogue;
+pub mod fleet_samples;
 pub mod fleets;
 pub mod instance_keys;
 pub mod pins;

@@ -5,6 +5,7 @@ pub mod clock;
 pub mod digest;
 pub mod field_error;
 pub mod fleet;
+pub mod headroom;
 pub mod machine;
 pub mod password;
 pub mod provision;

@@ -249,6 +249,28 @@ impl OutboundClient {
         Ok(res)
     }
 
+    /// GETs `url` after checking it, within `timeout` (shorter than the client's own, e.g. a
+    /// fleet's scrape timeout), and returns the answer whatever its status: a scraper reads
+    /// the body of a 503 too (yubaba without raft answers it in plain text). The caller bounds
+    /// how much of the body it reads.
+    #[tracing::instrument(skip_all, fields(outbound.purpose = ?self.purpose))]
+    pub async fn get_any_status(
+        &self,
+        url: &str,
+        timeout: std::time::Duration,
+    ) -> Result<reqwest::Response, FetchError> {
+        let parsed = Url::parse(url).map_err(|_| FetchError::Refused(Refusal::NoHost))?;
+        check_url(self.purpose, &self.allow, &parsed, Hop::First).inspect_err(|r| {
+            tracing::info!(outbound.reason = %r, "outbound fetch refused before connecting");
+        })?;
+        self.http
+            .get(parsed)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| FetchError::from_reqwest(&e))
+    }
+
     /// POSTs `body` with `headers` to `url` after checking it (webhook deliveries); a non-2xx
     /// answer is `FetchError::Status`, its body unread.
     #[tracing::instrument(skip_all, fields(outbound.purpose = ?self.purpose))]

@@ -1,0 +1,585 @@
+//! Headroom as the rest of the product sees it: what one scrape observed, the fleet's health,
+//! the deficit rule (consecutive samples in, hysteresis out) and the shape of a chart's series.
+//! Pure types and functions; the scraper fills them, `crate::headroom` stores them, the views
+//! and the API show them.
+
+use serde::{Deserialize, Serialize};
+
+use super::UnixMillis;
+
+/// Where a sample's spare and required came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The leader's `/raft/status` carried the `headroom` section.
+    Native,
+    /// Computed from each member's `/node` and `/node/usage` (older builds).
+    Derived,
+    /// The scrape failed: no numbers.
+    None,
+}
+
+impl Source {
+    /// The stored and shown name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Native => "native",
+            Source::Derived => "derived",
+            Source::None => "none",
+        }
+    }
+
+    /// The stored name back; anything else is `None` (a failed sample).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "native" => Source::Native,
+            "derived" => Source::Derived,
+            _ => Source::None,
+        }
+    }
+}
+
+/// One member of the raft group as the leader lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Member {
+    /// Raft node id.
+    pub id: u64,
+    /// Its `host:port` as published (also its HTTP address).
+    pub addr: String,
+    /// In a voter set (joint configs: in any of them); otherwise a learner.
+    pub voter: bool,
+}
+
+/// What a successful scrape saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// Native or derived.
+    pub source: Source,
+    /// Warm spares counted.
+    pub spare: u32,
+    /// Spares the fleet must keep.
+    pub required: u32,
+    /// The leader's raft id.
+    pub leader_id: Option<u64>,
+    /// The base URL the numbers were read from (the leader's, or the given endpoint when the
+    /// leader's address is not reachable, e.g. `0.0.0.0:…`).
+    pub leader_url: Option<String>,
+    /// The leader's term.
+    pub term: Option<u64>,
+    /// Every member, voters first.
+    pub members: Vec<Member>,
+    /// The leader's status body as parsed JSON (bounded by the scraper's body cap): kept as
+    /// the evidence of a deficit.
+    pub evidence: serde_json::Value,
+}
+
+impl Observation {
+    /// Members in a voter set.
+    pub fn voters(&self) -> u32 {
+        self.members.iter().filter(|m| m.voter).count() as u32
+    }
+
+    /// Members in no voter set.
+    pub fn learners(&self) -> u32 {
+        self.members.iter().filter(|m| !m.voter).count() as u32
+    }
+}
+
+/// One scrape tick of one fleet: numbers, or why there are none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// When the tick started.
+    pub at: UnixMillis,
+    /// How long the scrape took, in milliseconds.
+    pub latency_ms: u64,
+    /// The observation, or a coarse reason for people ("could not connect", "timed out",
+    /// "HTTP 503: raft not configured", "unreadable status: …"): never a secret, never a body.
+    pub outcome: Result<Observation, String>,
+}
+
+impl Sample {
+    /// Spare and required when the scrape succeeded.
+    pub fn numbers(&self) -> Option<(u32, u32)> {
+        self.outcome.as_ref().ok().map(|o| (o.spare, o.required))
+    }
+}
+
+/// A fleet's health as the dashboard, the API and `/metrics` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// The newest sample is fresh, ok, and no deficit is open.
+    Healthy,
+    /// A deficit is open (entered and not yet left).
+    Deficit,
+    /// Never scraped, or the newest sample failed.
+    Unknown,
+    /// The newest sample is older than `STALE_AFTER_INTERVALS` scrape intervals (the scraper
+    /// is behind or stopped).
+    Stale,
+}
+
+impl Health {
+    /// The shown name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Deficit => "deficit",
+            Health::Unknown => "unknown",
+            Health::Stale => "stale",
+        }
+    }
+}
+
+/// Intervals without a new sample after which a fleet is stale.
+pub const STALE_AFTER_INTERVALS: i64 = 3;
+
+/// The health of a fleet from its newest sample: `sampled_at` (any sample), whether it was
+/// ok, and whether a deficit is open. A deficit stays a deficit through failed samples (a
+/// fleet that stops answering while short is still short); staleness wins over everything,
+/// since nothing shown is current then.
+pub fn health(
+    now: UnixMillis,
+    interval_secs: u32,
+    newest: Option<(UnixMillis, bool)>,
+    deficit_open: bool,
+) -> Health {
+    let Some((sampled_at, ok)) = newest else {
+        return Health::Unknown;
+    };
+    if now - sampled_at > STALE_AFTER_INTERVALS * i64::from(interval_secs) * 1000 {
+        Health::Stale
+    } else if deficit_open {
+        Health::Deficit
+    } else if ok {
+        Health::Healthy
+    } else {
+        Health::Unknown
+    }
+}
+
+/// When a deficit is entered and left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeficitPolicy {
+    /// Consecutive ok samples with spare < required that enter a deficit.
+    pub enter_after: u32,
+    /// Consecutive ok samples with spare ≥ required that leave it (the hysteresis: one good
+    /// sample in a flapping fleet does not end a deficit, nor file a second proposal).
+    pub leave_after: u32,
+}
+
+/// What one sample did to the deficit state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeficitChange {
+    /// Nothing changed.
+    None,
+    /// The fleet just entered a deficit.
+    Entered,
+    /// The fleet just left its deficit.
+    Left,
+}
+
+/// The deficit state carried from sample to sample (stored in `fleet_status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeficitTracker {
+    /// Consecutive ok samples below required.
+    pub below_streak: u32,
+    /// Consecutive ok samples at or above required.
+    pub healthy_streak: u32,
+    /// A deficit is open.
+    pub in_deficit: bool,
+}
+
+impl DeficitTracker {
+    /// Feeds one sample's numbers (`None` for a failed scrape). A failed scrape changes
+    /// nothing: a gap is neither evidence of a deficit nor of recovery, so it neither resets
+    /// nor advances a streak.
+    pub fn observe(&mut self, policy: DeficitPolicy, numbers: Option<(u32, u32)>) -> DeficitChange {
+        let Some((spare, required)) = numbers else {
+            return DeficitChange::None;
+        };
+        if spare < required {
+            self.below_streak = self.below_streak.saturating_add(1);
+            self.healthy_streak = 0;
+            if !self.in_deficit && self.below_streak >= policy.enter_after {
+                self.in_deficit = true;
+                return DeficitChange::Entered;
+            }
+        } else {
+            self.healthy_streak = self.healthy_streak.saturating_add(1);
+            self.below_streak = 0;
+            if self.in_deficit && self.healthy_streak >= policy.leave_after {
+                self.in_deficit = false;
+                return DeficitChange::Left;
+            }
+        }
+        DeficitChange::None
+    }
+}
+
+/// The chart ranges offered by the range buttons, and accepted as `?range=` on the fleet page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    /// The last hour.
+    H1,
+    /// The last six hours.
+    H6,
+    /// The last day.
+    H24,
+    /// The last week.
+    D7,
+    /// The last thirty days.
+    D30,
+    /// The last ninety days.
+    D90,
+}
+
+impl Range {
+    /// Every range, shortest first (the buttons' order).
+    pub const ALL: [Range; 6] = [
+        Range::H1,
+        Range::H6,
+        Range::H24,
+        Range::D7,
+        Range::D30,
+        Range::D90,
+    ];
+
+    /// The name on the button and in the query string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Range::H1 => "1h",
+            Range::H6 => "6h",
+            Range::H24 => "24h",
+            Range::D7 => "7d",
+            Range::D30 => "30d",
+            Range::D90 => "90d",
+        }
+    }
+
+    /// The range named `s`, if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Its width in milliseconds.
+    pub fn millis(self) -> i64 {
+        const HOUR: i64 = 3_600_000;
+        match self {
+            Range::H1 => HOUR,
+            Range::H6 => 6 * HOUR,
+            Range::H24 => 24 * HOUR,
+            Range::D7 => 7 * 24 * HOUR,
+            Range::D30 => 30 * 24 * HOUR,
+            Range::D90 => 90 * 24 * HOUR,
+        }
+    }
+}
+
+/// Which stored rows a series is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// `fleet_samples` (one row per tick).
+    Raw,
+    /// Per-minute rollups.
+    Minute,
+    /// Per-hour rollups.
+    Hour,
+}
+
+impl Resolution {
+    /// Width of one stored row's bucket, in milliseconds (raw: 0, any step fits).
+    pub fn bucket_millis(self) -> i64 {
+        match self {
+            Resolution::Raw => 0,
+            Resolution::Minute => 60_000,
+            Resolution::Hour => 3_600_000,
+        }
+    }
+}
+
+/// Points a chart draws at most; a series' step is chosen so its range fits in this many.
+pub const CHART_POINTS: i64 = 360;
+
+/// Shortest step, in milliseconds (the shortest scrape interval).
+pub const STEP_MIN_MILLIS: i64 = 5_000;
+
+/// The step and stored resolution for a range of `width` milliseconds drawn in at most
+/// `points` points: the step is `width / points` (at least `STEP_MIN_MILLIS`), and the
+/// resolution is the coarsest whose buckets are no wider than the step, so the rows read grow
+/// with the number of points, not with the history kept. A caller asking for a finer step than
+/// the retained raw window allows gets the minute or hour rows (see `crate::headroom::series`).
+pub fn step_for(width: i64, points: i64) -> (i64, Resolution) {
+    let step = (width / points.max(1)).max(STEP_MIN_MILLIS);
+    let resolution = if step >= Resolution::Hour.bucket_millis() {
+        Resolution::Hour
+    } else if step >= Resolution::Minute.bucket_millis() {
+        Resolution::Minute
+    } else {
+        Resolution::Raw
+    };
+    (step, resolution)
+}
+
+/// One point of a series: the bucket `[t, t + step)`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Point {
+    /// Start of the bucket (unix ms; RFC 3339 in the API).
+    #[schema(value_type = String)]
+    pub t: UnixMillis,
+    /// The fewest spares seen in the bucket (a dip is what matters); `None` for a gap.
+    pub spare: Option<u32>,
+    /// The most spares seen in the bucket.
+    pub spare_max: Option<u32>,
+    /// The highest requirement seen in the bucket.
+    pub required: Option<u32>,
+    /// At least one ok sample fell in the bucket; `false` is a gap.
+    pub ok: bool,
+    /// The source of the bucket's newest sample.
+    pub source: Source,
+}
+
+/// A fleet's headroom over a range, as the chart and the API read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The fleet.
+    pub fleet: String,
+    /// Start of the range (unix ms, inclusive).
+    pub from: UnixMillis,
+    /// End of the range (unix ms, exclusive).
+    pub to: UnixMillis,
+    /// Width of one point, in milliseconds.
+    pub step: i64,
+    /// Where the points were read from.
+    pub resolution: Resolution,
+    /// One point per step with data, oldest first; steps without any sample are absent (the
+    /// chart and the API show them as gaps).
+    pub points: Vec<Point>,
+}
+
+/// A provision event drawn on a chart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation {
+    /// When it happened.
+    pub at: UnixMillis,
+    /// The provision it belongs to.
+    pub provision_id: i64,
+    /// Short text: "requested", "approved", "succeeded", "failed", …
+    pub label: String,
+}
+
+/// A fleet now, as the dashboard card, the fleet page, the fleet API and `/metrics` show it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct FleetNow {
+    /// The fleet's name.
+    pub fleet: String,
+    /// Healthy, deficit, unknown or stale (see [`health`]).
+    pub status: Health,
+    /// Spares at the newest ok sample.
+    pub spare: Option<u32>,
+    /// Required at the newest ok sample.
+    pub required: Option<u32>,
+    /// Native or derived, from the newest sample (`none` when it failed).
+    pub source: Source,
+    /// The leader's raft id at the newest ok sample.
+    pub leader_id: Option<u64>,
+    /// The base URL the newest ok sample was read from.
+    pub leader: Option<String>,
+    /// Members at the newest ok sample.
+    pub members: Vec<Member>,
+    /// When the newest sample (ok or not) was taken.
+    #[schema(value_type = Option<String>)]
+    pub last_scrape_at: Option<UnixMillis>,
+    /// When the newest ok sample was taken.
+    #[schema(value_type = Option<String>)]
+    pub last_ok_at: Option<UnixMillis>,
+    /// Why the newest sample failed, when it did.
+    pub last_error: Option<String>,
+    /// Milliseconds the newest scrape took.
+    pub latency_ms: Option<u64>,
+    /// When the open deficit started (its first sample below required).
+    #[schema(value_type = Option<String>)]
+    pub deficit_since: Option<UnixMillis>,
+    /// Requests for this fleet still pending approval, approved or executing.
+    pub open_requests: u32,
+    /// The fleet's scrape interval, in seconds.
+    pub scrape_interval_secs: u32,
+}
+
+/// One deficit and how long each step of its restore took: detected → proposed → approved →
+/// provisioned → restored. A step not (yet) reached is `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct DeficitTimeline {
+    /// The deficit's id.
+    pub id: i64,
+    /// Its first sample below required.
+    #[schema(value_type = String)]
+    pub started_at: UnixMillis,
+    /// The sample that crossed the threshold.
+    #[schema(value_type = String)]
+    pub detected_at: UnixMillis,
+    /// Spare and required at detection.
+    pub spare: u32,
+    /// Required at detection.
+    pub required: u32,
+    /// The restore request it filed (or found open).
+    pub provision_id: Option<i64>,
+    /// The request's state now.
+    pub provision_state: Option<String>,
+    /// Why no request was filed, or which open one stood in for it.
+    pub note: String,
+    /// When the request was filed.
+    #[schema(value_type = Option<String>)]
+    pub proposed_at: Option<UnixMillis>,
+    /// When it reached its approvals.
+    #[schema(value_type = Option<String>)]
+    pub approved_at: Option<UnixMillis>,
+    /// When it succeeded.
+    #[schema(value_type = Option<String>)]
+    pub provisioned_at: Option<UnixMillis>,
+    /// When the deficit was left.
+    #[schema(value_type = Option<String>)]
+    pub restored_at: Option<UnixMillis>,
+}
+
+/// One stored sample, for the fleet page's recent-samples table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SampleRow {
+    /// When the tick started.
+    #[schema(value_type = String)]
+    pub at: UnixMillis,
+    /// Whether it produced numbers.
+    pub ok: bool,
+    /// Native, derived, or none.
+    pub source: Source,
+    /// Spares.
+    pub spare: Option<u32>,
+    /// Required.
+    pub required: Option<u32>,
+    /// Voters.
+    pub voters: Option<u32>,
+    /// Learners.
+    pub learners: Option<u32>,
+    /// The leader's raft id.
+    pub leader_id: Option<u64>,
+    /// The leader's term.
+    pub term: Option<u64>,
+    /// Milliseconds the scrape took.
+    pub latency_ms: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: DeficitPolicy = DeficitPolicy {
+        enter_after: 3,
+        leave_after: 2,
+    };
+
+    fn feed(t: &mut DeficitTracker, seq: &[Option<(u32, u32)>]) -> Vec<DeficitChange> {
+        seq.iter().map(|n| t.observe(POLICY, *n)).collect()
+    }
+
+    #[test]
+    fn a_deficit_is_entered_after_the_configured_number_of_consecutive_samples() {
+        let mut t = DeficitTracker::default();
+        let changes = feed(
+            &mut t,
+            &[Some((0, 1)), Some((0, 1)), Some((0, 1)), Some((0, 1))],
+        );
+        assert_eq!(
+            changes,
+            [
+                DeficitChange::None,
+                DeficitChange::None,
+                DeficitChange::Entered,
+                DeficitChange::None
+            ]
+        );
+        assert!(t.in_deficit);
+    }
+
+    #[test]
+    fn flapping_around_the_threshold_neither_enters_nor_leaves_twice() {
+        let mut t = DeficitTracker::default();
+        let below = Some((0, 1));
+        let ok = Some((1, 1));
+        // Two below, one ok, two below: never three in a row.
+        let changes = feed(&mut t, &[below, below, ok, below, below, ok]);
+        assert!(changes.iter().all(|c| *c == DeficitChange::None));
+        // Enter, then flap: one good sample at a time never leaves.
+        let changes = feed(&mut t, &[below, below, below, ok, below, ok, below]);
+        assert_eq!(
+            changes
+                .iter()
+                .filter(|c| **c == DeficitChange::Entered)
+                .count(),
+            1
+        );
+        assert!(!changes.contains(&DeficitChange::Left));
+        // Two good in a row leave.
+        assert_eq!(
+            feed(&mut t, &[ok, ok]),
+            [DeficitChange::None, DeficitChange::Left]
+        );
+    }
+
+    #[test]
+    fn failed_samples_neither_reset_nor_advance_a_streak() {
+        let mut t = DeficitTracker::default();
+        let changes = feed(
+            &mut t,
+            &[Some((0, 2)), None, Some((1, 2)), None, None, Some((1, 2))],
+        );
+        assert_eq!(changes.last(), Some(&DeficitChange::Entered));
+    }
+
+    #[test]
+    fn health_prefers_stale_then_deficit_then_the_newest_sample() {
+        let now = 1_000_000;
+        assert_eq!(health(now, 15, None, false), Health::Unknown);
+        assert_eq!(
+            health(now, 15, Some((now - 46_000, true)), true),
+            Health::Stale
+        );
+        assert_eq!(
+            health(now, 15, Some((now - 1_000, false)), true),
+            Health::Deficit
+        );
+        assert_eq!(
+            health(now, 15, Some((now - 1_000, false)), false),
+            Health::Unknown
+        );
+        assert_eq!(
+            health(now, 15, Some((now - 1_000, true)), false),
+            Health::Healthy
+        );
+    }
+
+    #[test]
+    fn the_step_keeps_every_range_within_the_chart_points() {
+        for r in Range::ALL {
+            let (step, res) = step_for(r.millis(), CHART_POINTS);
+            assert!(r.millis() / step <= CHART_POINTS, "{r:?}");
+            assert!(res.bucket_millis() <= step, "{r:?}");
+        }
+        assert_eq!(
+            step_for(Range::H1.millis(), CHART_POINTS).1,
+            Resolution::Raw
+        );
+        assert_eq!(
+            step_for(Range::H6.millis(), CHART_POINTS).1,
+            Resolution::Minute
+        );
+        assert_eq!(
+            step_for(Range::D90.millis(), CHART_POINTS).1,
+            Resolution::Hour
+        );
+        assert_eq!(Range::parse("7d"), Some(Range::D7));
+        assert_eq!(Range::parse("7D"), None);
+    }
+}
