@@ -36,7 +36,7 @@ fn report(e: AccountError) -> ExitCode {
 /// application starts and stops its own background loops.
 pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let app = Application::build(settings, pool, clock).await?;
+    let mut app = Application::build(settings, pool, clock).await?;
     if demo {
         app.seed_demo().await?;
     }

@@ -110,6 +110,9 @@ pub struct Settings {
     pub public_url: String,
     /// Delivery attempts of one notification before it is marked failed.
     pub webhook_attempts: u32,
+    /// Whether this instance scrapes fleets (off for a standby instance, and in tests that
+    /// drive samples themselves).
+    pub scrape_enabled: bool,
     /// Scrapes in flight at once, across every fleet.
     pub scrape_concurrency: usize,
     /// When a fleet enters and leaves a deficit.
@@ -275,6 +278,8 @@ keys! {
     public_url: String = "https://headroom.example.com";
     /// Delivery attempts per notification (1–100).
     webhook_attempts: u32 = "5";
+    /// Scrape fleets (`false` on a standby instance).
+    scrape_enabled: bool = "false";
     /// Scrapes in flight at once, across every fleet (1–4096).
     scrape_concurrency: usize = "32";
     /// Consecutive samples below required that enter a deficit (1–1000).
@@ -331,6 +336,7 @@ impl PartialSettings {
             public_url: None,
             webhook_attempts: Some(8),
             // Enough for a thousand fleets at 15 s with slow answers; each scrape is one socket.
+            scrape_enabled: Some(true),
             scrape_concurrency: Some(64),
             // Three samples (45 s at the default interval) before a proposal; a fleet must stay
             // healthy as long before its deficit is over.
@@ -747,6 +753,7 @@ fn settle(
             100,
             "attempts",
         )?,
+        scrape_enabled: rules.required(p.scrape_enabled, "scrape_enabled")?,
         scrape_concurrency: rules.range(
             p.scrape_concurrency,
             "scrape_concurrency",

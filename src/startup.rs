@@ -64,6 +64,8 @@ impl Application {
                 route_table().iter().map(|e| e.path),
             )),
             login_key,
+            sessions: Arc::new(crate::auth::sessions::Activity::default()),
+            scrape_stats: Arc::new(crate::scraper::ScrapeStats::default()),
         };
         crate::machines::templates::ensure_default(&state.ctx).await?;
         // Stored templates that the sandbox now refuses are reported, never changed: each
@@ -74,9 +76,21 @@ impl Application {
         if state.ctx.settings.simulated_provider {
             crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
         }
+        // Deficits a crash left without their restore proposal are filed before the scraper
+        // starts (and after the catalogue their plans are priced from), so a recovery it sees
+        // next always finds the proposal to supersede. A failure is logged, never fatal: the
+        // deficits stay open and are retried at the next start.
+        match crate::headroom::deficit::resume(&state.ctx).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deficits = n, "filed restore proposals left unfiled"),
+            Err(e) => tracing::error!(
+                error = format!("{e:#}"),
+                "resuming deficit proposals failed"
+            ),
+        }
         let server = run(listener, state.clone())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        let loops = vec![
+        let mut loops = vec![
             // Webhook notifications queued by provision changes (none when no webhook is set).
             tokio::spawn(crate::provisioning::notify::run_until_stopped(
                 state.ctx.clone(),
@@ -96,6 +110,7 @@ impl Application {
                         absolute: state.ctx.settings.session_absolute,
                     },
                     every: crate::auth::sessions::PURGE_EVERY,
+                    activity: state.sessions.clone(),
                 },
                 shutdown.subscribe(),
             )),
@@ -104,7 +119,21 @@ impl Application {
                 state.ctx.clone(),
                 shutdown.subscribe(),
             )),
+            // Drops headroom history older than its retention, at start and every ten minutes.
+            tokio::spawn(crate::headroom::retention::run_until_stopped(
+                state.ctx.clone(),
+                shutdown.subscribe(),
+            )),
         ];
+        if state.ctx.settings.scrape_enabled {
+            // Every fleet on its own schedule (the proposals a crash left unfiled were filed
+            // above, before any new sample could race them).
+            loops.push(tokio::spawn(crate::scraper::run_until_stopped(
+                state.ctx.clone(),
+                state.scrape_stats.clone(),
+                shutdown.subscribe(),
+            )));
+        }
         Ok(Self {
             port,
             server,
@@ -124,8 +153,9 @@ impl Application {
         &self.state
     }
 
-    /// Seeds the demo (machine config, accounts) and prints where to sign in.
-    pub async fn seed_demo(&self) -> anyhow::Result<()> {
+    /// Seeds the demo (machine config, accounts), starts its simulated yubaba fleets (their
+    /// loops stop with the other background loops) and prints where to sign in.
+    pub async fn seed_demo(&mut self) -> anyhow::Result<()> {
         // The bound port, not the configured one, which may be 0.
         let host = self
             .state
@@ -134,7 +164,11 @@ impl Application {
             .bind
             .rsplit_once(':')
             .map_or("127.0.0.1", |(host, _)| host);
-        crate::sim::demo::seed(&self.state, &format!("{host}:{}", self.port)).await
+        let address = format!("{host}:{}", self.port);
+        let fleets =
+            crate::sim::demo::seed(&self.state, &address, self.shutdown.subscribe()).await?;
+        self.loops.extend(fleets);
+        Ok(())
     }
 
     /// Serves until SIGINT/SIGTERM (graceful: in-flight requests finish), then stops the

@@ -14,4 +14,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Signs and checks the login form's pre-login CSRF token.
     pub login_key: crate::auth::csrf::LoginKey,
+    /// Live sessions' activity, held in memory so reading a page writes nothing.
+    pub sessions: Arc<crate::auth::sessions::Activity>,
+    /// The scraper's tick, miss, failure and lag counters, for `/metrics`.
+    pub scrape_stats: Arc<crate::scraper::ScrapeStats>,
 }

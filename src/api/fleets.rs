@@ -14,7 +14,9 @@ use super::rules;
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
+use crate::domain::headroom::Health;
 use crate::fleets::{self, Fleet};
+use crate::headroom::board;
 use crate::state::AppState;
 
 /// Where each render-time secret is read; an absent, null or empty source means none.
@@ -183,17 +185,41 @@ pub async fn create(
     Ok(HttpResponse::Created().json(FleetJson::from(fleet)))
 }
 
-/// One fleet.
+/// A fleet with its headroom now (from the newest scrape; `unknown` and nulls before the
+/// first).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetDetailJson {
+    #[serde(flatten)]
+    pub fleet: FleetJson,
+    /// `healthy`, `deficit` (a deficit is open), `unknown` (never scraped, or the newest
+    /// scrape failed) or `stale` (no scrape for three intervals).
+    pub status: Health,
+    /// Warm spares at the newest successful scrape.
+    pub spare: Option<u32>,
+    /// Spares the fleet must keep, at the newest successful scrape.
+    pub required: Option<u32>,
+    /// The base URL of the raft leader the newest successful scrape read.
+    pub leader: Option<String>,
+}
+
+/// One fleet, with its current headroom status.
 #[utoipa::path(get, path = "/api/v1/fleets/{name}", tag = "fleets",
-    responses((status = 200, body = FleetJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = FleetDetailJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn get(
     state: web::Data<AppState>,
     p: Principal,
     name: web::Path<String>,
-) -> Result<Json<FleetJson>, ApiError> {
-    Ok(Json(
-        fleets::get(&state.ctx, &p.caller(), &name).await?.into(),
-    ))
+) -> Result<Json<FleetDetailJson>, ApiError> {
+    let caller = p.caller();
+    let fleet = fleets::get(&state.ctx, &caller, &name).await?;
+    let now = board::now(&state.ctx, &caller, &name).await?;
+    Ok(Json(FleetDetailJson {
+        fleet: fleet.into(),
+        status: now.status,
+        spare: now.spare,
+        required: now.required,
+        leader: now.leader,
+    }))
 }
 
 /// Replaces a fleet's settings (operator); an identical body changes nothing.

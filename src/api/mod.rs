@@ -6,6 +6,7 @@ pub mod catalogue;
 pub mod configs;
 pub mod errors;
 pub mod fleets;
+pub mod headroom;
 pub mod history;
 pub mod json;
 pub mod machine_request;
@@ -45,6 +46,7 @@ pub mod paths {
     pub const PROVISIONS_EXPORT: &str = "/api/v1/provisions/export";
     pub const FLEETS: &str = "/api/v1/fleets";
     pub const FLEET: &str = "/api/v1/fleets/{name}";
+    pub const FLEET_HEADROOM: &str = "/api/v1/fleets/{name}/headroom";
     pub const PROVISION_MACHINE_DESTROY: &str = "/api/v1/provisions/{id}/machines/{idx}/destroy";
     pub const PROVISIONS: &str = "/api/v1/provisions";
     pub const PROVISION: &str = "/api/v1/provisions/{id}";
@@ -144,6 +146,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::DELETE, FLEET, operator, || {
             web::route().to(fleets::delete)
         }),
+        Endpoint::new(Method::GET, FLEET_HEADROOM, viewer, || {
+            web::route().to(headroom::get)
+        }),
         Endpoint::new(
             Method::POST,
             PROVISION_MACHINE_DESTROY,
@@ -191,6 +196,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         audit::list,
         history::export,
         fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete,
+        headroom::get,
         provision_machines::destroy,
         provisions::list, provisions::create, provisions::get, provisions::approve, provisions::reject, provisions::cancel,
         configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions, configs::pin_check,
@@ -200,7 +206,8 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
-        fleets::FleetJson, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest,
+        fleets::FleetJson, fleets::FleetDetailJson, crate::domain::headroom::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest,
+        headroom::HeadroomJson, headroom::HeadroomPointJson, crate::domain::headroom::Source, crate::domain::headroom::Resolution,
         provision_machines::DestroyedMachineJson,
         provisions::ProvisionJson, provisions::ProvisionMachineJson, provisions::PlanJson, provisions::ProvisionPageJson, provisions::ProvisionDetailJson,
         provisions::ProvisionEventJson, provisions::ProvisionRequestJson, provisions::ApproveJson, provisions::RejectJson,

@@ -1,5 +1,13 @@
 //! Server-side sessions with idle and absolute expiry.
+//!
+//! Reading a page writes nothing: a live session's activity is kept in memory
+//! ([`Activity`]) and written back by the purge loop, just before it deletes what has
+//! expired. Idle expiry reads the newer of the row and the memory, so it stays exact while
+//! the process runs; after a restart only the row's (older) time is known, which can end a
+//! session early, never keep one alive too long.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::SqlitePool;
@@ -35,10 +43,137 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Looks up the session behind a cookie token; expired sessions are deleted and yield `None`.
+/// Sessions whose activity memory holds at once. A session beyond it (only when this many
+/// people are active between two purges) falls back to a throttled write per request, so
+/// memory stays bounded and idle expiry stays correct either way.
+pub const ACTIVITY_CAPACITY: usize = 50_000;
+
+/// One session's activity held in memory. `created_at` tells a session apart from a later
+/// one that reused its row id (SQLite reuses the highest id after a delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    created_at: UnixMillis,
+    at: UnixMillis,
+}
+
+/// Live sessions' last activity, kept in memory between purges so page views write nothing.
+#[derive(Debug)]
+pub struct Activity {
+    seen: Mutex<HashMap<i64, Seen>>,
+    capacity: usize,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self::with_capacity(ACTIVITY_CAPACITY)
+    }
+}
+
+impl Activity {
+    /// Memory for at most `capacity` sessions.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            seen: Mutex::new(HashMap::new()),
+            capacity,
+        }
+    }
+
+    /// Sessions whose activity is held now (not yet written back).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no activity is waiting to be written back.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Seen>> {
+        // The map holds plain numbers: a panic elsewhere cannot leave it half-updated.
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The newest activity held for this session, if any.
+    fn last_seen(&self, id: i64, created_at: UnixMillis) -> Option<UnixMillis> {
+        self.lock()
+            .get(&id)
+            .filter(|s| s.created_at == created_at)
+            .map(|s| s.at)
+    }
+
+    /// Holds activity at `at`; false when memory is full and the session is not held yet.
+    fn note(&self, id: i64, created_at: UnixMillis, at: UnixMillis) -> bool {
+        let mut seen = self.lock();
+        let full = seen.len() >= self.capacity;
+        match seen.entry(id) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let s = e.get_mut();
+                if s.created_at == created_at {
+                    s.at = s.at.max(at);
+                } else {
+                    // A new session on a reused row id: the old one's time is meaningless.
+                    *s = Seen { created_at, at };
+                }
+                true
+            }
+            std::collections::hash_map::Entry::Vacant(_) if full => false,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Seen { created_at, at });
+                true
+            }
+        }
+    }
+
+    fn forget(&self, id: i64) {
+        self.lock().remove(&id);
+    }
+
+    fn snapshot(&self) -> Vec<(i64, Seen)> {
+        self.lock().iter().map(|(id, s)| (*id, *s)).collect()
+    }
+
+    /// Drops an entry once its value is in the database, unless a request raised it
+    /// meanwhile (then the next flush writes the newer value).
+    fn settle(&self, id: i64, written: Seen) {
+        let mut seen = self.lock();
+        if seen.get(&id) == Some(&written) {
+            seen.remove(&id);
+        }
+    }
+}
+
+/// Writes held activity to the sessions' rows (never lowering a row's time) in one
+/// transaction, then lets memory go of what was written; entries of deleted sessions are
+/// dropped. Returns how many rows were brought up to date.
+pub async fn flush_activity(pool: &SqlitePool, activity: &Activity) -> sqlx::Result<u64> {
+    let pending = activity.snapshot();
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = pool.begin().await?;
+    let mut updated = 0;
+    for (id, seen) in &pending {
+        if db::sessions::record_activity(&mut tx, *id, seen.created_at, seen.at).await? {
+            updated += 1;
+        }
+    }
+    tx.commit().await?;
+    // Only after the commit: until then memory is the one place the newer times are.
+    for (id, seen) in pending {
+        activity.settle(id, seen);
+    }
+    Ok(updated)
+}
+
+/// Looks up the session behind a cookie token; `None` when there is none or it has ended.
+/// A live session's activity goes to `activity`, not the database. An expired session's row
+/// is deleted here (ending it is a write a viewer's cookie may cause; the page is not read).
 #[tracing::instrument(skip_all, err)]
 pub async fn resolve(
     pool: &SqlitePool,
+    activity: &Activity,
     token: &str,
     now: UnixMillis,
     life: Lifetimes,
@@ -48,13 +183,20 @@ pub async fn resolve(
     let Some(row) = db::sessions::by_token_hash(&mut conn, &hash).await? else {
         return Ok(None);
     };
-    let idle_expired = now - row.last_seen_at > ms(life.idle);
+    let last_seen = activity
+        .last_seen(row.id, row.created_at)
+        .map_or(row.last_seen_at, |held| held.max(row.last_seen_at));
+    let idle_expired = now - last_seen > ms(life.idle);
     let absolute_expired = now - row.created_at > ms(life.absolute);
     if idle_expired || absolute_expired || row.disabled {
+        activity.forget(row.id);
         db::sessions::delete(&mut conn, row.id).await?;
         return Ok(None);
     }
-    if now - row.last_seen_at > ACTIVITY_WRITE_EVERY_MS {
+    if !activity.note(row.id, row.created_at, now)
+        && now - row.last_seen_at > ACTIVITY_WRITE_EVERY_MS
+    {
+        // Memory is full: the old way, one write a minute at most for this session.
         db::sessions::touch(&mut conn, row.id, now).await?;
     }
     Ok(Some(Principal {
@@ -84,11 +226,16 @@ pub struct PurgeDeps {
     pub life: Lifetimes,
     /// Time between purges.
     pub every: Duration,
+    /// Activity held in memory, written back before each purge.
+    pub activity: Arc<Activity>,
 }
 
-/// Removes every session expired by the clock's now; returns how many.
+/// Writes back held activity, then removes every session expired by the clock's now;
+/// returns how many were removed. The order matters: a session active only in memory must
+/// not be purged for the older time in its row.
 #[tracing::instrument(skip_all, err)]
 pub async fn purge_expired_once(deps: &PurgeDeps) -> sqlx::Result<u64> {
+    flush_activity(&deps.pool, &deps.activity).await?;
     let now = deps.clock.now();
     let mut conn = deps.pool.acquire().await?;
     db::sessions::delete_expired(
@@ -108,7 +255,13 @@ pub async fn run_until_stopped(deps: PurgeDeps, mut shutdown: tokio::sync::watch
         tokio::select! {
             // A stop wins over a due tick, so shutdown never waits for one more purge.
             biased;
-            () = stop_requested(&mut shutdown) => break,
+            () = stop_requested(&mut shutdown) => {
+                // A clean stop keeps what memory held, so a restart ends no session early.
+                if let Err(e) = flush_activity(&deps.pool, &deps.activity).await {
+                    tracing::warn!(error = %e, "session activity not written back at stop");
+                }
+                break;
+            }
             _ = tick.tick() => match purge_expired_once(&deps).await {
                 Ok(n) if n > 0 => tracing::info!(sessions.purged = n, "expired sessions removed"),
                 Ok(_) => {}
@@ -191,6 +344,7 @@ mod purge_tests {
                 absolute: Duration::from_secs(12 * 3600),
             },
             every: PURGE_EVERY,
+            activity: Arc::new(Activity::default()),
         };
         (deps, dir)
     }

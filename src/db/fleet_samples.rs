@@ -1,13 +1,14 @@
-//! The `fleet_samples` and `fleet_rollups` tables: every scrape tick, and its per-minute and
-//! per-hour summaries, written together so the rollups are never behind the raw rows.
+//! The `fleet_samples` and `fleet_rollups` tables: every scrape tick, and its per-minute,
+//! per-hour and per-six-hours summaries, written together so the rollups are never behind the
+//! raw rows.
 
-use sqlx::SqliteConnection;
+use sqlx::{Row, SqliteConnection};
 
 use crate::domain::headroom::{Resolution, Sample, Source};
 use crate::domain::UnixMillis;
 
-/// Stores one sample of fleet `fleet_id` and folds it into its minute and hour rollups. Run it
-/// inside the caller's write transaction: three statements, one commit.
+/// Stores one sample of fleet `fleet_id` and folds it into its minute, hour and six-hour
+/// rollups. Run it inside the caller's write transaction: four statements, one commit.
 pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
     let (ok, source, spare, required, voters, learners, leader_id, term, error) = match &s.outcome {
         Ok(o) => (
@@ -54,7 +55,7 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
     .bind(error)
     .fetch_one(&mut *conn)
     .await?;
-    for resolution in [Resolution::Minute, Resolution::Hour] {
+    for resolution in [Resolution::Minute, Resolution::Hour, Resolution::SixHours] {
         fold_into_rollup(
             &mut *conn, fleet_id, resolution, s.at, ok, source, spare, required,
         )
@@ -111,4 +112,284 @@ async fn fold_into_rollup(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+// ---- Reads for charts, the recent-samples table and annotations; prunes for retention. ----
+
+/// A fleet as series reads need it: its id (the samples' key) and its spec, still JSON.
+#[derive(Debug, Clone)]
+pub struct FleetRef {
+    /// `fleets.id`.
+    pub id: i64,
+    /// The stored `FleetSpec` JSON.
+    pub spec: String,
+}
+
+/// The id and spec of fleet `name`, if it exists.
+pub async fn fleet_ref(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<FleetRef>> {
+    let row = sqlx::query("SELECT id, spec FROM fleets WHERE name = ?")
+        .bind(name)
+        .fetch_optional(conn)
+        .await?;
+    row.map(|r| {
+        Ok(FleetRef {
+            id: r.try_get(0)?,
+            spec: r.try_get(1)?,
+        })
+    })
+    .transpose()
+}
+
+/// One step-wide bucket of a series as SQL aggregated it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketRow {
+    /// The bucket's index: its start is `from + k * step`.
+    pub k: i64,
+    /// The fewest spares of any ok sample (NULL when none was ok).
+    pub spare_min: Option<i64>,
+    /// The most spares of any ok sample.
+    pub spare_max: Option<i64>,
+    /// The highest requirement of any ok sample.
+    pub required_max: Option<i64>,
+    /// Ok samples in the bucket.
+    pub ok_samples: i64,
+    /// The source of the bucket's newest sample.
+    pub source: Source,
+}
+
+/// The queries below encode sources as small integers (native 2, derived 1, none 0), so "the
+/// source of the newest row" is one `max(at * 4 + code)`: a bare column beside several
+/// aggregates would come from an arbitrary row.
+fn source_from_code(code: i64) -> Source {
+    match code.rem_euclid(4) {
+        2 => Source::Native,
+        1 => Source::Derived,
+        _ => Source::None,
+    }
+}
+
+fn bucket_from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BucketRow> {
+    let newest: i64 = r.try_get(5)?;
+    Ok(BucketRow {
+        k: r.try_get(0)?,
+        spare_min: r.try_get(1)?,
+        spare_max: r.try_get(2)?,
+        required_max: r.try_get(3)?,
+        ok_samples: r.try_get(4)?,
+        source: source_from_code(newest),
+    })
+}
+
+/// `raw_buckets`' statement (binds: fleet id, from, to, step); public so tests can check
+/// its plan.
+pub const RAW_BUCKETS_SQL: &str =
+    "SELECT (at - ?2) / ?4 AS k, min(spare), max(spare), max(required), sum(ok),
+            max(at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1 ELSE 0 END)
+     FROM fleet_samples INDEXED BY fleet_samples_fleet_at
+     WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
+     GROUP BY k ORDER BY k";
+
+/// The raw samples of fleet `fleet_id` in `[from, to)`, folded into buckets of `step` ms,
+/// oldest first. The range is a seek on `fleet_samples_fleet_at`, so the rows read are the
+/// range's samples, and the rows returned at most `(to - from) / step + 1`, whatever the
+/// history holds.
+pub async fn raw_buckets(
+    conn: &mut SqliteConnection,
+    fleet_id: i64,
+    from: UnixMillis,
+    to: UnixMillis,
+    step: i64,
+) -> sqlx::Result<Vec<BucketRow>> {
+    sqlx::query(RAW_BUCKETS_SQL)
+        .bind(fleet_id)
+        .bind(from)
+        .bind(to)
+        .bind(step)
+        .fetch_all(conn)
+        .await?
+        .iter()
+        .map(bucket_from_row)
+        .collect()
+}
+
+/// `rollup_buckets`' statement (binds: fleet id, resolution in seconds, from, to, step).
+pub const ROLLUP_BUCKETS_SQL: &str =
+    "SELECT (bucket - ?3) / ?5 AS k, min(spare_min), max(spare_max), max(required_max),
+            sum(ok_samples),
+            max(last_at * 4
+                + CASE source_last WHEN 'native' THEN 2 WHEN 'derived' THEN 1 ELSE 0 END)
+     FROM fleet_rollups
+     WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
+     GROUP BY k ORDER BY k";
+
+/// The `resolution` rollups of fleet `fleet_id` whose buckets start in `[from, to)`, folded
+/// into buckets of `step` ms (a multiple of the rollup's width, `from` aligned to it), oldest
+/// first: the fewest and most spares, the highest requirement, the ok samples and the newest
+/// source. A primary-key range, so the cost follows the range's width.
+pub async fn rollup_buckets(
+    conn: &mut SqliteConnection,
+    fleet_id: i64,
+    resolution: Resolution,
+    from: UnixMillis,
+    to: UnixMillis,
+    step: i64,
+) -> sqlx::Result<Vec<BucketRow>> {
+    sqlx::query(ROLLUP_BUCKETS_SQL)
+        .bind(fleet_id)
+        .bind(resolution.bucket_millis() / 1000)
+        .bind(from)
+        .bind(to)
+        .bind(step)
+        .fetch_all(conn)
+        .await?
+        .iter()
+        .map(bucket_from_row)
+        .collect()
+}
+
+/// One stored sample, as the recent-samples table shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSample {
+    pub at: UnixMillis,
+    pub ok: bool,
+    pub source: String,
+    pub spare: Option<i64>,
+    pub required: Option<i64>,
+    pub voters: Option<i64>,
+    pub learners: Option<i64>,
+    pub leader_id: Option<i64>,
+    pub term: Option<i64>,
+    pub latency_ms: i64,
+    pub error: Option<String>,
+}
+
+/// `recent`'s statement (binds: fleet id, limit).
+pub const RECENT_SQL: &str =
+    "SELECT at, ok, source, spare, required, voters, learners, leader_id, term, latency_ms, error
+     FROM fleet_samples INDEXED BY fleet_samples_fleet_at
+     WHERE fleet_id = ? ORDER BY at DESC, id DESC LIMIT ?";
+
+/// The newest `limit` samples of fleet `fleet_id`, newest first (a backwards walk of
+/// `fleet_samples_fleet_at`: `limit` rows read, whatever the history).
+pub async fn recent(
+    conn: &mut SqliteConnection,
+    fleet_id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<StoredSample>> {
+    sqlx::query(RECENT_SQL)
+        .bind(fleet_id)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(StoredSample {
+                at: r.try_get(0)?,
+                ok: r.try_get::<i64, _>(1)? == 1,
+                source: r.try_get(2)?,
+                spare: r.try_get(3)?,
+                required: r.try_get(4)?,
+                voters: r.try_get(5)?,
+                learners: r.try_get(6)?,
+                leader_id: r.try_get(7)?,
+                term: r.try_get(8)?,
+                latency_ms: r.try_get(9)?,
+                error: r.try_get(10)?,
+            })
+        })
+        .collect()
+}
+
+/// A state change of one of a fleet's provision requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateEvent {
+    pub at: UnixMillis,
+    pub provision_id: i64,
+    /// The state entered (`pending_approval`, `approved`, …); empty if the line lacks it.
+    pub state: String,
+}
+
+/// `state_events`' statement (binds: fleet name, from, to, limit).
+pub const STATE_EVENTS_SQL: &str = "WITH alive(id) AS (
+         SELECT id FROM provisions INDEXED BY provisions_by_fleet_finished
+         WHERE fleet = ?1 AND finished_at IS NULL AND created_at < ?3
+         UNION ALL
+         SELECT id FROM provisions INDEXED BY provisions_by_fleet_finished
+         WHERE fleet = ?1 AND finished_at >= ?2 AND created_at < ?3
+     )
+     SELECT e.at, e.provision_id, coalesce(json_extract(e.details, '$.to'), '')
+     FROM alive JOIN provision_events e ON e.provision_id = alive.id
+     WHERE e.kind = 'state' AND e.at >= ?2 AND e.at < ?3
+     ORDER BY e.at DESC, e.id DESC LIMIT ?4";
+
+/// The newest `limit` state changes in `[from, to)` of requests for fleet `fleet`, newest
+/// first. Only requests that can have one are visited: created before `to`, and still open
+/// or finished at or after `from` (a request's last state change is its `finished_at`), each
+/// half a seek on `provisions_by_fleet_finished` (migration 0009); their lines are a seek on
+/// `provision_events_by_provision`. So the cost follows the requests alive in the range, not
+/// the fleet's whole history.
+pub async fn state_events(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    from: UnixMillis,
+    to: UnixMillis,
+    limit: i64,
+) -> sqlx::Result<Vec<StateEvent>> {
+    sqlx::query(STATE_EVENTS_SQL)
+        .bind(fleet)
+        .bind(from)
+        .bind(to)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(StateEvent {
+                at: r.try_get(0)?,
+                provision_id: r.try_get(1)?,
+                state: r.try_get(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Deletes at most `batch` raw samples older than `before`; the number deleted. A seek on
+/// `fleet_samples_at`, so each batch costs its own rows.
+pub async fn prune_raw(
+    conn: &mut SqliteConnection,
+    before: UnixMillis,
+    batch: i64,
+) -> sqlx::Result<u64> {
+    let done = sqlx::query(
+        "DELETE FROM fleet_samples WHERE id IN (
+             SELECT id FROM fleet_samples INDEXED BY fleet_samples_at WHERE at < ? LIMIT ?)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes at most `batch` rollups of `resolution` whose whole bucket ended at or before
+/// `before` (a bucket still holding retained time is kept); the number deleted.
+pub async fn prune_rollups(
+    conn: &mut SqliteConnection,
+    resolution: Resolution,
+    before: UnixMillis,
+    batch: i64,
+) -> sqlx::Result<u64> {
+    let width = resolution.bucket_millis();
+    let done = sqlx::query(
+        "DELETE FROM fleet_rollups WHERE (fleet_id, resolution, bucket) IN (
+             SELECT fleet_id, resolution, bucket
+             FROM fleet_rollups INDEXED BY fleet_rollups_resolution_bucket
+             WHERE resolution = ?1 AND bucket <= ?2 LIMIT ?3)",
+    )
+    .bind(width / 1000)
+    .bind(before - width)
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -3,7 +3,9 @@
 
 pub mod audit;
 pub mod catalogue;
+pub mod fleet_deficits;
 pub mod fleet_samples;
+pub mod fleet_status;
 pub mod fleets;
 pub mod instance_keys;
 pub mod pins;

@@ -51,7 +51,7 @@ pub async fn by_token_hash(
     .await
 }
 
-/// Records activity (callers throttle this so a page view is not always a write).
+/// Records activity at once (only when activity memory is full; see `auth::sessions`).
 pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
     sqlx::query("UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1")
         .bind(id)
@@ -59,6 +59,25 @@ pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sql
         .execute(conn)
         .await
         .map(|_| ())
+}
+
+/// Raises a session's last activity to `at` (never lowers it); false when the session (this
+/// id created at `created_at`) no longer exists.
+pub async fn record_activity(
+    conn: &mut SqliteConnection,
+    id: i64,
+    created_at: UnixMillis,
+    at: UnixMillis,
+) -> sqlx::Result<bool> {
+    sqlx::query(
+        "UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?3) WHERE id = ?1 AND created_at = ?2",
+    )
+    .bind(id)
+    .bind(created_at)
+    .bind(at)
+    .execute(conn)
+    .await
+    .map(|r| r.rows_affected() > 0)
 }
 
 /// Ends one session.

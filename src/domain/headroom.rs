@@ -286,6 +286,8 @@ pub enum Resolution {
     Minute,
     /// Per-hour rollups.
     Hour,
+    /// Per-six-hours rollups: the 90-day chart's points, one row each.
+    SixHours,
 }
 
 impl Resolution {
@@ -295,6 +297,7 @@ impl Resolution {
             Resolution::Raw => 0,
             Resolution::Minute => 60_000,
             Resolution::Hour => 3_600_000,
+            Resolution::SixHours => 21_600_000,
         }
     }
 }
@@ -312,7 +315,9 @@ pub const STEP_MIN_MILLIS: i64 = 5_000;
 /// the retained raw window allows gets the minute or hour rows (see `crate::headroom::series`).
 pub fn step_for(width: i64, points: i64) -> (i64, Resolution) {
     let step = (width / points.max(1)).max(STEP_MIN_MILLIS);
-    let resolution = if step >= Resolution::Hour.bucket_millis() {
+    let resolution = if step >= Resolution::SixHours.bucket_millis() {
+        Resolution::SixHours
+    } else if step >= Resolution::Hour.bucket_millis() {
         Resolution::Hour
     } else if step >= Resolution::Minute.bucket_millis() {
         Resolution::Minute
@@ -577,6 +582,10 @@ mod tests {
         );
         assert_eq!(
             step_for(Range::D90.millis(), CHART_POINTS).1,
+            Resolution::SixHours
+        );
+        assert_eq!(
+            step_for(Range::D30.millis(), CHART_POINTS).1,
             Resolution::Hour
         );
         assert_eq!(Range::parse("7d"), Some(Range::D7));

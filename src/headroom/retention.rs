@@ -1,1 +1,100 @@
-//! See `crate::headroom`.
+//! Retention of headroom history: raw samples, minute and hour rollups each kept for their
+//! setting (`ctx.settings.retention`), deleted in small batches so the scraper's writes never
+//! wait behind one long delete.
+
+use std::time::Duration;
+
+use crate::context::Ctx;
+use crate::db;
+use crate::domain::headroom::Resolution;
+use crate::domain::UnixMillis;
+
+/// Rows one write transaction deletes at most (a few milliseconds of SQLite work).
+pub const BATCH: i64 = 5_000;
+
+/// Time between prunes; the first runs at start.
+pub const EVERY: Duration = Duration::from_secs(600);
+
+/// Rows one prune deleted, per table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Raw samples.
+    pub raw: u64,
+    /// Minute rollups.
+    pub minute: u64,
+    /// Hour and six-hour rollups.
+    pub hour: u64,
+}
+
+/// Which rows a prune removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Raw,
+    Rollup(Resolution),
+}
+
+/// Deletes every row older than its retention, `BATCH` rows per short `BEGIN IMMEDIATE`
+/// transaction, yielding between batches so other writers take the lock in turn.
+#[tracing::instrument(skip_all, err)]
+pub async fn prune_once(ctx: &Ctx) -> anyhow::Result<Pruned> {
+    let now = ctx.now();
+    let r = ctx.settings.retention;
+    let raw = prune(ctx, Kind::Raw, cutoff(now, r.raw)).await?;
+    let minute = prune(ctx, Kind::Rollup(Resolution::Minute), cutoff(now, r.minute)).await?;
+    // Six-hour rollups are kept as long as the hour ones: they summarise the same span.
+    let hour = prune(ctx, Kind::Rollup(Resolution::Hour), cutoff(now, r.hour)).await?
+        + prune(ctx, Kind::Rollup(Resolution::SixHours), cutoff(now, r.hour)).await?;
+    Ok(Pruned { raw, minute, hour })
+}
+
+fn cutoff(now: UnixMillis, keep: Duration) -> UnixMillis {
+    now.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX))
+}
+
+async fn prune(ctx: &Ctx, kind: Kind, before: UnixMillis) -> anyhow::Result<u64> {
+    let mut total = 0;
+    loop {
+        let mut tx = db::begin_write(&ctx.pool).await?;
+        let n = match kind {
+            Kind::Raw => db::fleet_samples::prune_raw(&mut tx, before, BATCH).await?,
+            Kind::Rollup(res) => {
+                db::fleet_samples::prune_rollups(&mut tx, res, before, BATCH).await?
+            }
+        };
+        tx.commit().await?;
+        total += n;
+        if n < BATCH as u64 {
+            return Ok(total);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Prunes at start and then every [`EVERY`] until `shutdown` turns true (or its sender goes).
+pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // A stop wins over a due tick, so shutdown never waits for one more prune.
+            biased;
+            () = stop_requested(&mut shutdown) => break,
+            _ = tick.tick() => match prune_once(&ctx).await {
+                Ok(p) if p != Pruned::default() => tracing::info!(
+                    samples.raw = p.raw, rollups.minute = p.minute, rollups.hour = p.hour,
+                    "old headroom history removed"
+                ),
+                Ok(_) => {}
+                // The next tick tries again: a failed prune only keeps history a little longer.
+                Err(e) => tracing::warn!(error = %e, "headroom retention prune failed"),
+            },
+        }
+    }
+    tracing::debug!("headroom retention stopped");
+}
+
+/// Resolves once the stop signal is true or its sender is gone (both mean stop); the guard
+/// `wait_for` returns is dropped here, so the loop's future stays `Send`.
+async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}

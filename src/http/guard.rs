@@ -66,7 +66,7 @@ pub async fn authenticate(
             idle: state.ctx.settings.session_idle,
             absolute: state.ctx.settings.session_absolute,
         };
-        principal = sessions::resolve(&state.ctx.pool, cookie.value(), now, life)
+        principal = sessions::resolve(&state.ctx.pool, &state.sessions, cookie.value(), now, life)
             .await
             .map_err(internal)?;
     }

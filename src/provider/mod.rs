@@ -240,16 +240,30 @@ pub trait MachineProvider: Send + Sync {
 pub struct Providers {
     hetzner: Option<std::sync::Arc<dyn MachineProvider>>,
     simulated: Option<std::sync::Arc<dyn MachineProvider>>,
+    /// The same simulated cloud as `simulated`, with its own type kept: the simulated yubaba
+    /// fleets watch its servers to join them as spares. `None` once a test replaces it.
+    simulated_cloud: Option<std::sync::Arc<simulated::Simulated>>,
 }
 
 impl Providers {
     /// Hetzner when a token is configured; the simulated cloud when asked for (demo).
     pub fn new(hetzner: Option<std::sync::Arc<dyn MachineProvider>>, simulated: bool) -> Self {
-        let simulated = simulated.then(|| {
-            std::sync::Arc::new(simulated::Simulated::default())
-                as std::sync::Arc<dyn MachineProvider>
-        });
-        Self { hetzner, simulated }
+        let simulated_cloud =
+            simulated.then(|| std::sync::Arc::new(simulated::Simulated::default()));
+        let simulated = simulated_cloud
+            .clone()
+            .map(|c| c as std::sync::Arc<dyn MachineProvider>);
+        Self {
+            hetzner,
+            simulated,
+            simulated_cloud,
+        }
+    }
+
+    /// The simulated cloud, when it is enabled and not replaced (the demo's fleets follow its
+    /// servers).
+    pub fn simulated(&self) -> Option<std::sync::Arc<simulated::Simulated>> {
+        self.simulated_cloud.clone()
     }
 
     /// Replaces (or enables) the provider of a kind: tests put the fake in place.
@@ -260,7 +274,10 @@ impl Providers {
     ) -> Self {
         match kind {
             crate::domain::machine::ProviderKind::Hetzner => self.hetzner = Some(provider),
-            crate::domain::machine::ProviderKind::Simulated => self.simulated = Some(provider),
+            crate::domain::machine::ProviderKind::Simulated => {
+                self.simulated = Some(provider);
+                self.simulated_cloud = None;
+            }
         }
         self
     }

@@ -130,6 +130,120 @@ async fn body(
     Ok(body.to_string())
 }
 
+/// A notification about a fleet rather than a request (headroom's deficits). Provisioning
+/// never asks what a deficit is: the caller says what happened and to which fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetEvent<'a> {
+    /// `fleet.deficit_entered`: spare fell below required for the configured samples.
+    DeficitEntered {
+        fleet: &'a str,
+        spare: u32,
+        required: u32,
+        /// When the fleet first fell below required.
+        since: UnixMillis,
+        /// The restore proposed (or the open request that stands in for it).
+        provision_id: Option<i64>,
+        /// Why no request was filed, or which open one stood in; empty when one was filed.
+        note: &'a str,
+    },
+    /// `fleet.deficit_left`: spare stayed at or above required long enough.
+    DeficitLeft {
+        fleet: &'a str,
+        spare: Option<u32>,
+        required: Option<u32>,
+        /// When the fleet first fell below required.
+        since: UnixMillis,
+        /// The request the deficit proposed, if any.
+        provision_id: Option<i64>,
+    },
+}
+
+impl FleetEvent<'_> {
+    /// The event's name, as the body's `event` and the `X-Headroom-Event` header carry it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FleetEvent::DeficitEntered { .. } => "fleet.deficit_entered",
+            FleetEvent::DeficitLeft { .. } => "fleet.deficit_left",
+        }
+    }
+
+    fn fleet(&self) -> &str {
+        match self {
+            FleetEvent::DeficitEntered { fleet, .. } | FleetEvent::DeficitLeft { fleet, .. } => {
+                fleet
+            }
+        }
+    }
+
+    fn provision_id(&self) -> Option<i64> {
+        match self {
+            FleetEvent::DeficitEntered { provision_id, .. }
+            | FleetEvent::DeficitLeft { provision_id, .. } => *provision_id,
+        }
+    }
+}
+
+/// Queues a notification about a fleet, when a webhook is configured. Call inside the write
+/// transaction of the change it reports. The delivery is tied to the request it names (if
+/// any), so its delivery is noted on that request's timeline like the request's own events.
+pub async fn enqueue_fleet_event(
+    conn: &mut SqliteConnection,
+    ctx: &Ctx,
+    now: UnixMillis,
+    event: &FleetEvent<'_>,
+) -> anyhow::Result<()> {
+    if ctx.settings.webhook_url.is_none() {
+        return Ok(());
+    }
+    let id = webhooks::insert(conn, event.as_str(), event.provision_id(), "{}", now).await?;
+    let body = fleet_body(&ctx.settings.public_url, now, event, id);
+    webhooks::set_body(conn, id, &body).await?;
+    Ok(())
+}
+
+/// A fleet notification's JSON: what happened, the numbers, the request and a link to the
+/// fleet's page (numbers and names only: nothing from the fleet's secrets).
+fn fleet_body(
+    public_url: &str,
+    now: UnixMillis,
+    event: &FleetEvent<'_>,
+    delivery_id: i64,
+) -> String {
+    let mut body = json!({
+        "event": event.as_str(),
+        "delivery_id": delivery_id,
+        "at": crate::domain::clock::format_utc(now),
+        "fleet": event.fleet(),
+        "provision_id": event.provision_id(),
+        "link": format!("{public_url}/fleets/{}", event.fleet()),
+    });
+    match event {
+        FleetEvent::DeficitEntered {
+            spare,
+            required,
+            since,
+            note,
+            ..
+        } => {
+            body["spare"] = json!(spare);
+            body["required"] = json!(required);
+            body["since"] = json!(crate::domain::clock::format_utc(*since));
+            body["note"] = json!(note);
+        }
+        FleetEvent::DeficitLeft {
+            spare,
+            required,
+            since,
+            ..
+        } => {
+            body["spare"] = json!(spare);
+            body["required"] = json!(required);
+            body["since"] = json!(crate::domain::clock::format_utc(*since));
+        }
+    }
+    body.to_string()
+}
+
 /// `sha256=` and the hex HMAC-SHA256 of `body` under `secret`: what `X-Headroom-Signature`
 /// carries, so a receiver can check the body came from this console unchanged.
 pub fn signature(secret: &[u8], body: &[u8]) -> String {

@@ -1,1 +1,183 @@
-//! See `crate::scraper`.
+//! Derived headroom, for yubaba builds whose `/raft/status` has no `headroom` section: spare
+//! is counted from each member's `/node` and `/node/usage` (yubaba's own rule), required from
+//! the regions the fleet's machine configs span (N+2 when a whole region can vanish).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{fetch, node, urls};
+use crate::context::Ctx;
+use crate::domain::fleet::FleetSpec;
+use crate::domain::headroom::Member;
+use crate::domain::{Caller, ProvisionState};
+
+/// Members asked at once within one fleet's tick.
+pub const NODE_CONCURRENCY: usize = 8;
+
+/// The usage window passed to `/node/usage` (without one, the node measures CPU against
+/// whoever polled last).
+pub const USAGE_WINDOW_MS: u32 = 500;
+
+/// How long a fleet loop keeps the regions of its machine configs before reading them again:
+/// they change when a config is edited or a provision succeeds, rarely within minutes.
+pub const REGIONS_REFRESH: Duration = Duration::from_secs(300);
+
+/// Counts the spare members: each asked for `/node` and `/node/usage` (at most
+/// `NODE_CONCURRENCY` at once, all before `deadline`). A member that fails to answer, or
+/// answers something unreadable, is not spare, and the sample stays ok: an unreachable node
+/// cannot take a tenant, so counting it out is the truth about headroom, while failing the
+/// whole sample would hide a real deficit behind a gap.
+pub async fn count_spares(
+    ctx: &Ctx,
+    members: &[Member],
+    given_base: &str,
+    deadline: Instant,
+) -> u32 {
+    let permits = Arc::new(tokio::sync::Semaphore::new(NODE_CONCURRENCY));
+    let mut tasks = tokio::task::JoinSet::new();
+    for m in members {
+        let Some(base) = urls::member_base(&m.addr, given_base) else {
+            tracing::info!(node.id = m.id, node.addr = %m.addr, "member address unusable; not spare");
+            continue;
+        };
+        let client = ctx.scrape.clone();
+        let permits = permits.clone();
+        let id = m.id;
+        tasks.spawn(async move {
+            // The semaphore is never closed, so acquiring only waits.
+            let _permit = permits.acquire_owned().await.ok()?;
+            let spare = member_is_spare(&client, &base, deadline).await;
+            if let Err(reason) = &spare {
+                tracing::info!(node.id = id, reason = %reason, "member not counted as spare");
+            }
+            spare.ok()
+        });
+    }
+    let mut spare = 0;
+    while let Some(done) = tasks.join_next().await {
+        if let Ok(Some(true)) = done {
+            spare += 1;
+        }
+    }
+    spare
+}
+
+async fn member_is_spare(
+    client: &crate::outbound::OutboundClient,
+    base: &str,
+    deadline: Instant,
+) -> Result<bool, String> {
+    let node_url = format!("{base}/node");
+    let usage_url = format!("{base}/node/usage?window_ms={USAGE_WINDOW_MS}");
+    let (cap, usage) = tokio::join!(
+        fetch::get(client, &node_url, deadline),
+        fetch::get(client, &usage_url, deadline)
+    );
+    let cap = cap.map_err(|e| e.to_string())?;
+    let usage = usage.map_err(|e| e.to_string())?;
+    let cap = node::parse_node(cap.status, &cap.body).map_err(|e| e.to_string())?;
+    let usage = node::parse_usage(usage.status, &usage.body).map_err(|e| e.to_string())?;
+    Ok(node::is_spare(&cap, &usage))
+}
+
+/// Spares a fleet must keep in derived mode: its override, else 2 when its machine configs
+/// span two or more regions, else 1.
+pub fn required(override_: Option<u32>, regions: &BTreeSet<String>) -> u32 {
+    override_.unwrap_or(if regions.len() >= 2 { 2 } else { 1 })
+}
+
+/// The regions of a fleet's machine configs, kept by its loop between refreshes.
+#[derive(Debug, Default)]
+pub struct Regions {
+    read: Option<(Instant, BTreeSet<String>)>,
+}
+
+impl Regions {
+    /// The regions, read again when older than `REGIONS_REFRESH`. A failed read keeps the
+    /// last known regions (logged); with none known yet, the error is the sample's.
+    pub async fn get(&mut self, ctx: &Ctx, fleet: &FleetSpec) -> Result<&BTreeSet<String>, String> {
+        let fresh = self
+            .read
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < REGIONS_REFRESH);
+        if !fresh {
+            match read_regions(ctx, fleet).await {
+                Ok(regions) => self.read = Some((Instant::now(), regions)),
+                Err(e) if self.read.is_some() => {
+                    tracing::warn!(fleet.name = %fleet.name, error = %e, "machine config regions not refreshed; keeping the last ones");
+                }
+                Err(e) => {
+                    tracing::warn!(fleet.name = %fleet.name, error = %e, "machine config regions unreadable");
+                    return Err("could not read the fleet's machine configs".into());
+                }
+            }
+        }
+        Ok(&self.read.as_ref().expect("set above").1)
+    }
+}
+
+/// Requests read per page when collecting a fleet's succeeded provisions.
+const PAGE: u32 = 200;
+
+/// The regions of the fleet's restore config (latest version) and of the config version each
+/// of its succeeded provisions used (the machines that exist).
+async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<String>> {
+    let system = Caller::system();
+    let mut wanted: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
+    wanted.insert((fleet.restore_machine_config.clone(), None));
+    let filter = crate::provisioning::ProvisionFilter {
+        fleet: Some(fleet.name.clone()),
+        state: Some(ProvisionState::Succeeded),
+        ..Default::default()
+    };
+    let mut cursor = None;
+    loop {
+        let (page, next) =
+            crate::provisioning::requests::list(ctx, &system, &filter, cursor, PAGE).await?;
+        for p in page {
+            wanted.insert((p.machine_config, Some(p.config_version)));
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut regions = BTreeSet::new();
+    let names: BTreeSet<&String> = wanted.iter().map(|(n, _)| n).collect();
+    for name in names {
+        let history = match crate::machines::machine_configs::history(ctx, &system, name).await {
+            Ok(h) => h,
+            // A restore config renamed away is no longer a region the fleet spans.
+            Err(crate::machines::MachinesError::NotFound(_)) => continue,
+            Err(e) => return Err(anyhow::anyhow!("machine config {name}: {e}")),
+        };
+        for (want, version) in wanted.iter().filter(|(n, _)| n == name) {
+            debug_assert_eq!(want, name);
+            // Newest first; an unknown version falls back to the newest.
+            let v = version
+                .and_then(|ver| history.iter().find(|(c, _)| c.version == ver))
+                .unwrap_or(&history[0]);
+            regions.insert(v.0.spec.region.clone());
+        }
+    }
+    Ok(regions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_follows_the_override_then_the_regions() {
+        let one: BTreeSet<String> = ["eu-central".to_owned()].into();
+        let two: BTreeSet<String> = ["eu-central".to_owned(), "na-east".to_owned()].into();
+        assert_eq!(required(None, &BTreeSet::new()), 1);
+        assert_eq!(required(None, &one), 1);
+        assert_eq!(required(None, &two), 2);
+        assert_eq!(required(Some(0), &two), 0);
+        assert_eq!(required(Some(5), &one), 5);
+    }
+}

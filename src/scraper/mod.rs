@@ -7,4 +7,166 @@
 pub mod derived;
 pub mod fetch;
 pub mod node;
+pub mod stats;
 pub mod status;
+pub mod supervisor;
+pub mod urls;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::context::Ctx;
+use crate::domain::fleet::FleetSpec;
+use crate::domain::headroom::{Observation, Sample, Source};
+use status::{HeadroomSection, RaftStatus};
+
+pub use stats::ScrapeStats;
+pub use supervisor::run_until_stopped;
+
+/// Scrapes `fleet` once: one sample, ok or with a coarse reason, within the fleet's
+/// `scrape_timeout_secs` (one deadline for the whole tick: the endpoints, the leader hop and
+/// every per-node call). Reads the regions of its machine configs afresh when it needs them.
+pub async fn scrape_once(ctx: &Ctx, fleet: &FleetSpec) -> Sample {
+    scrape_with(ctx, fleet, &mut derived::Regions::default()).await
+}
+
+/// `scrape_once` with the fleet loop's cache of machine config regions.
+#[tracing::instrument(skip_all, fields(fleet.name = %fleet.name))]
+pub async fn scrape_with(ctx: &Ctx, fleet: &FleetSpec, regions: &mut derived::Regions) -> Sample {
+    let at = ctx.now();
+    let started = Instant::now();
+    let timeout = Duration::from_secs(u64::from(fleet.scrape_timeout_secs.max(1)));
+    let deadline = started + timeout;
+    let outcome =
+        match tokio::time::timeout_at(deadline, observe(ctx, fleet, timeout, deadline, regions))
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err("timed out".to_owned()),
+        };
+    if let Err(reason) = &outcome {
+        tracing::info!(reason = %reason, "scrape failed");
+    }
+    Sample {
+        at,
+        latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        outcome,
+    }
+}
+
+async fn observe(
+    ctx: &Ctx,
+    fleet: &FleetSpec,
+    timeout: Duration,
+    deadline: Instant,
+    regions: &mut derived::Regions,
+) -> Result<Observation, String> {
+    let (given, first) = first_answer(ctx, fleet, deadline).await?;
+    let (leader, leader_url) = if first.is_leader() {
+        (first, urls::trimmed(&given).to_owned())
+    } else {
+        follow_leader(ctx, &first, &given, deadline).await?
+    };
+    let (source, spare, required) = match &leader.headroom {
+        HeadroomSection::Present {
+            spare, required, ..
+        } => (
+            Source::Native,
+            *spare,
+            fleet.required_override.unwrap_or(*required),
+        ),
+        // Derived mode is for builds without the check. A leader that has the check but has
+        // not run it yet (the first evaluation waits ten election timeouts) would be given a
+        // number by a different rule that it may contradict a moment later: a gap is honest.
+        HeadroomSection::Null => return Err("leader has not evaluated headroom yet".to_owned()),
+        HeadroomSection::Absent => {
+            let required = match fleet.required_override {
+                Some(r) => r,
+                None => derived::required(None, regions.get(ctx, fleet).await?),
+            };
+            // Members get a little less than the tick's deadline, so a hung node is counted
+            // out (not spare) and the sample still arrives, instead of the whole tick timing
+            // out because of one member.
+            let margin = (timeout / 10).max(Duration::from_millis(100));
+            let node_deadline = deadline
+                .checked_sub(margin)
+                .unwrap_or(deadline)
+                .max(Instant::now());
+            let spare =
+                derived::count_spares(ctx, &leader.members, &leader_url, node_deadline).await;
+            (Source::Derived, spare, required)
+        }
+    };
+    Ok(Observation {
+        source,
+        spare,
+        required,
+        leader_id: Some(leader.node_id),
+        leader_url: Some(leader_url),
+        term: leader.current_term,
+        members: leader.members.clone(),
+        evidence: leader.raw,
+    })
+}
+
+/// The first endpoint, in the fleet's order, that answers a readable status; otherwise the
+/// first endpoint's reason (with how many others failed too).
+async fn first_answer(
+    ctx: &Ctx,
+    fleet: &FleetSpec,
+    deadline: Instant,
+) -> Result<(String, RaftStatus), String> {
+    let mut first_error = None;
+    for endpoint in &fleet.endpoints {
+        match status_of(ctx, urls::trimmed(endpoint), deadline).await {
+            Ok(status) => return Ok((endpoint.clone(), status)),
+            Err(e) => {
+                tracing::info!(endpoint = %endpoint, reason = %e, "endpoint did not answer");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let first = first_error.unwrap_or_else(|| "no endpoint configured".to_owned());
+    Err(match fleet.endpoints.len() {
+        0 | 1 => first,
+        n => format!("{first} (and {} other endpoints failed)", n - 1),
+    })
+}
+
+async fn status_of(ctx: &Ctx, base: &str, deadline: Instant) -> Result<RaftStatus, String> {
+    let answer = fetch::get(&ctx.scrape, &format!("{base}/raft/status"), deadline)
+        .await
+        .map_err(|e| e.to_string())?;
+    status::parse(answer.status, &answer.body).map_err(|e| e.to_string())
+}
+
+/// One hop from a node that is not the leader to the leader it names. The leader's address
+/// is fleet-supplied, so it goes through the same policy as the endpoint (a link-local
+/// address is refused before any connect).
+async fn follow_leader(
+    ctx: &Ctx,
+    first: &RaftStatus,
+    given: &str,
+    deadline: Instant,
+) -> Result<(RaftStatus, String), String> {
+    let id = first.current_leader.ok_or_else(|| "no leader".to_owned())?;
+    let member = first
+        .member(id)
+        .ok_or_else(|| format!("leader {id} is not in the membership"))?;
+    let base = urls::member_base(&member.addr, given)
+        .ok_or_else(|| format!("leader {id} publishes an unusable address"))?;
+    if base == urls::trimmed(given) {
+        // `0.0.0.0:…` falls back to the given URL, which is the node that just said it is not
+        // the leader: asking it again would not change its answer.
+        return Err(format!("leader {id} publishes no reachable address"));
+    }
+    let leader = status_of(ctx, &base, deadline)
+        .await
+        .map_err(|e| format!("leader {id}: {e}"))?;
+    if !leader.is_leader() {
+        // At most one hop: a leadership change in flight is a gap, not a chase.
+        return Err(format!("leader {id} is no longer the leader"));
+    }
+    Ok((leader, base))
+}

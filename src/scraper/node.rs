@@ -1,1 +1,162 @@
-//! See `crate::scraper`.
+//! Readers of a node's `GET /node` (published capacity) and `GET /node/usage` (what runs on
+//! it), for derived headroom on builds without the `headroom` section. Both answers are flat
+//! objects with dotted keys; only the keys the spare rule needs are read, the rest ignored.
+
+use serde_json::{Map, Value};
+
+use super::status::StatusError;
+
+/// The key of published allocatable memory on `/node`.
+pub const ALLOCATABLE_MEMORY: &str = "yah.allocatable.memory_mb";
+/// The key of running workloads on `/node/usage`.
+pub const WORKLOADS: &str = "yah.workloads.count";
+
+/// What `/node` says about capacity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeCapacity {
+    /// Allocatable memory in MB; `None` when the node has not published it.
+    pub allocatable_memory_mb: Option<f64>,
+}
+
+impl NodeCapacity {
+    /// Whether the node has published capacity (allocatable memory above zero).
+    pub fn published(&self) -> bool {
+        self.allocatable_memory_mb.is_some_and(|m| m > 0.0)
+    }
+}
+
+/// What `/node/usage` says about load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeUsage {
+    /// Live workloads (tenants) on the node.
+    pub workloads: u64,
+}
+
+/// Reads a `/node` answer (2xx only).
+pub fn parse_node(http_status: u16, body: &[u8]) -> Result<NodeCapacity, StatusError> {
+    let top = object(http_status, body)?;
+    let allocatable_memory_mb = match top.get(ALLOCATABLE_MEMORY) {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(v) if v.is_finite() && v >= 0.0 => Some(v),
+            _ => return Err(field(ALLOCATABLE_MEMORY, "must be a number ≥ 0")),
+        },
+        Some(_) => return Err(field(ALLOCATABLE_MEMORY, "must be a number ≥ 0")),
+    };
+    Ok(NodeCapacity {
+        allocatable_memory_mb,
+    })
+}
+
+/// Reads a `/node/usage` answer (2xx only); the workload count is required, since a node that
+/// does not report it cannot be shown to be empty.
+pub fn parse_usage(http_status: u16, body: &[u8]) -> Result<NodeUsage, StatusError> {
+    let top = object(http_status, body)?;
+    let workloads = match top.get(WORKLOADS) {
+        None | Some(Value::Null) => return Err(field(WORKLOADS, "is missing")),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| field(WORKLOADS, "must be a whole number ≥ 0"))?,
+        Some(_) => return Err(field(WORKLOADS, "must be a whole number ≥ 0")),
+    };
+    Ok(NodeUsage { workloads })
+}
+
+/// The spare rule of derived mode (yubaba's own, deliberately coarse): capacity published and
+/// no workload at all; a node carrying one small tenant is not spare even with room left.
+pub fn is_spare(capacity: &NodeCapacity, usage: &NodeUsage) -> bool {
+    capacity.published() && usage.workloads == 0
+}
+
+fn field(name: &str, rule: &'static str) -> StatusError {
+    StatusError::Field {
+        field: name.to_owned(),
+        rule,
+    }
+}
+
+fn object(http_status: u16, body: &[u8]) -> Result<Map<String, Value>, StatusError> {
+    if !(200..300).contains(&http_status) {
+        return Err(StatusError::Http {
+            status: http_status,
+            text: super::status::shown_text(body, super::status::TEXT_CAP_CHARS),
+        });
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(StatusError::Empty);
+    }
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(field("(body)", "must be an object")),
+        Err(e) => Err(StatusError::NotJson(format!(
+            "line {} column {}",
+            e.line(),
+            e.column()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(root.join("../shared/fixtures/yubaba").join(name))
+            .or_else(|_| std::fs::read(root.join("tests/api/fixtures/yubaba").join(name)))
+            .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+    }
+
+    #[test]
+    fn the_node_fixture_publishes_capacity() {
+        let c = parse_node(200, &fixture("node.json")).unwrap();
+        assert_eq!(c.allocatable_memory_mb, Some(7807.0));
+        assert!(c.published());
+    }
+
+    #[test]
+    fn idle_and_busy_usage_fixtures_count_workloads() {
+        let idle = parse_usage(200, &fixture("node-usage-idle.json")).unwrap();
+        let busy = parse_usage(200, &fixture("node-usage-busy.json")).unwrap();
+        assert_eq!((idle.workloads, busy.workloads), (0, 3));
+        let cap = parse_node(200, &fixture("node.json")).unwrap();
+        assert!(is_spare(&cap, &idle));
+        assert!(!is_spare(&cap, &busy));
+    }
+
+    #[test]
+    fn a_node_without_published_capacity_is_never_spare() {
+        let absent = parse_node(200, br#"{"host.name": "n"}"#).unwrap();
+        let zero = parse_node(200, br#"{"yah.allocatable.memory_mb": 0}"#).unwrap();
+        let idle = NodeUsage { workloads: 0 };
+        assert!(!is_spare(&absent, &idle));
+        assert!(!is_spare(&zero, &idle));
+    }
+
+    #[test]
+    fn wrong_types_garbage_and_errors_are_refused() {
+        assert!(parse_node(200, br#"{"yah.allocatable.memory_mb": "7807"}"#).is_err());
+        assert!(parse_node(200, br#"{"yah.allocatable.memory_mb": -1}"#).is_err());
+        assert!(parse_usage(200, br#"{"yah.workloads.count": -1}"#).is_err());
+        assert!(parse_usage(200, br#"{"yah.workloads.count": 0.5}"#).is_err());
+        assert_eq!(
+            parse_usage(200, br#"{"system.cpu.utilization": 0.1}"#)
+                .unwrap_err()
+                .to_string(),
+            "unreadable status: `yah.workloads.count` is missing"
+        );
+        assert!(matches!(
+            parse_usage(200, b"{\"yah.wor"),
+            Err(StatusError::NotJson(_))
+        ));
+        assert!(matches!(parse_node(200, b""), Err(StatusError::Empty)));
+        assert!(matches!(
+            parse_node(200, b"[]"),
+            Err(StatusError::Field { .. })
+        ));
+        assert!(matches!(
+            parse_node(404, b"not found"),
+            Err(StatusError::Http { status: 404, .. })
+        ));
+    }
+}

@@ -1,13 +1,22 @@
 //! Everything `headroom demo` adds to a plain `serve`: its own database file, the simulated
-//! cloud, a ready machine config and one account per role with fresh passwords printed once.
+//! cloud, a ready machine config, two simulated yubaba fleets on loopback (`demo`, native, and
+//! `legacy`, derived) that drift into a deficit, and one account per role with fresh passwords
+//! printed once.
 
 use std::io::Write;
+use std::time::Duration;
 
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::yubaba::{SimFleet, SimFleetOptions};
 use crate::auth::users::{self, NewUserInput};
 use crate::auth::AccountError;
 use crate::auth::Caller;
 use crate::config::PartialSettings;
 use crate::context::Ctx;
+use crate::domain::fleet::{FleetInput, FleetSpec};
 use crate::domain::Role;
 use crate::state::AppState;
 
@@ -46,14 +55,149 @@ pub struct Credential {
     pub password: String,
 }
 
-/// Seeds the machine config and the accounts, then prints the credentials to stdout once.
-pub async fn seed(state: &AppState, address: &str) -> anyhow::Result<()> {
+/// Seeds the machine config, starts the simulated fleets and points the stored fleets at
+/// them, seeds the accounts, then prints the credentials and what will happen to stdout once.
+/// Returns the fleets' loops, which end when `shutdown` turns true.
+pub async fn seed(
+    state: &AppState,
+    address: &str,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     seed_config(state).await?;
-    seed_fleet(state).await?;
+    let fleets = start_fleets(&state.ctx, &demo_fleets()).await?;
     let credentials = seed_users(&state.ctx).await?;
     let mut out = std::io::stdout().lock();
     print_credentials(&mut out, address, &credentials)?;
-    Ok(())
+    print_timeline(&mut out, address)?;
+    drop(out);
+    let cloud = state.ctx.providers.simulated();
+    if cloud.is_none() {
+        tracing::warn!(
+            "the simulated provider is off: restored servers will not join the demo fleets"
+        );
+    }
+    Ok(fleets
+        .into_iter()
+        .map(|fleet| tokio::spawn(fleet.run_until_stopped(cloud.clone(), shutdown.clone())))
+        .collect())
+}
+
+/// The second demo fleet's name: a yubaba build without the `headroom` section.
+pub const LEGACY_FLEET: &str = "legacy";
+
+/// Seconds between two scrapes of a demo fleet (the shortest a fleet may have), so a
+/// deficit is seen within seconds.
+pub const DEMO_SCRAPE_INTERVAL_SECS: u32 = 5;
+
+/// Seconds one scrape of a demo fleet may take (below the interval, as the fleet rules want).
+pub const DEMO_SCRAPE_TIMEOUT_SECS: u32 = 2;
+
+/// The demo's two simulated fleets: three busy voters and one spare each. A tenant takes the
+/// spare of `demo` after a minute and of `legacy` half a minute later (so the two proposals
+/// arrive one after the other), then one more every few minutes: tenants land on spares only,
+/// so each fleet asks for one restore at a time and never floods the approvals inbox.
+pub fn demo_fleets() -> Vec<SimFleetOptions> {
+    vec![
+        SimFleetOptions {
+            name: DEMO_FLEET.into(),
+            native: true,
+            first_tenant_after: Duration::from_secs(60),
+            tenant_every: Some(Duration::from_secs(5 * 60)),
+            ..SimFleetOptions::default()
+        },
+        SimFleetOptions {
+            name: LEGACY_FLEET.into(),
+            native: false,
+            first_tenant_after: Duration::from_secs(90),
+            tenant_every: Some(Duration::from_secs(7 * 60)),
+            ..SimFleetOptions::default()
+        },
+    ]
+}
+
+/// Starts each simulated fleet and points the stored fleet of the same name at its real
+/// ports (new on every start), creating the fleet when it does not exist yet.
+pub async fn start_fleets(ctx: &Ctx, options: &[SimFleetOptions]) -> anyhow::Result<Vec<SimFleet>> {
+    let mut started = Vec::with_capacity(options.len());
+    for o in options {
+        let fleet = SimFleet::start(o.clone()).await?;
+        point_fleet(ctx, fleet.name(), fleet.endpoints()).await?;
+        started.push(fleet);
+    }
+    Ok(started)
+}
+
+/// Creates fleet `name` at `endpoints` (restored with `spare-fsn1` after one approval,
+/// scraped every 5 s), or updates an existing one's endpoints and scrape pace through
+/// `fleets::update`, keeping whatever else an operator changed.
+pub async fn point_fleet(ctx: &Ctx, name: &str, endpoints: Vec<String>) -> anyhow::Result<()> {
+    let caller = Caller::system();
+    // Listed rather than fetched: on a first start the fleet is missing, which `get` would
+    // log as an error.
+    let current = crate::fleets::list(ctx, &caller)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing fleets: {e}"))?
+        .into_iter()
+        .find(|f| f.spec.name == name);
+    let result = match current {
+        Some(current) => {
+            let input = FleetInput {
+                endpoints,
+                scrape_interval_secs: Some(json!(DEMO_SCRAPE_INTERVAL_SECS)),
+                scrape_timeout_secs: Some(json!(DEMO_SCRAPE_TIMEOUT_SECS)),
+                ..input_of(&current.spec)
+            };
+            crate::fleets::update(ctx, &caller, name, &input).await
+        }
+        None => {
+            let input = FleetInput {
+                name: name.into(),
+                endpoints,
+                restore_machine_config: "spare-fsn1".into(),
+                approvals_required: Some(json!(1)),
+                scrape_interval_secs: Some(json!(DEMO_SCRAPE_INTERVAL_SECS)),
+                scrape_timeout_secs: Some(json!(DEMO_SCRAPE_TIMEOUT_SECS)),
+                ..Default::default()
+            };
+            crate::fleets::create(ctx, &caller, &input).await
+        }
+    };
+    result
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("pointing the demo fleet {name} at the simulated fleet: {e}"))
+}
+
+/// A stored spec as the input that stores it again unchanged.
+fn input_of(spec: &FleetSpec) -> FleetInput {
+    FleetInput {
+        name: spec.name.clone(),
+        endpoints: spec.endpoints.clone(),
+        restore_machine_config: spec.restore_machine_config.clone(),
+        approvals_required: Some(json!(spec.approvals_required)),
+        approval_ttl_hours: Some(json!(spec.approval_ttl_hours)),
+        scrape_interval_secs: Some(json!(spec.scrape_interval_secs)),
+        scrape_timeout_secs: Some(json!(spec.scrape_timeout_secs)),
+        required_override: spec.required_override.map(|n| json!(n)),
+        secrets: spec
+            .secrets
+            .iter()
+            .map(|(name, source)| (name.as_str().to_owned(), source.to_string()))
+            .collect(),
+    }
+}
+
+/// The one paragraph that says what the demo will show, and where.
+pub fn print_timeline(out: &mut dyn Write, address: &str) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Two simulated yubaba fleets are running on loopback, `demo` (native headroom) and \
+         `legacy` (derived from /node): a tenant takes each fleet's only spare after about 1 \
+         and 1.5 minutes, the dashboard http://{address}/ turns to deficit and a restore \
+         proposal appears in http://{address}/approvals; approve it as `approver` and the \
+         simulated cloud's new server joins as a spare about 10 s later, the chart on \
+         http://{address}/fleets/demo recovering.\n"
+    )?;
+    out.flush()
 }
 
 /// The demo's ready machine config (simulated provider), created once.
@@ -90,12 +234,13 @@ pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
 pub const DEMO_FLEET: &str = "demo";
 
 /// The demo fleet `demo`, restored with `spare-fsn1` after one approval, created once (after
-/// `seed_config`, whose config it names).
+/// `seed_config`, whose config it names) at a fixed address with nothing behind it: for tests
+/// that need a fleet to file requests on. `headroom demo` itself uses `start_fleets`, which
+/// points the fleet at a running simulated fleet.
 pub async fn seed_fleet(state: &AppState) -> anyhow::Result<()> {
     let input = crate::domain::fleet::FleetInput {
         name: DEMO_FLEET.into(),
-        // The simulated yubaba fleet arrives with the scraper (issue 9) and will listen on
-        // loopback; until then nothing scrapes this address, and requests do not need it.
+        // Requests do not need the fleet to answer; a scraper sees a refused connection (a gap).
         endpoints: vec!["http://127.0.0.1:7480".into()],
         restore_machine_config: "spare-fsn1".into(),
         approvals_required: Some(serde_json::json!(1)),

@@ -1,4 +1,8 @@
 //! Simulated parts for a first look without a cloud or a fleet: the demo's settings, seeded
-//! users and machine config. The simulated provider itself is `provider::simulated`.
+//! users, machine config and fleets (`demo`), and yubaba fleets answering real HTTP on loopback
+//! (`yubaba`, over the small server in `http`). The simulated provider itself is
+//! `provider::simulated`.
 
 pub mod demo;
+pub mod http;
+pub mod yubaba;

@@ -1,5 +1,6 @@
-//! Log subscriber set-up and the metrics registry. The request span is in `http::span`.
+//! Log subscriber set-up, the metrics registry and the per-fleet gauges. The request span is in `http::span`.
 
+pub mod fleet_metrics;
 pub mod metrics;
 
 use tracing_subscriber::EnvFilter;

@@ -55,6 +55,10 @@ pub mod paths {
     pub const FLEET: &str = "/fleets/{name}";
     pub const FLEET_EDIT: &str = "/fleets/{name}/edit";
     pub const FLEET_DELETE: &str = "/fleets/{name}/delete";
+    /// A fleet's chart panel for `?range=` (htmx partial of the fleet page).
+    pub const FLEET_CHART: &str = "/fleets/{name}/chart";
+    /// The dashboard's fleet cards (htmx partial of `/`, polled).
+    pub const DASHBOARD_CARDS: &str = "/dashboard/cards";
     pub const CATALOGUE: &str = "/catalogue";
     pub const CATALOGUE_REFRESH: &str = "/catalogue/{provider}/refresh";
     pub const HEALTHZ: &str = "/healthz";
@@ -269,6 +273,12 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         Endpoint::new(Method::POST, FLEET_DELETE, operator, || {
             web::route().to(fleets::handlers::delete)
+        }),
+        Endpoint::new(Method::GET, FLEET_CHART, viewer, || {
+            web::route().to(fleets::handlers::chart)
+        }),
+        Endpoint::new(Method::GET, DASHBOARD_CARDS, viewer, || {
+            web::route().to(home::handlers::cards)
         }),
         Endpoint::new(Method::GET, HEALTHZ, Access::Public, || {
             web::route().to(ops::healthz)

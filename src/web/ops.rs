@@ -24,11 +24,14 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-/// Prometheus exposition.
+/// Prometheus exposition, text format 0.0.4: request counters and latency, password hashing,
+/// then one gauge of each kind per fleet (read from the fleets' status, one row a fleet, so
+/// the cost does not grow with history).
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let fleets = crate::telemetry::fleet_metrics::render_for(&state.ctx).await;
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render() + &crate::auth::password::global().metrics_text())
+        .body(state.metrics.render() + &crate::auth::password::global().metrics_text() + &fleets)
 }
 
 /// Files compiled into the binary, so the console needs nothing beside it at run time.

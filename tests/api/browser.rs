@@ -632,3 +632,192 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
     op.close().await.unwrap();
     ap.close().await.unwrap();
 }
+
+/// Records `seq` for `fleet`, one 15 s interval apart on the app's clock: `G` 3 spares of 2,
+/// `B` 1 of 2, `F` a failed scrape.
+async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
+    use headroom::domain::headroom::{Member, Observation, Sample, Source};
+    let ctx = &app.state.ctx;
+    for kind in seq.chars() {
+        app.clock.advance(Duration::from_secs(15));
+        let numbers = match kind {
+            'G' => Some((3, 2)),
+            'B' => Some((1, 2)),
+            _ => None,
+        };
+        let outcome = match numbers {
+            Some((spare, required)) => Ok(Observation {
+                source: Source::Native,
+                spare,
+                required,
+                leader_id: Some(1),
+                leader_url: Some("http://10.0.0.1:7443".into()),
+                term: Some(3),
+                members: vec![
+                    Member {
+                        id: 1,
+                        addr: "10.0.0.1:7443".into(),
+                        voter: true,
+                    },
+                    Member {
+                        id: 2,
+                        addr: "10.0.0.2:7443".into(),
+                        voter: true,
+                    },
+                    Member {
+                        id: 3,
+                        addr: "10.0.0.3:7443".into(),
+                        voter: false,
+                    },
+                ],
+                evidence: serde_json::json!({"headroom": {"spare": spare, "required": required}}),
+            }),
+            None => Err("could not connect".to_owned()),
+        };
+        let sample = Sample {
+            at: ctx.now(),
+            latency_ms: 9,
+            outcome,
+        };
+        headroom::headroom::record::record(ctx, fleet, &sample)
+            .await
+            .expect("record a sample");
+    }
+}
+
+/// Saves a screenshot under the test build's temporary directory and says where.
+async fn screenshot(c: &fantoccini::Client, name: &str) {
+    let png = c.screenshot().await.expect("screenshot");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.png"));
+    std::fs::write(&path, png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+}
+
+/// The chart's range and whether the page marker set before survived (no full page load).
+const CHART_STATE_JS: &str = "var p = document.querySelector('#chart'); \
+     var f = document.querySelector('#chart figure'); \
+     return p && f ? [p.dataset.range, f.dataset.range, window.__kept === true, location.search, \
+                      document.activeElement ? document.activeElement.id : null] : null;";
+
+#[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
+async fn the_range_buttons_swap_the_chart_in_place_by_mouse_and_keyboard_and_the_pages_pass_axe() {
+    let driver = start_driver().await;
+    let app = TestApp::spawn_with_config().await;
+    crate::runner::fleet(&app.state.ctx, "prod", &[]).await;
+    crate::runner::fleet(&app.state.ctx, "edge", &[]).await;
+    // An hour of prod: healthy, a few failed scrapes (a gap), a deficit (a proposal), recovery.
+    let prod = format!(
+        "{}{}{}{}",
+        "G".repeat(80),
+        "F".repeat(8),
+        "B".repeat(40),
+        "G".repeat(100)
+    );
+    feed_headroom(&app, "prod", &prod).await;
+    // Edge enters a deficit; prod's last two samples keep both fresh (not stale).
+    feed_headroom(&app, "edge", "BBB").await;
+    feed_headroom(&app, "prod", "GG").await;
+    app.create_user("vera", Role::Viewer).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "vera").await;
+
+    // The dashboard: a card per fleet, accessible.
+    c.goto(&app.url("/")).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#fleet-cards article.fleet-card"))
+        .await
+        .unwrap();
+    let statuses = c
+        .execute(
+            "return Array.from(document.querySelectorAll('article.fleet-card')).map(function (a) { return a.dataset.fleet + ':' + a.dataset.status; });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        statuses,
+        serde_json::json!(["edge:deficit", "prod:healthy"])
+    );
+    assert_accessible(&c, "the dashboard").await;
+    screenshot(&c, "dashboard").await;
+
+    // The fleet page: 1 h first; a marker on window tells a swap from a page load.
+    c.goto(&app.url("/fleets/prod")).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#chart svg"))
+        .await
+        .unwrap();
+    c.execute("window.__kept = true;", vec![]).await.unwrap();
+    let first = c.execute(CHART_STATE_JS, vec![]).await.unwrap();
+    assert_eq!(first[0], "1h", "{first}");
+    assert_accessible(&c, "the fleet page").await;
+    c.execute("document.querySelector('#chart').scrollIntoView();", vec![])
+        .await
+        .unwrap();
+    screenshot(&c, "fleet-page-1h").await;
+
+    // Mouse: 24 h.
+    c.find(Locator::Css("#range-24h"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let swapped = poll_js(&c, CHART_STATE_JS, "the 24 h chart swapped in", |v| {
+        v[0] == "24h" && v[1] == "24h"
+    })
+    .await;
+    assert_eq!(swapped[2], true, "no full page load: {swapped}");
+    assert_eq!(swapped[3], "?range=24h", "the URL follows: {swapped}");
+    let pressed = c
+        .execute(
+            "return Array.from(document.querySelectorAll('.range-buttons [aria-current=true]')).map(function (a) { return a.id; });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(pressed, serde_json::json!(["range-24h"]));
+
+    // Keyboard: focus 7 d, press Enter; focus stays on the (swapped) button.
+    c.execute("document.querySelector('#range-7d').focus();", vec![])
+        .await
+        .unwrap();
+    c.active_element()
+        .await
+        .unwrap()
+        .send_keys(&char::from(fantoccini::key::Key::Enter).to_string())
+        .await
+        .unwrap();
+    let keyed = poll_js(&c, CHART_STATE_JS, "the 7 d chart swapped in", |v| {
+        v[0] == "7d" && v[1] == "7d"
+    })
+    .await;
+    assert_eq!(keyed[2], true, "no full page load: {keyed}");
+    assert_eq!(
+        keyed[4], "range-7d",
+        "focus kept on the pressed button: {keyed}"
+    );
+    assert_accessible(&c, "the fleet page after a swap").await;
+    c.execute("document.querySelector('#chart').scrollIntoView();", vec![])
+        .await
+        .unwrap();
+    screenshot(&c, "fleet-page-7d").await;
+
+    // Back to 1 h for the screenshot of the detail, then the no-JS path: the href works alone.
+    c.goto(&app.url("/fleets/prod?range=6h")).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#chart svg"))
+        .await
+        .unwrap();
+    let plain = c.execute(CHART_STATE_JS, vec![]).await.unwrap();
+    assert_eq!(plain[0], "6h", "{plain}");
+    assert_eq!(plain[2], false, "a real page load this time: {plain}");
+    assert_no_csp_violation(&c, "the headroom pages").await;
+    c.close().await.unwrap();
+}

@@ -10,7 +10,11 @@ use scraper::{Html, Selector};
 use crate::helpers::{Session, TestApp};
 
 /// Page routes that only ever answer an htmx fragment (no page shell around it).
-pub(crate) const FRAGMENTS: [&str; 1] = ["/approvals/badge"];
+pub(crate) const FRAGMENTS: [&str; 3] = [
+    "/approvals/badge",
+    "/fleets/{name}/chart",
+    "/dashboard/cards",
+];
 
 /// Page routes that answer something other than HTML.
 pub(crate) const NOT_HTML: [&str; 6] = [

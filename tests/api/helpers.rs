@@ -59,6 +59,9 @@ impl TestApp {
             workers: 1,
             // The test binary is not headroom: render workers start from the real one.
             render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
+            // Tests feed samples themselves (or turn the scraper on): a loop scraping their
+            // fleets' unbound example endpoints would write samples in the middle of them.
+            scrape_enabled: false,
             ..Settings::default()
         };
         adjust(&mut settings);

@@ -220,6 +220,12 @@ fn base_bodies() -> BTreeMap<&'static str, Value> {
 fn base_param(path: &str, name: &str) -> String {
     match name {
         "name" if path.contains("/templates/") => "yubaba-node",
+        // The headroom series: the fixture fleet over one hour (so every step the document
+        // allows, 5 s included, stays within the 2,000 points a series may have).
+        "name" if path.ends_with("/headroom") => "fixture-fleet",
+        "from" if path.ends_with("/headroom") => "2026-11-29T00:00",
+        "to" if path.ends_with("/headroom") => "2026-11-29T01:00",
+        "step" => "60",
         // Its tarball URL is on 127.0.0.1:1: a pin check is refused before connecting.
         "name" => "fixture-cfg",
         "username" => "target",

@@ -308,6 +308,11 @@ fn expected_table() -> Vec<Row> {
             Form(|who| fleet_form(&format!("fleet-{who}"))),
         ),
         row("GET", "/fleets/{name}", V, Empty),
+        Row {
+            query: "range=24h",
+            ..row("GET", "/fleets/{name}/chart", V, Empty)
+        },
+        row("GET", "/dashboard/cards", V, Empty),
         row("GET", "/fleets/{name}/edit", O, Empty),
         row(
             "POST",
@@ -430,6 +435,7 @@ fn expected_table() -> Vec<Row> {
             Json(|who| fleet_json(&format!("api-{who}"))),
         ),
         row("GET", "/api/v1/fleets/{name}", V, Empty),
+        row("GET", "/api/v1/fleets/{name}/headroom", V, Empty),
         row(
             "PUT",
             "/api/v1/fleets/{name}",

@@ -8,8 +8,10 @@ use super::forms::FleetForm;
 use super::views;
 use crate::auth::Principal;
 use crate::domain::fleet::FleetInput;
-use crate::domain::{FieldErrors, Role};
+use crate::domain::headroom::{Annotation, Range, Series};
+use crate::domain::{Caller, FieldErrors, Role};
 use crate::fleets::{self, FleetsError};
+use crate::headroom::{board, series};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
@@ -89,17 +91,93 @@ pub async fn create(
     }
 }
 
-/// GET /fleets/{name}
+/// `?range=` of the fleet page and its chart partial, as sent.
+#[derive(Debug, serde::Deserialize)]
+pub struct RangeQuery {
+    range: Option<String>,
+}
+
+/// Recent samples shown on the fleet page.
+const PAGE_SAMPLES: u32 = 50;
+/// Deficits shown on the fleet page (newest first).
+const PAGE_DEFICITS: u32 = 20;
+
+/// The chart of the last `range`: the series and the provision events over it, read together.
+async fn chart_data(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    range: Range,
+) -> Result<(Series, Vec<Annotation>), FleetsError> {
+    let to = state.ctx.now();
+    let from = to - range.millis();
+    tokio::try_join!(
+        series::series(&state.ctx, caller, name, from, to, None),
+        series::annotations(&state.ctx, caller, name, from, to),
+    )
+}
+
+/// GET /fleets/{name}: settings, headroom now, the chart (`?range=`, 1 h by default),
+/// recent samples and time to restore. An unknown `range` falls back to 1 h with a notice
+/// naming the allowed values: a stale bookmark still shows the fleet (the chart partial and
+/// the API refuse instead).
 pub async fn show(
     state: web::Data<AppState>,
     principal: Principal,
     htmx: Htmx,
     name: web::Path<String>,
+    query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let fleet = fleets::get(&state.ctx, &principal.caller(), &name).await?;
+    let caller = principal.caller();
+    let given = query.range.as_deref();
+    let range = given.and_then(Range::parse).unwrap_or(Range::H1);
+    let bad_range = given.filter(|g| Range::parse(g).is_none());
+    let fleet = fleets::get(&state.ctx, &caller, &name).await?;
+    let (now, (series, annotations), samples, deficits) = tokio::try_join!(
+        board::now(&state.ctx, &caller, &name),
+        chart_data(&state, &caller, &name, range),
+        series::recent_samples(&state.ctx, &caller, &name, PAGE_SAMPLES),
+        board::deficits(&state.ctx, &caller, &name, PAGE_DEFICITS),
+    )?;
+    let headroom = views::Headroom {
+        now_ms: state.ctx.now(),
+        now: &now,
+        range,
+        bad_range,
+        series: &series,
+        annotations: &annotations,
+        samples: &samples,
+        deficits: &deficits,
+    };
     let frame = Frame::load(&state, &principal, name.as_str(), "fleets").await;
-    let body = || views::show(&principal, &fleet);
+    let body = || views::show(&principal, &fleet, &headroom);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+}
+
+/// GET /fleets/{name}/chart?range=: the chart panel the range buttons swap in (1 h without
+/// `range`). An unknown `range` is refused with 400 naming the allowed values (only the page's
+/// own buttons call this, so a bad value is a bug to surface, not to paper over).
+pub async fn chart(
+    state: web::Data<AppState>,
+    principal: Principal,
+    name: web::Path<String>,
+    query: web::Query<RangeQuery>,
+) -> Result<HttpResponse, WebError> {
+    let given = query.range.as_deref().unwrap_or(Range::H1.as_str());
+    let Some(range) = Range::parse(given) else {
+        let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
+        let message = format!(
+            "range: \"{given}\" is not a chart range; use one of {}",
+            allowed.join(", ")
+        );
+        return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
+    };
+    let (series, annotations) = chart_data(&state, &principal.caller(), &name, range).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((actix_web::http::header::VARY, "HX-Request"))
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(views::chart_panel(&name, range, &series, &annotations).into_string()))
 }
 
 /// GET /fleets/{name}/edit

@@ -1,4 +1,7 @@
-//! Fleets: list, create, show (with a link to the fleet's provisions), edit, delete.
+//! Fleets: list, create, show (headroom now, chart, samples, time to restore, settings), edit,
+//! delete; the chart partial.
+pub mod chart;
 pub mod forms;
 pub mod handlers;
+pub mod headroom;
 pub mod views;

@@ -3,8 +3,11 @@
 use maud::{html, Markup};
 
 use super::forms::FleetForm;
+use super::headroom;
 use crate::auth::Principal;
 use crate::domain::fleet::SecretName;
+use crate::domain::headroom::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
+use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::Fleet;
 use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
@@ -47,8 +50,31 @@ pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
     }
 }
 
-/// One fleet: its settings, secret sources, and links to its provisions.
-pub fn show(principal: &Principal, f: &Fleet) -> Markup {
+/// What the fleet page shows of the fleet's headroom.
+pub struct Headroom<'a> {
+    /// The time the page was rendered (relative times are computed from it).
+    pub now_ms: UnixMillis,
+    /// The fleet now.
+    pub now: &'a FleetNow,
+    /// The chart's range.
+    pub range: Range,
+    /// The `?range=` value given when it named no range (the page shows 1 h and says so).
+    pub bad_range: Option<&'a str>,
+    /// The chart's series.
+    pub series: &'a Series,
+    /// Provision events over the chart's range.
+    pub annotations: &'a [Annotation],
+    /// Recent samples, newest first.
+    pub samples: &'a [SampleRow],
+    /// Deficits with their restore milestones, newest first.
+    pub deficits: &'a [DeficitTimeline],
+}
+
+pub use super::headroom::chart_panel;
+
+/// One fleet: headroom now, the chart with its range buttons, recent samples, time to
+/// restore, then its settings, secret sources, and links to its provisions.
+pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>) -> Markup {
     let s = &f.spec;
     let name = s.name.as_str();
     let can_edit = principal.role.includes(Role::Operator);
@@ -64,7 +90,16 @@ pub fn show(principal: &Principal, f: &Fleet) -> Markup {
             a.button href=(provisions) { "Provisions of this fleet" }
             @if can_edit { a.button href=(paths::fill(paths::FLEET_EDIT, &[("name", name)])) { "Edit" } }
         }
-        section.card {
+        (headroom::now_section(h.now_ms, h.now))
+        section.card #headroom aria-labelledby="chart-heading" {
+            h2 #chart-heading { "Headroom over time" }
+            @if let Some(given) = h.bad_range { (headroom::range_notice(given)) }
+            (chart_panel(name, h.range, h.series, h.annotations))
+        }
+        (headroom::samples_section(h.samples))
+        (headroom::deficits_section(h.deficits))
+        section.card #settings aria-labelledby="settings-heading" {
+            h2 #settings-heading { "Settings" }
             dl.spec {
                 dt { "endpoints" } dd { @for e in &s.endpoints { code { (e) } br; } }
                 dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &s.restore_machine_config)])) { code { (s.restore_machine_config) } } }

@@ -1,26 +1,61 @@
-//! GET /
+//! GET / (the dashboard) and GET /dashboard/cards (its refreshed cards).
 
 use actix_htmx::Htmx;
-use actix_web::http::StatusCode;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
 
 use super::views;
 use crate::audit;
 use crate::auth::Principal;
+use crate::domain::Role;
+use crate::headroom::board;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
 
-/// The overview: who you are and the latest activity.
+/// Longest `seen` token read; a longer one is ignored (it only drives announcements).
+const SEEN_MAX: usize = 16_384;
+
+/// The dashboard: a card per fleet, who you are and the latest activity.
 pub async fn show(
     state: web::Data<AppState>,
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let recent = audit::search(&state.ctx, &principal.caller(), &audit::Search::latest(10))
-        .await?
-        .entries;
+    let caller = principal.caller();
+    let search = audit::Search::latest(10);
+    let (fleets, recent) = tokio::join!(
+        board::board(&state.ctx, &caller),
+        audit::search(&state.ctx, &caller, &search)
+    );
+    let (fleets, recent) = (fleets?, recent?.entries);
+    let now = state.ctx.now();
     let frame = Frame::load(&state, &principal, "Overview", "home").await;
-    let body = || views::overview(&principal, &recent);
+    let body = || views::overview(&principal, now, &fleets, &recent);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+}
+
+/// `?seen=` of the cards partial: the statuses the refreshing cards show.
+#[derive(Debug, serde::Deserialize)]
+pub struct CardsQuery {
+    seen: Option<String>,
+}
+
+/// GET /dashboard/cards: the fleet cards alone (polled by the dashboard), with a live-region
+/// update when a status changed since `seen`.
+pub async fn cards(
+    state: web::Data<AppState>,
+    principal: Principal,
+    query: web::Query<CardsQuery>,
+) -> Result<HttpResponse, WebError> {
+    let fleets = board::board(&state.ctx, &principal.caller()).await?;
+    let seen = query.seen.as_deref().filter(|s| s.len() <= SEEN_MAX);
+    let changes = views::status_changes(seen, &fleets);
+    let can_create = principal.role.includes(Role::Operator);
+    let body = views::cards(state.ctx.now(), &fleets, &changes, can_create);
+    Ok(HttpResponse::Ok()
+        .insert_header((header::VARY, "HX-Request"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .content_type("text/html; charset=utf-8")
+        .body(body.into_string()))
 }

@@ -1,0 +1,245 @@
+//! GET /api/v1/fleets/{name}/headroom: a fleet's headroom over a range as JSON points, read
+//! from raw samples or rollups as the range needs (the same series the fleet page charts).
+
+use actix_web::web::{self, Json};
+use serde::{Deserialize, Serialize};
+
+use super::errors::ApiError;
+use crate::auth::Principal;
+use crate::domain::clock::{format_utc, parse_utc};
+use crate::domain::headroom::{Point, Resolution, Series, Source};
+use crate::domain::{FieldErrors, UnixMillis};
+use crate::headroom::series;
+use crate::state::AppState;
+
+/// The default range: the last hour.
+const DEFAULT_RANGE_MILLIS: i64 = 3_600_000;
+
+/// Longest `step` accepted, in seconds (the longest range, 400 days).
+const STEP_MAX_SECS: i64 = series::MAX_RANGE_MILLIS / 1000;
+
+/// The query string, as submitted; empty means the default. Unknown keys are refused (400), so
+/// a misspelt `setp` is not silently ignored.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(default, deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HeadroomParams {
+    /// Start, inclusive, RFC 3339 (`2026-12-02T09:30:00Z`; `2026-12-02T09:30` is taken as UTC).
+    /// Default: one hour before `to`. At most 400 days before `to`.
+    #[param(
+        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
+    )]
+    pub from: String,
+    /// End, exclusive, RFC 3339; later than `from`. Default: now.
+    #[param(
+        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
+    )]
+    pub to: String,
+    /// Width of one point in whole seconds, 5 to 34560000, giving at most 2000 points over the
+    /// range; rounded up to whole minutes or hours when read from rollups. Default: the range
+    /// in at most 360 points, and at least two scrape intervals.
+    #[param(value_type = Option<i64>, minimum = 5, maximum = 34560000)]
+    pub step: String,
+}
+
+/// One point: the bucket `[t, t + step)`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HeadroomPointJson {
+    /// Start of the bucket, RFC 3339, UTC.
+    pub t: String,
+    /// The fewest spares of any ok sample in the bucket; null when none was ok.
+    pub spare: Option<u32>,
+    /// The most spares of any ok sample in the bucket.
+    pub spare_max: Option<u32>,
+    /// The highest requirement of any ok sample in the bucket.
+    pub required: Option<u32>,
+    /// At least one sample in the bucket succeeded; `false` is a gap (every scrape failed).
+    pub ok: bool,
+    /// The source of the bucket's newest sample (`none`: it failed).
+    pub source: Source,
+}
+
+impl From<&Point> for HeadroomPointJson {
+    fn from(p: &Point) -> Self {
+        Self {
+            t: format_utc(p.t),
+            spare: p.spare,
+            spare_max: p.spare_max,
+            required: p.required,
+            ok: p.ok,
+            source: p.source,
+        }
+    }
+}
+
+/// A fleet's headroom over a range, oldest point first. A step without any sample has no
+/// point (a gap as much as a point with `ok: false`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HeadroomJson {
+    pub fleet: String,
+    /// Start of the first bucket, RFC 3339, UTC (`from` aligned to whole rollup buckets).
+    pub from: String,
+    /// End of the range, RFC 3339, UTC.
+    pub to: String,
+    /// Width of one point, in seconds.
+    pub step: i64,
+    /// What the points were read from: `raw` samples, `minute` or `hour` rollups.
+    pub resolution: Resolution,
+    pub points: Vec<HeadroomPointJson>,
+}
+
+impl From<&Series> for HeadroomJson {
+    fn from(s: &Series) -> Self {
+        Self {
+            fleet: s.fleet.clone(),
+            from: format_utc(s.from),
+            to: format_utc(s.to),
+            step: s.step / 1000,
+            resolution: s.resolution,
+            points: s.points.iter().map(HeadroomPointJson::from).collect(),
+        }
+    }
+}
+
+/// The parsed query: the range and the step in milliseconds, if given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Parsed {
+    from: UnixMillis,
+    to: UnixMillis,
+    step_ms: Option<i64>,
+}
+
+/// Parses every parameter, naming each one that breaks its rule; the range rules themselves
+/// (order, width, points) are the operation's.
+fn parse(q: &HeadroomParams, now: UnixMillis) -> Result<Parsed, FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let mut time = |field: &str, raw: &str| -> Option<UnixMillis> {
+        if raw.trim().is_empty() {
+            return None;
+        }
+        let t = parse_utc(raw);
+        if t.is_none() {
+            errors.push(field, "must be an RFC 3339 time, e.g. 2026-12-02T09:30:00Z");
+        }
+        t
+    };
+    let from = time("from", &q.from);
+    let to = time("to", &q.to);
+    let step_ms = match q.step.trim() {
+        "" => None,
+        raw => match raw.parse::<i64>() {
+            Ok(secs) if (5..=STEP_MAX_SECS).contains(&secs) => Some(secs * 1000),
+            _ => {
+                errors.push(
+                    "step",
+                    format!("must be a whole number of seconds from 5 to {STEP_MAX_SECS}"),
+                );
+                None
+            }
+        },
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let (from, to) = match (from, to) {
+        (Some(f), Some(t)) => (f, t),
+        (Some(f), None) => (f, now),
+        (None, Some(t)) => (t.saturating_sub(DEFAULT_RANGE_MILLIS), t),
+        (None, None) => (now - DEFAULT_RANGE_MILLIS, now),
+    };
+    Ok(Parsed { from, to, step_ms })
+}
+
+/// A fleet's headroom over a range (viewer and up): spare (the bucket's minimum), required
+/// (its maximum) and gaps, from raw samples or rollups as the range needs. All parameters are
+/// optional: the last hour by default.
+#[utoipa::path(get, path = "/api/v1/fleets/{name}/headroom", tag = "fleets",
+    params(("name" = String, Path, description = "The fleet's name"), HeadroomParams),
+    responses((status = 200, body = HeadroomJson),
+        (status = 400, body = crate::http::Problem, content_type = "application/problem+json",
+            description = "An unknown query parameter"),
+        (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
+        (status = 422, body = crate::http::Problem, content_type = "application/problem+json",
+            description = "A parameter breaks its rule; the problem names it")))]
+pub async fn get(
+    state: web::Data<AppState>,
+    principal: Principal,
+    name: web::Path<String>,
+    query: web::Query<HeadroomParams>,
+) -> Result<Json<HeadroomJson>, ApiError> {
+    let q = parse(&query, state.ctx.now()).map_err(ApiError::Invalid)?;
+    let s = series::series(
+        &state.ctx,
+        &principal.caller(),
+        &name,
+        q.from,
+        q.to,
+        q.step_ms,
+    )
+    .await?;
+    Ok(Json(HeadroomJson::from(&s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_796_000_000_000;
+
+    fn params(from: &str, to: &str, step: &str) -> HeadroomParams {
+        HeadroomParams {
+            from: from.into(),
+            to: to.into(),
+            step: step.into(),
+        }
+    }
+
+    #[test]
+    fn every_parameter_defaults_to_the_last_hour() {
+        let q = parse(&params("", " ", ""), NOW).unwrap();
+        assert_eq!(
+            q,
+            Parsed {
+                from: NOW - 3_600_000,
+                to: NOW,
+                step_ms: None
+            }
+        );
+        let to = parse_utc("2026-12-02T10:00:00Z").unwrap();
+        let q = parse(&params("", "2026-12-02T10:00:00Z", "60"), NOW).unwrap();
+        assert_eq!(
+            q,
+            Parsed {
+                from: to - 3_600_000,
+                to,
+                step_ms: Some(60_000)
+            }
+        );
+        let q = parse(&params("2026-12-02T10:00:00+02:00", "", ""), NOW).unwrap();
+        assert_eq!((q.from, q.to), (to - 2 * 3_600_000, NOW));
+    }
+
+    #[test]
+    fn bad_values_name_their_field_and_rule() {
+        let e = parse(&params("yesterday", "2026-13-01T00:00:00Z", "0"), NOW).unwrap_err();
+        assert!(e.for_field("from").unwrap().contains("RFC 3339"));
+        assert!(e.for_field("to").unwrap().contains("RFC 3339"));
+        assert!(e.for_field("step").unwrap().contains("from 5 to"));
+        for step in [
+            "-5",
+            "4",
+            "1e3",
+            "15.5",
+            "99999999999999999999",
+            "34560001",
+            "0x10",
+        ] {
+            let e = parse(&params("", "", step), NOW).unwrap_err();
+            assert!(e.for_field("step").is_some(), "{step}");
+        }
+        assert_eq!(
+            parse(&params("", "", "34560000"), NOW).unwrap().step_ms,
+            Some(34_560_000_000)
+        );
+    }
+}

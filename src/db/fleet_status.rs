@@ -1,0 +1,202 @@
+//! The `fleet_status` table: one row per scraped fleet, replaced by every sample, holding the
+//! newest sample's fields and the deficit tracker, so "now" is read without scanning history.
+
+use sqlx::{Row, SqliteConnection};
+
+use crate::domain::headroom::{DeficitTracker, Sample, Source};
+use crate::domain::UnixMillis;
+
+/// The deficit tracker as stored, with the open deficit's id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredTracker {
+    /// The streaks; `in_deficit` is true exactly when a deficit is open.
+    pub tracker: DeficitTracker,
+    /// The open deficit, if any.
+    pub open_deficit_id: Option<i64>,
+}
+
+/// The fleet's stored tracker; the default (no streaks, no deficit) when it was never sampled.
+pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result<StoredTracker> {
+    let row = sqlx::query(
+        "SELECT below_streak, healthy_streak, open_deficit_id FROM fleet_status
+         WHERE fleet_id = ?",
+    )
+    .bind(fleet_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(r) = row else {
+        return Ok(StoredTracker::default());
+    };
+    let streak = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+    let open: Option<i64> = r.try_get(2)?;
+    Ok(StoredTracker {
+        tracker: DeficitTracker {
+            below_streak: streak(r.try_get(0)?),
+            healthy_streak: streak(r.try_get(1)?),
+            in_deficit: open.is_some(),
+        },
+        open_deficit_id: open,
+    })
+}
+
+/// Replaces the fleet's row with sample `s` and tracker `t`. An ok sample replaces every
+/// field; a failed one replaces only the sample's own fields (time, ok, source, latency,
+/// error) and keeps the last ok numbers, leader and members, so the board can still say what
+/// the fleet looked like when it last answered.
+pub async fn upsert(
+    conn: &mut SqliteConnection,
+    fleet_id: i64,
+    s: &Sample,
+    t: &StoredTracker,
+) -> sqlx::Result<()> {
+    let latency = i64::try_from(s.latency_ms).unwrap_or(i64::MAX);
+    let streak = |v: u32| i64::from(v);
+    match &s.outcome {
+        Ok(o) => {
+            // Members are our own serde type: serialising them cannot fail.
+            let members = serde_json::to_string(&o.members).unwrap_or_else(|_| "[]".into());
+            sqlx::query(
+                "INSERT INTO fleet_status
+                     (fleet_id, sampled_at, ok, source, spare, required, ok_at, leader_id,
+                      leader_url, term, voters, learners, members, latency_ms, error,
+                      below_streak, healthy_streak, open_deficit_id)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?2, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, ?13, ?14, ?15)
+                 ON CONFLICT (fleet_id) DO UPDATE SET
+                     sampled_at = excluded.sampled_at, ok = 1, source = excluded.source,
+                     spare = excluded.spare, required = excluded.required, ok_at = excluded.ok_at,
+                     leader_id = excluded.leader_id, leader_url = excluded.leader_url,
+                     term = excluded.term, voters = excluded.voters, learners = excluded.learners,
+                     members = excluded.members, latency_ms = excluded.latency_ms, error = NULL,
+                     below_streak = excluded.below_streak,
+                     healthy_streak = excluded.healthy_streak,
+                     open_deficit_id = excluded.open_deficit_id",
+            )
+            .bind(fleet_id)
+            .bind(s.at)
+            .bind(o.source.as_str())
+            .bind(i64::from(o.spare))
+            .bind(i64::from(o.required))
+            .bind(o.leader_id.map(|v| v as i64))
+            .bind(o.leader_url.as_deref())
+            .bind(o.term.map(|v| v as i64))
+            .bind(i64::from(o.voters()))
+            .bind(i64::from(o.learners()))
+            .bind(members)
+            .bind(latency)
+            .bind(streak(t.tracker.below_streak))
+            .bind(streak(t.tracker.healthy_streak))
+            .bind(t.open_deficit_id)
+            .execute(conn)
+            .await?;
+        }
+        Err(reason) => {
+            sqlx::query(
+                "INSERT INTO fleet_status
+                     (fleet_id, sampled_at, ok, source, latency_ms, error, below_streak,
+                      healthy_streak, open_deficit_id)
+                 VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (fleet_id) DO UPDATE SET
+                     sampled_at = excluded.sampled_at, ok = 0, source = excluded.source,
+                     latency_ms = excluded.latency_ms, error = excluded.error,
+                     below_streak = excluded.below_streak,
+                     healthy_streak = excluded.healthy_streak,
+                     open_deficit_id = excluded.open_deficit_id",
+            )
+            .bind(fleet_id)
+            .bind(s.at)
+            .bind(Source::None.as_str())
+            .bind(latency)
+            .bind(reason.as_str())
+            .bind(streak(t.tracker.below_streak))
+            .bind(streak(t.tracker.healthy_streak))
+            .bind(t.open_deficit_id)
+            .execute(conn)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A fleet now, as one row of the board query: the fleet, its status row (absent when never
+/// scraped), its open deficit's start and its open request count.
+#[derive(Debug, Clone)]
+pub struct BoardRow {
+    pub name: String,
+    /// The fleet's spec JSON (the scrape interval decides staleness).
+    pub spec: String,
+    pub sampled_at: Option<UnixMillis>,
+    pub ok: Option<bool>,
+    pub source: Option<String>,
+    pub spare: Option<i64>,
+    pub required: Option<i64>,
+    pub ok_at: Option<UnixMillis>,
+    pub leader_id: Option<i64>,
+    pub leader_url: Option<String>,
+    pub members: Option<String>,
+    pub latency_ms: Option<i64>,
+    pub error: Option<String>,
+    pub open_deficit_id: Option<i64>,
+    pub deficit_since: Option<UnixMillis>,
+    pub open_requests: i64,
+}
+
+// One statement for the whole board: each fleet's status row by primary key, its open deficit
+// by primary key, and its open requests through `provisions_by_fleet_state`, so the cost grows
+// with the number of fleets and open requests, never with the samples or deficits kept.
+const BOARD_SQL: &str = "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
+        s.ok_at, s.leader_id, s.leader_url, s.members, s.latency_ms, s.error,
+        s.open_deficit_id, d.started_at,
+        (SELECT COUNT(*) FROM provisions p
+          WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing'))
+     FROM fleets f
+     LEFT JOIN fleet_status s ON s.fleet_id = f.id
+     LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id";
+
+fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
+    let ok: Option<i64> = r.try_get(3)?;
+    Ok(BoardRow {
+        name: r.try_get(0)?,
+        spec: r.try_get(1)?,
+        sampled_at: r.try_get(2)?,
+        ok: ok.map(|v| v == 1),
+        source: r.try_get(4)?,
+        spare: r.try_get(5)?,
+        required: r.try_get(6)?,
+        ok_at: r.try_get(7)?,
+        leader_id: r.try_get(8)?,
+        leader_url: r.try_get(9)?,
+        members: r.try_get(10)?,
+        latency_ms: r.try_get(11)?,
+        error: r.try_get(12)?,
+        open_deficit_id: r.try_get(13)?,
+        deficit_since: r.try_get(14)?,
+        open_requests: r.try_get(15)?,
+    })
+}
+
+/// Every fleet now, by name.
+pub async fn board(conn: &mut SqliteConnection) -> sqlx::Result<Vec<BoardRow>> {
+    let sql = format!("{BOARD_SQL} ORDER BY f.name");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(board_row).collect()
+}
+
+/// One fleet now; `None` when no fleet has that name.
+pub async fn board_one(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<BoardRow>> {
+    let sql = format!("{BOARD_SQL} WHERE f.name = ?");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(board_row).transpose()
+}
+
+/// The id of the fleet named `name`, if it exists (the samples, status and deficits key on it).
+pub async fn fleet_id(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT id FROM fleets WHERE name = ?")
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+}

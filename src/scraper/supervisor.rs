@@ -1,0 +1,200 @@
+//! The scrape loops: a supervisor lists the fleets every `LIST_EVERY`, keeps one task per
+//! fleet (restarted when what scraping depends on changes, stopped when the fleet is deleted),
+//! and each task scrapes on its own schedule (a random offset, then every interval, late ticks
+//! skipped and counted), under one global bound of scrapes in flight, handing every sample to
+//! `crate::headroom::record::record`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::{derived, scrape_with, ScrapeStats};
+use crate::context::Ctx;
+use crate::domain::fleet::FleetSpec;
+use crate::domain::Caller;
+
+/// How often the supervisor looks for new, changed and deleted fleets.
+pub const LIST_EVERY: Duration = Duration::from_secs(10);
+
+/// What a fleet's loop depends on; a change to any of it restarts the loop (a change to its
+/// approvals or secrets does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ScrapeKey {
+    endpoints: Vec<String>,
+    interval_secs: u32,
+    timeout_secs: u32,
+    required_override: Option<u32>,
+    restore_machine_config: String,
+}
+
+impl ScrapeKey {
+    fn of(spec: &FleetSpec) -> Self {
+        Self {
+            endpoints: spec.endpoints.clone(),
+            interval_secs: spec.scrape_interval_secs,
+            timeout_secs: spec.scrape_timeout_secs,
+            required_override: spec.required_override,
+            restore_machine_config: spec.restore_machine_config.clone(),
+        }
+    }
+}
+
+/// One fleet's running loop.
+struct Running {
+    key: ScrapeKey,
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+/// Runs one scrape loop per fleet until `shutdown` turns true (or its sender is dropped),
+/// then stops every loop and waits for them: a scrape in flight is abandoned (it only reads),
+/// a sample being recorded is finished.
+pub async fn run_until_stopped(
+    ctx: Ctx,
+    stats: Arc<ScrapeStats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(ctx.settings.scrape_concurrency.max(1)));
+    let mut running: HashMap<String, Running> = HashMap::new();
+    while !*shutdown.borrow() {
+        match crate::fleets::list(&ctx, &Caller::system()).await {
+            Ok(fleets) => {
+                let specs: Vec<FleetSpec> = fleets.into_iter().map(|f| f.spec).collect();
+                reconcile(&ctx, &stats, &permits, &mut running, specs).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "scraper could not list fleets; keeping its loops")
+            }
+        }
+        tokio::select! {
+            changed = shutdown.changed() => if changed.is_err() { break },
+            _ = tokio::time::sleep(LIST_EVERY) => {}
+        }
+    }
+    for (_, r) in running.drain() {
+        stop(r).await;
+    }
+}
+
+/// Starts loops for new fleets, restarts changed ones, stops deleted ones.
+async fn reconcile(
+    ctx: &Ctx,
+    stats: &Arc<ScrapeStats>,
+    permits: &Arc<Semaphore>,
+    running: &mut HashMap<String, Running>,
+    specs: Vec<FleetSpec>,
+) {
+    let gone: Vec<String> = running
+        .keys()
+        .filter(|name| !specs.iter().any(|s| &s.name == *name))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Some(r) = running.remove(&name) {
+            tracing::info!(fleet.name = %name, "fleet deleted; its scrape loop stops");
+            stop(r).await;
+        }
+    }
+    for spec in specs {
+        let key = ScrapeKey::of(&spec);
+        if running.get(&spec.name).is_some_and(|r| r.key == key) {
+            continue;
+        }
+        if let Some(old) = running.remove(&spec.name) {
+            tracing::info!(fleet.name = %spec.name, "fleet changed; its scrape loop restarts");
+            stop(old).await;
+        }
+        let (tx, rx) = watch::channel(false);
+        let name = spec.name.clone();
+        let handle = tokio::spawn(fleet_loop(
+            ctx.clone(),
+            spec,
+            stats.clone(),
+            permits.clone(),
+            rx,
+        ));
+        running.insert(
+            name,
+            Running {
+                key,
+                stop: tx,
+                handle,
+            },
+        );
+    }
+}
+
+async fn stop(r: Running) {
+    // The loop may have ended on its own already; then there is no receiver.
+    let _ = r.stop.send(true);
+    if let Err(e) = r.handle.await {
+        tracing::warn!(error = %e, "a scrape loop ended abnormally");
+    }
+}
+
+/// A uniformly random offset in `[0, interval)`, so fleets created together do not tick
+/// together.
+fn jitter(interval: Duration) -> Duration {
+    let mut bytes = [0u8; 8];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No randomness: start at once rather than not at all.
+        return Duration::ZERO;
+    }
+    let ms = u64::try_from(interval.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    Duration::from_millis(u64::from_le_bytes(bytes) % ms)
+}
+
+/// Scrapes one fleet on its schedule until `stop` turns true.
+async fn fleet_loop(
+    ctx: Ctx,
+    spec: FleetSpec,
+    stats: Arc<ScrapeStats>,
+    permits: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let interval = Duration::from_secs(u64::from(spec.scrape_interval_secs.max(1)));
+    let mut ticker = tokio::time::interval_at(Instant::now() + jitter(interval), interval);
+    // After a stall, one late tick runs and the schedule resumes on its grid: no burst of
+    // catch-up scrapes that would all read the same state.
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut regions = derived::Regions::default();
+    loop {
+        let scheduled = tokio::select! {
+            t = ticker.tick() => t,
+            _ = stop.changed() => return,
+        };
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        // Lag counts from the schedule to the scrape's real start, waiting for a permit
+        // included: that wait is what a too-small `scrape_concurrency` costs.
+        let lag = Instant::now().saturating_duration_since(scheduled);
+        stats.tick(
+            u64::try_from(lag.as_millis()).unwrap_or(u64::MAX),
+            lag > interval,
+        );
+        let sample = tokio::select! {
+            s = scrape_with(&ctx, &spec, &mut regions) => s,
+            _ = stop.changed() => return,
+        };
+        drop(permit);
+        if sample.outcome.is_err() {
+            stats.failure();
+        }
+        // Not raced against `stop`: a sample being written is finished, and `record` keeps
+        // its transaction short.
+        if let Err(e) = crate::headroom::record::record(&ctx, &spec.name, &sample).await {
+            tracing::warn!(fleet.name = %spec.name, error = %e, "sample not recorded");
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The fleet page's headroom sections (now, the chart panel with its range buttons, recent
+//! samples, time to restore) and the pieces the dashboard cards share with it (status badge,
+//! N+k, relative times). Pure views: the handler passes `now` so output depends only on input.
+
+use maud::{html, Markup};
+
+use super::chart::headroom_chart;
+use crate::domain::headroom::{
+    Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
+};
+use crate::domain::UnixMillis;
+use crate::web::components::time;
+use crate::web::paths;
+
+/// The chart partial's path (the range buttons' `hx-get`).
+pub fn chart_path(fleet: &str, range: Range) -> String {
+    format!(
+        "{}?range={}",
+        paths::fill(paths::FLEET_CHART, &[("name", fleet)]),
+        range.as_str()
+    )
+}
+
+/// The fleet page's own URL for a range (the buttons' `href`, so they work without JS).
+pub fn page_path(fleet: &str, range: Range) -> String {
+    format!(
+        "{}?range={}",
+        paths::fill(paths::FLEET, &[("name", fleet)]),
+        range.as_str()
+    )
+}
+
+/// A status as a badge whose text says it (colour is a second cue only).
+pub fn status_badge(status: Health) -> Markup {
+    let class = match status {
+        Health::Healthy => "good",
+        Health::Deficit => "bad",
+        Health::Unknown | Health::Stale => "warn",
+    };
+    html! { span class={ "badge status " (class) } data-status=(status.as_str()) { (status.as_str()) } }
+}
+
+/// Spare over required as `N+k` (k = spare − required; `N−1` when short), or `—` without
+/// numbers.
+pub fn n_plus_k(spare: Option<u32>, required: Option<u32>) -> String {
+    match (spare, required) {
+        (Some(s), Some(r)) if s >= r => format!("N+{}", s - r),
+        (Some(s), Some(r)) => format!("N\u{2212}{}", r - s),
+        _ => "—".to_owned(),
+    }
+}
+
+/// A duration for people: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`.
+pub fn span_words(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => {
+            let (m, r) = (s / 60, s % 60);
+            if r == 0 || m >= 10 {
+                format!("{m} min")
+            } else {
+                format!("{m} min {r} s")
+            }
+        }
+        3600..=86_399 => {
+            let (h, m) = (s / 3600, s % 3600 / 60);
+            if m == 0 {
+                format!("{h} h")
+            } else {
+                format!("{h} h {m} min")
+            }
+        }
+        _ => {
+            let (d, h) = (s / 86_400, s % 86_400 / 3600);
+            if h == 0 {
+                format!("{d} d")
+            } else {
+                format!("{d} d {h} h")
+            }
+        }
+    }
+}
+
+/// `12 s ago` with the absolute time beside it in a `<time>`.
+pub fn when(now: UnixMillis, at: Option<UnixMillis>) -> Markup {
+    match at {
+        Some(at) if at <= now => {
+            html! { (span_words(now - at)) " ago " span.muted { "(" (time(at)) ")" } }
+        }
+        Some(at) => html! { (time(at)) },
+        None => html! { span.muted { "never" } },
+    }
+}
+
+/// The open-requests link for a fleet (the history filtered to it).
+pub fn requests_link(fleet: &str, open: u32) -> Markup {
+    let href = format!(
+        "{}?fleet={}",
+        paths::HISTORY,
+        crate::http::guard::urlencode(fleet)
+    );
+    html! {
+        a href=(href) { (open) " open request" @if open != 1 { "s" } }
+    }
+}
+
+/// The "now" section: status, N+k, leader, members, last scrape and error, time in deficit,
+/// open requests.
+pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
+    html! {
+        section.card #now aria-labelledby="now-heading" {
+            h2 #now-heading { "Now" }
+            dl.spec.now {
+                dt { "status" } dd { (status_badge(f.status)) }
+                dt { "headroom" } dd {
+                    strong.nk { (n_plus_k(f.spare, f.required)) }
+                    @if let (Some(s), Some(r)) = (f.spare, f.required) {
+                        " " span.muted { "(" (s) " spare, " (r) " required, " (f.source.as_str()) ")" }
+                    }
+                }
+                dt { "leader" } dd {
+                    @match (&f.leader, f.leader_id) {
+                        (Some(url), Some(id)) => { code { (url) } " (id " (id) ")" }
+                        (Some(url), None) => code { (url) },
+                        _ => span.muted { "unknown" },
+                    }
+                }
+                dt { "members" } dd {
+                    @if f.members.is_empty() { span.muted { "unknown" } }
+                    @else {
+                        ul.plain.members {
+                            @for m in &f.members {
+                                li { code { (m.addr) } " (id " (m.id) ") "
+                                    span.badge { @if m.voter { "voter" } @else { "learner" } } }
+                            }
+                        }
+                    }
+                }
+                dt { "last scrape" } dd {
+                    (when(now, f.last_scrape_at))
+                    @if let Some(ms) = f.latency_ms { " in " (ms) " ms" }
+                    " · every " (f.scrape_interval_secs) " s"
+                }
+                @if let Some(e) = &f.last_error {
+                    dt { "last error" } dd.error-text { (e) }
+                }
+                dt { "last good sample" } dd { (when(now, f.last_ok_at)) }
+                dt { "in deficit" } dd {
+                    @match f.deficit_since {
+                        Some(since) => { strong { "for " (span_words(now - since)) } " " span.muted { "(since " (time(since)) ")" } }
+                        None => span.muted { "no" },
+                    }
+                }
+                dt { "requests" } dd { (requests_link(&f.fleet, f.open_requests)) }
+            }
+        }
+    }
+}
+
+/// The chart panel: range buttons and the chart. This is what `GET /fleets/{name}/chart`
+/// answers and what `#chart` holds; the buttons live inside it so their pressed state swaps
+/// with the chart.
+pub fn chart_panel(
+    fleet: &str,
+    range: Range,
+    series: &Series,
+    annotations: &[Annotation],
+) -> Markup {
+    html! {
+        div #chart.chart-panel data-range=(range.as_str()) {
+            nav.range-buttons aria-label="Chart range" {
+                @for r in Range::ALL {
+                    a.button href=(page_path(fleet, r))
+                        hx-get=(chart_path(fleet, r)) hx-target="#chart" hx-swap="outerHTML"
+                        hx-push-url=(page_path(fleet, r))
+                        aria-current=[(r == range).then_some("true")]
+                        id={ "range-" (r.as_str()) } {
+                        (range_button_text(r))
+                    }
+                }
+            }
+            (headroom_chart(series, annotations))
+        }
+    }
+}
+
+fn range_button_text(r: Range) -> &'static str {
+    match r {
+        Range::H1 => "1 h",
+        Range::H6 => "6 h",
+        Range::H24 => "24 h",
+        Range::D7 => "7 d",
+        Range::D30 => "30 d",
+        Range::D90 => "90 d",
+    }
+}
+
+/// The notice shown when `?range=` named no range: the page falls back to 1 h.
+pub fn range_notice(given: &str) -> Markup {
+    html! {
+        p.notice role="status" {
+            "The range " code { "range=" (given) } " is not one of "
+            @for (i, r) in Range::ALL.iter().enumerate() {
+                @if i > 0 { ", " } code { (r.as_str()) }
+            }
+            "; showing the last hour."
+        }
+    }
+}
+
+/// The recent samples, newest first, in a focusable scroll pane.
+pub fn samples_section(rows: &[SampleRow]) -> Markup {
+    html! {
+        section.card #samples aria-labelledby="samples-heading" {
+            h2 #samples-heading { "Recent samples" }
+            @if rows.is_empty() {
+                p.muted { "No samples yet: the scraper has not reached this fleet." }
+            } @else {
+                div.scroll-pane tabindex="0" role="region" aria-label="Recent samples, newest first" {
+                    table.data {
+                        thead { tr {
+                            th scope="col" { "Time" } th scope="col" { "Result" } th scope="col" { "Spare" }
+                            th scope="col" { "Required" } th scope="col" { "Voters / learners" }
+                            th scope="col" { "Leader / term" } th scope="col" { "Latency" }
+                        } }
+                        tbody {
+                            @for s in rows {
+                                tr {
+                                    td { (time(s.at)) }
+                                    td {
+                                        @match &s.error {
+                                            Some(e) => span.error-text { "failed: " (e) },
+                                            None => { "ok (" (s.source.as_str()) ")" },
+                                        }
+                                    }
+                                    td { (opt(s.spare)) }
+                                    td { (opt(s.required)) }
+                                    td { (opt(s.voters)) " / " (opt(s.learners)) }
+                                    td { (opt(s.leader_id)) " / " (opt(s.term)) }
+                                    td { (s.latency_ms) " ms" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "—".to_owned(), |v| v.to_string())
+}
+
+/// One milestone cell: the time and how long it took since the previous milestone reached.
+fn milestone(at: Option<UnixMillis>, prev: Option<UnixMillis>) -> Markup {
+    html! {
+        @match at {
+            Some(at) => {
+                (time(at))
+                @if let Some(p) = prev { br; span.muted { "+" (span_words(at - p)) } }
+            }
+            None => span.muted { "—" },
+        }
+    }
+}
+
+/// Each deficit and its restore: detected → proposed → approved → provisioned → restored,
+/// with the time each step took and the total, linking the proposal.
+pub fn deficits_section(deficits: &[DeficitTimeline]) -> Markup {
+    html! {
+        section.card #deficits aria-labelledby="deficits-heading" {
+            h2 #deficits-heading { "Deficits and time to restore" }
+            @if deficits.is_empty() {
+                p.muted { "No deficit recorded." }
+            } @else {
+                div.scroll-pane tabindex="0" role="region" aria-label="Deficits, newest first" {
+                    table.data {
+                        thead { tr {
+                            th scope="col" { "Detected" } th scope="col" { "Spare / required" }
+                            th scope="col" { "Proposed" } th scope="col" { "Approved" }
+                            th scope="col" { "Provisioned" } th scope="col" { "Restored" }
+                            th scope="col" { "Time to restore" } th scope="col" { "Request" }
+                        } }
+                        tbody {
+                            @for d in deficits {
+                                tr {
+                                    td { (time(d.detected_at)) br; span.muted { "below since " (time(d.started_at)) } }
+                                    td { (d.spare) " / " (d.required) }
+                                    td { (milestone(d.proposed_at, Some(d.detected_at))) }
+                                    td { (milestone(d.approved_at, d.proposed_at)) }
+                                    td { (milestone(d.provisioned_at, d.approved_at.or(d.proposed_at))) }
+                                    td { (milestone(d.restored_at, d.provisioned_at.or(d.approved_at).or(d.proposed_at).or(Some(d.detected_at)))) }
+                                    td {
+                                        @match d.restored_at {
+                                            Some(r) => strong { (span_words(r - d.detected_at)) },
+                                            None => span.muted { "open" },
+                                        }
+                                    }
+                                    td {
+                                        @if let Some(id) = d.provision_id {
+                                            a href=(paths::fill(paths::PROVISION, &[("id", &id.to_string())])) { "#" (id) }
+                                            @if let Some(s) = &d.provision_state { " " span.badge { (s) } }
+                                        }
+                                        @if !d.note.is_empty() { div.muted { (d.note) } }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn n_plus_k_shows_the_margin_and_a_shortfall() {
+        assert_eq!(n_plus_k(Some(3), Some(1)), "N+2");
+        assert_eq!(n_plus_k(Some(1), Some(1)), "N+0");
+        assert_eq!(n_plus_k(Some(0), Some(2)), "N\u{2212}2");
+        assert_eq!(n_plus_k(None, Some(2)), "—");
+    }
+
+    #[test]
+    fn spans_read_in_the_largest_units() {
+        assert_eq!(span_words(45_000), "45 s");
+        assert_eq!(span_words(150_000), "2 min 30 s");
+        assert_eq!(span_words(3_900_000), "1 h 5 min");
+        assert_eq!(span_words(2 * 86_400_000 + 4 * 3_600_000), "2 d 4 h");
+        assert_eq!(span_words(-5), "0 s");
+    }
+
+    #[test]
+    fn the_range_notice_names_the_parameter_and_every_allowed_value() {
+        let html = range_notice("<b>2h").into_string();
+        assert!(html.contains("range=&lt;b&gt;2h"), "{html}");
+        for r in Range::ALL {
+            assert!(
+                html.contains(&format!("<code>{}</code>", r.as_str())),
+                "{html}"
+            );
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! The scraper against fake yubaba nodes on loopback: one wiremock server per node, whose
+//! published `addr` is the server's own `127.0.0.1:port`, so following the leader and asking
+//! each member are real HTTP hops. Nothing here leaves loopback: the one non-loopback address
+//! (link-local) is refused by the outbound policy before any connect.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use headroom::domain::fleet::{FleetInput, FleetSpec};
+use headroom::domain::headroom::{Observation, Sample, Source};
+use headroom::domain::Role;
+use headroom::provider::fake::Fake;
+use headroom::provisioning::{requests, runner, NewRequest};
+use headroom::scraper::{scrape_once, ScrapeStats};
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::helpers::TestApp;
+use crate::runner::{caller, console, ctx_with};
+
+/// The shared fixture, or its copy beside the tests.
+fn fixture(name: &str) -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(root.join("../shared/fixtures/yubaba").join(name))
+        .or_else(|_| std::fs::read(root.join("tests/api/fixtures/yubaba").join(name)))
+        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+fn fixture_json(name: &str) -> Value {
+    serde_json::from_slice(&fixture(name)).unwrap()
+}
+
+/// `host:port` of a fake node, as yubaba publishes it.
+fn addr(s: &MockServer) -> String {
+    s.address().to_string()
+}
+
+/// A `/raft/status` body: `node` as seen by itself, `leader` the one it knows, `members` every
+/// node (all voters), `headroom` the section (`None` leaves the key out).
+fn status(
+    node: u64,
+    leader: Option<u64>,
+    term: u64,
+    members: &[(u64, String)],
+    headroom: Option<Value>,
+) -> Value {
+    let nodes: serde_json::Map<String, Value> = members
+        .iter()
+        .map(|(id, a)| (id.to_string(), json!({ "addr": a })))
+        .collect();
+    let voters: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
+    let mut v = json!({
+        "node_id": node,
+        "state": if leader == Some(node) { "Leader" } else { "Follower" },
+        "current_leader": leader,
+        "current_term": term,
+        "last_log_index": 10,
+        "last_applied": null,
+        "membership_config": { "log_id": null, "membership": { "configs": [voters], "nodes": nodes } },
+    });
+    if let Some(h) = headroom {
+        v["headroom"] = h;
+    }
+    v
+}
+
+async fn serve_status(s: &MockServer, body: Value) {
+    Mock::given(method("GET"))
+        .and(path("/raft/status"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(s)
+        .await;
+}
+
+async fn serve_raw(s: &MockServer, code: u16, body: Vec<u8>) {
+    Mock::given(method("GET"))
+        .and(path("/raft/status"))
+        .respond_with(ResponseTemplate::new(code).set_body_bytes(body))
+        .mount(s)
+        .await;
+}
+
+/// A fleet spec for `scrape_once` (not stored: the native paths read nothing else).
+fn spec(endpoints: &[String], timeout_secs: u32) -> FleetSpec {
+    FleetSpec {
+        name: "prod".into(),
+        endpoints: endpoints.to_vec(),
+        restore_machine_config: "spare-fsn1".into(),
+        approvals_required: 1,
+        approval_ttl_hours: 4,
+        scrape_interval_secs: 15,
+        scrape_timeout_secs: timeout_secs,
+        required_override: None,
+        secrets: BTreeMap::new(),
+    }
+}
+
+fn ok(sample: &Sample) -> &Observation {
+    sample
+        .outcome
+        .as_ref()
+        .unwrap_or_else(|e| panic!("expected numbers, got the error {e:?}"))
+}
+
+fn err(sample: &Sample) -> &str {
+    match &sample.outcome {
+        Err(e) => e,
+        Ok(o) => panic!("expected an error sample, got {o:?}"),
+    }
+}
+
+/// A loopback port nothing listens on (bound, then released).
+fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_leader_change_is_followed_from_a_follower_endpoint() {
+    let app = TestApp::spawn().await;
+    let ctx = &app.state.ctx;
+    let (n1, n2, n3) = (
+        MockServer::start().await,
+        MockServer::start().await,
+        MockServer::start().await,
+    );
+    let members = [(1, addr(&n1)), (2, addr(&n2)), (3, addr(&n3))];
+    let fleet = spec(&[n3.uri()], 3);
+
+    // Node 1 leads; the endpoint is follower 3.
+    serve_status(&n3, status(3, Some(1), 3, &members, Some(Value::Null))).await;
+    serve_status(
+        &n1,
+        status(
+            1,
+            Some(1),
+            3,
+            &members,
+            Some(json!({"spare": 1, "required": 1, "zones": 2})),
+        ),
+    )
+    .await;
+    serve_status(&n2, status(2, Some(1), 3, &members, Some(Value::Null))).await;
+    let first = scrape_once(ctx, &fleet).await;
+    let o = ok(&first);
+    assert_eq!((o.leader_id, o.term), (Some(1), Some(3)));
+    assert_eq!(o.leader_url.as_deref(), Some(n1.uri().as_str()));
+    assert_eq!((o.source, o.spare, o.required), (Source::Native, 1, 1));
+    assert_eq!(
+        o.evidence["headroom"]["zones"], 2,
+        "the raw section is kept"
+    );
+    assert_eq!(o.voters(), 3);
+
+    // Leadership moves to node 2 in term 4.
+    for n in [&n1, &n2, &n3] {
+        n.reset().await;
+    }
+    serve_status(&n3, status(3, Some(2), 4, &members, Some(Value::Null))).await;
+    serve_status(&n1, status(1, Some(2), 4, &members, Some(Value::Null))).await;
+    serve_status(
+        &n2,
+        status(
+            2,
+            Some(2),
+            4,
+            &members,
+            Some(json!({"spare": 0, "required": 1})),
+        ),
+    )
+    .await;
+    let second = scrape_once(ctx, &fleet).await;
+    let o = ok(&second);
+    assert_eq!((o.leader_id, o.term), (Some(2), Some(4)));
+    assert_eq!(o.leader_url.as_deref(), Some(n2.uri().as_str()));
+    assert_eq!((o.spare, o.required), (0, 1));
+    assert_eq!(
+        n1.received_requests().await.unwrap().len(),
+        0,
+        "the old leader is not asked"
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
+    let app = TestApp::spawn().await;
+    let ctx = &app.state.ctx;
+    let n1 = MockServer::start().await;
+    let members = [(1, addr(&n1))];
+    let healthy = status(
+        1,
+        Some(1),
+        3,
+        &members,
+        Some(json!({"spare": 2, "required": 1})),
+    );
+    let fleet = spec(&[n1.uri()], 1);
+
+    serve_status(&n1, healthy.clone()).await;
+    assert_eq!(ok(&scrape_once(ctx, &fleet).await).spare, 2);
+
+    n1.reset().await;
+    serve_raw(&n1, 500, b"internal error".to_vec()).await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "HTTP 500: internal error"
+    );
+
+    // A node that hangs past the fleet's timeout: the tick ends at its deadline.
+    n1.reset().await;
+    Mock::given(method("GET"))
+        .and(path("/raft/status"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(healthy.clone())
+                .set_delay(Duration::from_secs(10)),
+        )
+        .mount(&n1)
+        .await;
+    let hung = scrape_once(ctx, &fleet).await;
+    assert_eq!(err(&hung), "timed out");
+    assert!(
+        (900..3000).contains(&hung.latency_ms),
+        "latency {}",
+        hung.latency_ms
+    );
+
+    // It recovers.
+    n1.reset().await;
+    serve_status(&n1, healthy).await;
+    let back = scrape_once(ctx, &fleet).await;
+    assert_eq!(ok(&back).spare, 2);
+
+    // A node that is gone: nothing listens any more.
+    let gone = format!("http://127.0.0.1:{}", dead_port());
+    assert_eq!(
+        err(&scrape_once(ctx, &spec(std::slice::from_ref(&gone), 1)).await),
+        "could not connect"
+    );
+
+    // With a second endpoint, the dead first one is passed over.
+    let o = ok(&scrape_once(ctx, &spec(&[gone.clone(), n1.uri()], 2)).await).clone();
+    assert_eq!(o.leader_url.as_deref(), Some(n1.uri().as_str()));
+    let both_dead = scrape_once(ctx, &spec(&[gone.clone(), gone], 1)).await;
+    assert_eq!(
+        err(&both_dead),
+        "could not connect (and 1 other endpoints failed)"
+    );
+}
+
+/// A member that answers `/node` with `node` and `/node/usage?window_ms=500` with `usage`.
+async fn member(node: Value, usage: Value) -> MockServer {
+    let s = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/node"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(node))
+        .mount(&s)
+        .await;
+    // Only with the window: without it the node measures against whoever polled last.
+    Mock::given(method("GET"))
+        .and(path("/node/usage"))
+        .and(query_param("window_ms", "500"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(usage))
+        .mount(&s)
+        .await;
+    s
+}
+
+#[tokio::test]
+async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_set_required() {
+    let app = console(|_| {}).await;
+    let fake = Fake::new();
+    let ctx = ctx_with(&app, Arc::new(fake.clone()));
+    let node = fixture_json("node.json");
+    let idle = fixture_json("node-usage-idle.json");
+    let busy = fixture_json("node-usage-busy.json");
+    let mut unpublished = node.clone();
+    unpublished
+        .as_object_mut()
+        .unwrap()
+        .remove("yah.allocatable.memory_mb");
+
+    // Leader 1 is busy, 2 and 3 idle with capacity, 4 idle without capacity, 5 unreachable.
+    let n1 = member(node.clone(), busy).await;
+    let n2 = member(node.clone(), idle.clone()).await;
+    let n3 = member(node.clone(), idle.clone()).await;
+    let n4 = member(unpublished, idle).await;
+    let members = [
+        (1, addr(&n1)),
+        (2, addr(&n2)),
+        (3, addr(&n3)),
+        (4, addr(&n4)),
+        (5, format!("127.0.0.1:{}", dead_port())),
+    ];
+    // No `headroom` key: an older build.
+    serve_status(&n1, status(1, Some(1), 3, &members, None)).await;
+
+    let input = FleetInput {
+        name: "prod".into(),
+        endpoints: vec![n1.uri()],
+        restore_machine_config: "spare-fsn1".into(),
+        scrape_timeout_secs: Some(json!(3)),
+        ..FleetInput::default()
+    };
+    headroom::fleets::create(&ctx, &headroom::auth::Caller::system(), &input)
+        .await
+        .unwrap();
+    let stored = || async {
+        headroom::fleets::get(&ctx, &headroom::auth::Caller::system(), "prod")
+            .await
+            .unwrap()
+            .spec
+    };
+
+    let sample = scrape_once(&ctx, &stored().await).await;
+    let o = ok(&sample);
+    assert_eq!(o.source, Source::Derived);
+    assert_eq!(o.spare, 2, "members 2 and 3");
+    assert_eq!(o.required, 1, "one region: eu-central");
+    assert_eq!(o.members.len(), 5);
+
+    // A restore that succeeded with a config in a second region makes it N+2.
+    let mut second = headroom::domain::machine::MachineInput {
+        name: "spare-hel1".into(),
+        provider: "simulated".into(),
+        location: "hel1".into(),
+        server_type: "cx22".into(),
+        image: "debian-12".into(),
+        region: "eu-north".into(),
+        zone: "hel1-dc2".into(),
+        yubaba_channel: "stable".into(),
+        yubaba_url: "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz".into(),
+        yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
+        ..Default::default()
+    };
+    second.mesh_tags = vec!["tag:spare".into()];
+    headroom::machines::machine_configs::create(&ctx, &headroom::auth::Caller::system(), &second)
+        .await
+        .unwrap();
+    // A request still open does not count: only machines that exist do.
+    let request = NewRequest {
+        fleet: "prod".into(),
+        machine_config: "spare-hel1".into(),
+        template: None,
+        count: 1,
+        reason: "a spare in the second region".into(),
+    };
+    let id = requests::create(&ctx, &caller("olga", Role::Operator), &request)
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(ok(&scrape_once(&ctx, &stored().await).await).required, 1);
+    requests::approve(&ctx, &caller("abe", Role::Approver), id, None)
+        .await
+        .unwrap();
+    assert!(runner::run_once(&ctx).await.unwrap());
+    let sample = scrape_once(&ctx, &stored().await).await;
+    assert_eq!((ok(&sample).spare, ok(&sample).required), (2, 2));
+
+    // The override wins over both rules.
+    let mut over = stored().await;
+    over.required_override = Some(3);
+    assert_eq!(ok(&scrape_once(&ctx, &over).await).required, 3);
+}
+
+#[tokio::test]
+async fn a_link_local_leader_address_is_refused_by_the_policy() {
+    let app = TestApp::spawn().await;
+    let n1 = MockServer::start().await;
+    // The follower names a leader on the cloud metadata range: the policy refuses it before
+    // any connect, so no packet is sent there.
+    let members = [(1, addr(&n1)), (2, "169.254.169.254:80".to_owned())];
+    serve_status(&n1, status(1, Some(2), 3, &members, Some(Value::Null))).await;
+    let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
+    assert_eq!(err(&sample), "leader 2: refused: link-local address");
+}
+
+#[tokio::test]
+async fn oversized_garbage_503_and_unevaluated_answers_are_error_samples() {
+    let app = TestApp::spawn().await;
+    let ctx = &app.state.ctx;
+    let n1 = MockServer::start().await;
+    let fleet = spec(&[n1.uri()], 2);
+
+    let mut big = fixture_json("raft-status-leader-with-headroom.json");
+    big["padding"] = json!("x".repeat(300 * 1024));
+    serve_status(&n1, big).await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "body larger than 256 KiB"
+    );
+
+    n1.reset().await;
+    serve_raw(&n1, 503, fixture("raft-status-503-body.txt")).await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "HTTP 503: raft not configured: start yubaba with --raft-node-id to enable clustering"
+    );
+
+    n1.reset().await;
+    serve_raw(&n1, 200, b"\x00\x01garbage{".to_vec()).await;
+    assert!(err(&scrape_once(ctx, &fleet).await).starts_with("unreadable status: not JSON"));
+
+    n1.reset().await;
+    let body = fixture("raft-status-leader-with-headroom.json");
+    serve_raw(&n1, 200, body[..body.len() / 2].to_vec()).await;
+    assert!(err(&scrape_once(ctx, &fleet).await).contains("ends early"));
+
+    n1.reset().await;
+    serve_status(
+        &n1,
+        json!({"node_id": 1, "state": "Leader", "headroom": {"spare": -1, "required": 1}}),
+    )
+    .await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "unreadable status: `headroom.spare` must be a whole number from 0 to 4294967295"
+    );
+
+    // A leader whose first evaluation has not run yet.
+    n1.reset().await;
+    let members = [(1, addr(&n1))];
+    serve_status(&n1, status(1, Some(1), 3, &members, Some(Value::Null))).await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "leader has not evaluated headroom yet"
+    );
+
+    // An uninitialised learner knows no leader.
+    n1.reset().await;
+    serve_status(&n1, fixture_json("raft-status-uninitialised.json")).await;
+    assert_eq!(err(&scrape_once(ctx, &fleet).await), "no leader");
+}
+
+#[tokio::test]
+async fn a_single_node_cluster_on_an_unspecified_address_is_read_from_the_given_url() {
+    let app = TestApp::spawn().await;
+    let n1 = MockServer::start().await;
+    let mut body = fixture_json("raft-status-single-node.json");
+    body["headroom"] = json!({"spare": 0, "required": 1});
+    serve_status(&n1, body).await;
+    let sample = scrape_once(&app.state.ctx, &spec(&[format!("{}/", n1.uri())], 2)).await;
+    let o = ok(&sample);
+    assert_eq!(o.leader_url.as_deref(), Some(n1.uri().as_str()));
+    assert_eq!(o.members[0].addr, "0.0.0.0:7443");
+}
+
+/// Samples stored for fleet `name`.
+async fn samples_of(app: &TestApp, name: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id WHERE f.name = ?",
+    )
+    .bind(name)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn run_until_stopped_scrapes_every_fleet_and_stops_on_shutdown() {
+    let app = console(|_| {}).await;
+    let ctx = app.state.ctx.clone();
+    let n1 = MockServer::start().await;
+    let members = [(1, addr(&n1))];
+    serve_status(
+        &n1,
+        status(
+            1,
+            Some(1),
+            3,
+            &members,
+            Some(json!({"spare": 1, "required": 1})),
+        ),
+    )
+    .await;
+    let gone = format!("http://127.0.0.1:{}", dead_port());
+    for (name, endpoint) in [("alpha", n1.uri()), ("beta", gone)] {
+        let input = FleetInput {
+            name: name.into(),
+            endpoints: vec![endpoint],
+            restore_machine_config: "spare-fsn1".into(),
+            scrape_interval_secs: Some(json!(5)),
+            scrape_timeout_secs: Some(json!(2)),
+            ..FleetInput::default()
+        };
+        headroom::fleets::create(&ctx, &headroom::auth::Caller::system(), &input)
+            .await
+            .unwrap();
+    }
+    let stats = Arc::new(ScrapeStats::default());
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(headroom::scraper::run_until_stopped(ctx, stats.clone(), rx));
+
+    // Each loop starts within one interval (5 s) of its random offset.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while samples_of(&app, "alpha").await == 0 || samples_of(&app, "beta").await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not both fleets sampled in time"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ok_alpha: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id
+         WHERE f.name = 'alpha' AND s.ok = 1 AND s.spare = 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert!(ok_alpha >= 1);
+    let failed_beta: Option<String> = sqlx::query_scalar(
+        "SELECT s.error FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id WHERE f.name = 'beta'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(failed_beta.as_deref(), Some("could not connect"));
+    assert!(stats.ticks() >= 2 && stats.failures() >= 1, "{stats:?}");
+    assert_eq!(stats.missed_ticks(), 0);
+    assert!(stats.lag_p99_ms().unwrap() < 1_000, "{stats:?}");
+
+    tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(3), task)
+        .await
+        .expect("stops promptly")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_chunked_body_past_the_cap_is_cut_off_without_reading_further() {
+    let app = TestApp::spawn().await;
+    // No Content-Length: the body streams forever, so only the cap can end the read early.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = written.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let (mut sock, _) = listener.accept().await.unwrap();
+        // Read the request head before answering, as a server would.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            use tokio::io::AsyncReadExt;
+            if sock.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+        sock.write_all(answer.as_bytes()).await.unwrap();
+        let chunk = format!("{:x}\r\n{}\r\n", 16 * 1024, " ".repeat(16 * 1024));
+        while sock.write_all(chunk.as_bytes()).await.is_ok() {
+            counter.fetch_add(16 * 1024, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let fleet = spec(&[format!("http://127.0.0.1:{port}")], 5);
+    let sample = scrape_once(&app.state.ctx, &fleet).await;
+    assert_eq!(err(&sample), "body larger than 256 KiB");
+    assert!(
+        sample.latency_ms < 4_000,
+        "ended by the cap, not the timeout"
+    );
+    // The writer stops once the reader hangs up; socket buffers hold at most a few MiB.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(written.load(std::sync::atomic::Ordering::Relaxed) < 16 * 1024 * 1024);
+}
