@@ -1,8 +1,9 @@
 //! The headroom chart's cost against its width: a fresh SQLite file holding 90 days of
 //! 15-second samples for 10 fleets, stored as the product stores them (raw rows for the raw
-//! retention window, minute and hour rollups for all 90 days), then the chart's
-//! query (`series` + `annotations`) and render (`headroom_chart`) timed for the 1 h and the
-//! 90 d range, side by side. Goal: the 90 d chart costs at most 2× the 1 h chart.
+//! retention window, minute, hour and six-hour rollups for all 90 days), then the chart's
+//! query (`series` + `annotations`) and render (`headroom_chart`) timed for the 1 h, 24 h, 7 d,
+//! 30 d and 90 d ranges, side by side, each with its step, resolution and stored rows read.
+//! Goal: the 90 d chart costs at most 2× the 1 h chart.
 //!
 //! `cargo bench --bench headroom_chart` (iterations per range: `BENCH_ITERATIONS`, default
 //! 300, spread over the 10 fleets).
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use headroom::context::Ctx;
 use headroom::domain::fleet::{FleetInput, FleetSpec};
-use headroom::domain::headroom::Range;
+use headroom::domain::headroom::{Range, Resolution};
 use headroom::domain::{Caller, ManualClock};
 use headroom::headroom::series;
 use headroom::web::fleets::chart::headroom_chart;
@@ -31,6 +32,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 struct Timed {
     range: Range,
     points: usize,
+    step: i64,
+    resolution: Resolution,
     query: Vec<f64>,
     render: Vec<f64>,
     total: Vec<f64>,
@@ -84,6 +87,8 @@ async fn time_range(ctx: &Ctx, range: Range, iterations: usize) -> anyhow::Resul
     let mut t = Timed {
         range,
         points: 0,
+        step: 0,
+        resolution: Resolution::Raw,
         query: Vec::new(),
         render: Vec::new(),
         total: Vec::new(),
@@ -103,6 +108,7 @@ async fn time_range(ctx: &Ctx, range: Range, iterations: usize) -> anyhow::Resul
             continue;
         }
         t.points = s.points.len();
+        (t.step, t.resolution) = (s.step, s.resolution);
         t.bytes = html.len();
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         t.query.push(us(queried - started));
@@ -125,6 +131,51 @@ async fn explain(ctx: &Ctx, sql: &str, binds: &[i64]) -> anyhow::Result<String> 
         .map(|r| r.3)
         .collect::<Vec<_>>()
         .join("; "))
+}
+
+/// Stored rows one series of `t` reads (fleet-1's, over the same range): raw samples or
+/// rollups of its resolution in its grid-aligned range.
+async fn rows_read(ctx: &Ctx, t: &Timed) -> anyhow::Result<i64> {
+    let s = series::series(
+        ctx,
+        &Caller::system(),
+        "fleet-1",
+        NOW - t.range.millis(),
+        NOW,
+        None,
+    )
+    .await?;
+    let (table, level) = match s.resolution {
+        Resolution::Raw => ("fleet_samples", "at"),
+        _ => ("fleet_rollups", "bucket"),
+    };
+    let resolution = match s.resolution {
+        Resolution::Raw => String::new(),
+        res => format!("AND resolution = {}", res.bucket_millis() / 1000),
+    };
+    let q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {table}
+         WHERE fleet_id = (SELECT id FROM fleets WHERE name = 'fleet-1') {resolution}
+           AND {level} >= ? AND {level} < ?"
+    )));
+    Ok(q.bind(s.from).bind(s.to).fetch_one(&ctx.pool).await?)
+}
+
+fn resolution_name(r: Resolution) -> String {
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn step_words(ms: i64) -> String {
+    if ms % HOUR == 0 {
+        format!("{} h", ms / HOUR)
+    } else if ms % 60_000 == 0 {
+        format!("{} min", ms / 60_000)
+    } else {
+        format!("{} s", ms / 1000)
+    }
 }
 
 #[tokio::main]
@@ -180,13 +231,16 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let mut rows = Vec::new();
-    for range in [Range::H1, Range::D90] {
+    for range in [Range::H1, Range::H24, Range::D7, Range::D30, Range::D90] {
         rows.push(time_range(&ctx, range, iterations).await?);
     }
     println!();
     println!(
-        "{:<6} {:>6} {:>11} {:>11} {:>12} {:>11} {:>11} {:>9}",
+        "{:<6} {:>7} {:<9} {:>9} {:>6} {:>11} {:>11} {:>12} {:>11} {:>11} {:>9}",
         "range",
+        "step",
+        "rows",
+        "read",
         "points",
         "query p50",
         "query p99",
@@ -197,6 +251,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut medians = Vec::new();
     for r in &mut rows {
+        let read = rows_read(&ctx, r).await?;
         let (q50, q99) = (
             percentile(&mut r.query, 0.5),
             percentile(&mut r.query, 0.99),
@@ -208,8 +263,11 @@ async fn main() -> anyhow::Result<()> {
         );
         medians.push(t50);
         println!(
-            "{:<6} {:>6} {:>9.0}µs {:>9.0}µs {:>10.0}µs {:>9.0}µs {:>9.0}µs {:>9.1}",
+            "{:<6} {:>7} {:<9} {:>9} {:>6} {:>9.0}µs {:>9.0}µs {:>10.0}µs {:>9.0}µs {:>9.0}µs {:>9.1}",
             r.range.as_str(),
+            step_words(r.step),
+            resolution_name(r.resolution),
+            read,
             r.points,
             q50,
             q99,
@@ -219,7 +277,7 @@ async fn main() -> anyhow::Result<()> {
             r.bytes as f64 / 1024.0
         );
     }
-    let ratio = medians[1] / medians[0];
+    let ratio = medians[medians.len() - 1] / medians[0];
     println!(
         "\n90d / 1h (median total): {ratio:.2}× — goal ≤ 2×: {}",
         if ratio <= 2.0 { "met" } else { "MISSED" }

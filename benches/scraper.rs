@@ -174,6 +174,14 @@ async fn main() {
         .await
         .expect("database");
     let ctx = headroom::context::Ctx::build(settings, pool, Arc::new(SystemClock)).expect("ctx");
+    // What `headroom demo` has before its machine config: the default template and the
+    // simulated cloud's catalogue it is checked against.
+    headroom::machines::templates::ensure_default(&ctx)
+        .await
+        .expect("default template");
+    headroom::sim::demo::fill_simulated_catalogue(&ctx)
+        .await
+        .expect("simulated catalogue");
     let config = headroom::domain::machine::MachineInput {
         name: "spare-fsn1".into(),
         provider: "simulated".into(),
@@ -183,6 +191,8 @@ async fn main() {
         region: "eu-central".into(),
         zone: "fsn1-dc14".into(),
         yubaba_channel: "stable".into(),
+        yubaba_url: "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz".into(),
+        yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
         ..Default::default()
     };
     headroom::machines::machine_configs::create(&ctx, &Caller::system(), &config)

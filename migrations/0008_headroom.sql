@@ -24,12 +24,11 @@ CREATE TABLE fleet_samples (
 CREATE INDEX fleet_samples_fleet_at ON fleet_samples (fleet_id, at);
 CREATE INDEX fleet_samples_at ON fleet_samples (at);
 
--- Per-minute (resolution 60), per-hour (3600) and per-six-hours (21600) summaries of the
--- samples, written with each sample (an upsert into each), so they are never behind the raw
--- rows. The six-hour level lets a 90-day chart (360 points of six hours) read one row a point.
+-- Per-minute (resolution 60) and per-hour (resolution 3600) summaries of the samples, written
+-- with each sample (an upsert into both), so they are never behind the raw rows.
 CREATE TABLE fleet_rollups (
     fleet_id      INTEGER NOT NULL REFERENCES fleets(id) ON DELETE CASCADE,
-    resolution    INTEGER NOT NULL CHECK (resolution IN (60, 3600, 21600)),
+    resolution    INTEGER NOT NULL CHECK (resolution IN (60, 3600)),
     bucket        INTEGER NOT NULL,               -- unix ms of the bucket's start
     samples       INTEGER NOT NULL,
     ok_samples    INTEGER NOT NULL,

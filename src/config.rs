@@ -117,6 +117,9 @@ pub struct Settings {
     pub scrape_concurrency: usize,
     /// When a fleet enters and leaves a deficit.
     pub deficit: crate::domain::headroom::DeficitPolicy,
+    /// How long after a fleet's restore proposal was superseded by recovery a new deficit
+    /// waits before filing another (a flapping fleet files one per cool-down, not per cycle).
+    pub proposal_cooldown: Duration,
     /// How long samples and their rollups are kept.
     pub retention: Retention,
 }
@@ -286,6 +289,9 @@ keys! {
     deficit_enter_samples: u32 = "4";
     /// Consecutive samples at or above required that leave a deficit (1–1000).
     deficit_leave_samples: u32 = "5";
+    /// Minutes after a proposal was superseded by recovery before a new deficit files another
+    /// (1–1440).
+    deficit_cooldown_minutes: u64 = "10";
     /// Hours raw samples are kept (1–8760).
     samples_raw_hours: u64 = "24";
     /// Days per-minute rollups are kept (1–3650).
@@ -342,6 +348,9 @@ impl PartialSettings {
             // healthy as long before its deficit is over.
             deficit_enter_samples: Some(3),
             deficit_leave_samples: Some(3),
+            // Half an hour: a fleet flapping around its threshold files two proposals an hour
+            // at most, while a deficit that lasts still gets its restore within the half hour.
+            deficit_cooldown_minutes: Some(30),
             // Raw ticks for two days (the 1 h … 24 h charts read them or the minute rollups),
             // minutes for two weeks (the 7 d chart), hours for 400 days (30 d, 90 d, a year).
             samples_raw_hours: Some(48),
@@ -777,6 +786,15 @@ fn settle(
                 "samples",
             )?,
         },
+        proposal_cooldown: Duration::from_secs(
+            60 * rules.range(
+                p.deficit_cooldown_minutes,
+                "deficit_cooldown_minutes",
+                1,
+                1_440,
+                "minutes",
+            )?,
+        ),
         retention: Retention {
             raw: Duration::from_secs(
                 3600 * rules.range(p.samples_raw_hours, "samples_raw_hours", 1, 8_760, "hours")?,

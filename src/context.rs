@@ -41,6 +41,70 @@ pub struct Ctx {
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
     /// without waiting for the runner's next poll.
     pub jobs: Arc<tokio::sync::Notify>,
+    /// Every fleet now, as the dashboard, its cards and `/metrics` read it: loaded at most
+    /// once per `BOARD_TTL_MS`, and again at once after a sample, a fleet change or a request
+    /// change invalidates it, so a room full of dashboards costs one query a second.
+    pub board: Arc<ReadCache<Vec<crate::domain::headroom::FleetNow>>>,
+}
+
+/// How long a loaded board serves readers when nothing invalidated it (clock milliseconds).
+pub const BOARD_TTL_MS: i64 = 1_000;
+
+/// A value read again at most once per `ttl` (measured on the clock operations use, so tests
+/// with a manual clock see exactly the same rule), or sooner after [`ReadCache::invalidate`].
+/// Concurrent misses load once: the others wait for that load and share its result.
+pub struct ReadCache<T> {
+    ttl: i64,
+    generation: std::sync::atomic::AtomicU64,
+    slot: tokio::sync::Mutex<Option<Cached<T>>>,
+}
+
+struct Cached<T> {
+    generation: u64,
+    at: UnixMillis,
+    value: Arc<T>,
+}
+
+impl<T> ReadCache<T> {
+    /// An empty cache whose values serve for `ttl` milliseconds.
+    pub fn new(ttl: i64) -> Self {
+        Self {
+            ttl,
+            generation: std::sync::atomic::AtomicU64::new(0),
+            slot: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Marks what is cached as out of date: the next read loads again.
+    pub fn invalidate(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The cached value when it is younger than the ttl at `now` and nothing invalidated it
+    /// since it was loaded; else the result of `load`, kept when it is `Ok`. An invalidation
+    /// that arrives while `load` runs leaves the loaded value already out of date, so a write
+    /// is never hidden behind a load that started before it.
+    pub async fn get_or_load<E, F, Fut>(&self, now: UnixMillis, load: F) -> Result<Arc<T>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let mut slot = self.slot.lock().await;
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(c) = slot.as_ref() {
+            if c.generation == generation && now >= c.at && now - c.at < self.ttl {
+                return Ok(c.value.clone());
+            }
+        }
+        let value = Arc::new(load().await?);
+        *slot = Some(Cached {
+            generation,
+            at: now,
+            value: value.clone(),
+        });
+        Ok(value)
+    }
 }
 
 impl Ctx {
@@ -97,11 +161,14 @@ impl Ctx {
             webhook = webhook.ca_file(path)?;
         }
         // Fleets answer within their own scrape timeout (at most a minute); these bound a
-        // scrape whose fleet asks for more than the client allows.
+        // scrape whose fleet asks for more than the client allows. No redirect is followed:
+        // yubaba never redirects, and a node could otherwise send the scraper to any path of
+        // any loopback or private host.
         let mut scrape = OutboundClient::builder(
             crate::outbound::Purpose::Scrape,
             settings.outbound_allow.clone(),
         )
+        .no_redirects()
         .connect_timeout(std::time::Duration::from_secs(10))
         .timeout(std::time::Duration::from_secs(
             u64::from(crate::domain::fleet::SCRAPE_TIMEOUT_SECS_MAX) + 5,
@@ -120,6 +187,7 @@ impl Ctx {
             outbound: pin.build()?,
             exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
             jobs: Arc::new(tokio::sync::Notify::new()),
+            board: Arc::new(ReadCache::new(BOARD_TTL_MS)),
         })
     }
 
@@ -134,5 +202,81 @@ impl Ctx {
     /// The current time.
     pub fn now(&self) -> UnixMillis {
         self.clock.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read(
+        cache: &ReadCache<u32>,
+        now: UnixMillis,
+        loads: &std::sync::atomic::AtomicU32,
+    ) -> u32 {
+        *cache
+            .get_or_load(now, || async {
+                Ok::<_, ()>(loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1)
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_cached_value_serves_until_its_ttl_or_an_invalidation() {
+        let cache = ReadCache::new(1_000);
+        let loads = std::sync::atomic::AtomicU32::new(0);
+        assert_eq!(read(&cache, 10_000, &loads).await, 1);
+        assert_eq!(read(&cache, 10_999, &loads).await, 1, "within the ttl");
+        assert_eq!(read(&cache, 11_000, &loads).await, 2, "the ttl passed");
+        cache.invalidate();
+        assert_eq!(read(&cache, 11_001, &loads).await, 3, "invalidated");
+        assert_eq!(
+            read(&cache, 10_000, &loads).await,
+            4,
+            "a clock that went back"
+        );
+        let failed = cache
+            .get_or_load(10_500, || async { Err::<u32, _>("down") })
+            .await;
+        assert_eq!(
+            failed.map(|v| *v),
+            Ok(4),
+            "a valid value is served without loading"
+        );
+        cache.invalidate();
+        let failed = cache
+            .get_or_load(11_003, || async { Err::<u32, _>("down") })
+            .await;
+        assert_eq!(failed.unwrap_err(), "down");
+        assert_eq!(
+            read(&cache, 11_004, &loads).await,
+            5,
+            "an error is never kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_load_once() {
+        let cache = Arc::new(ReadCache::new(1_000));
+        let loads = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let readers: Vec<_> = (0..16)
+            .map(|_| {
+                let (cache, loads) = (cache.clone(), loads.clone());
+                tokio::spawn(async move {
+                    *cache
+                        .get_or_load(5, || async {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                            Ok::<_, ()>(loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                        })
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        for r in readers {
+            assert_eq!(r.await.unwrap(), 0);
+        }
+        assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -80,13 +80,16 @@ impl Application {
         // starts (and after the catalogue their plans are priced from), so a recovery it sees
         // next always finds the proposal to supersede. A failure is logged, never fatal: the
         // deficits stay open and are retried at the next start.
-        match crate::headroom::deficit::resume(&state.ctx).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(deficits = n, "filed restore proposals left unfiled"),
-            Err(e) => tracing::error!(
-                error = format!("{e:#}"),
-                "resuming deficit proposals failed"
-            ),
+        // A standby instance (scraping off) leaves deficits to the active one.
+        if state.ctx.settings.scrape_enabled {
+            match crate::headroom::deficit::resume(&state.ctx).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deficits = n, "filed restore proposals left unfiled"),
+                Err(e) => tracing::error!(
+                    error = format!("{e:#}"),
+                    "resuming deficit proposals failed"
+                ),
+            }
         }
         let server = run(listener, state.clone())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);

@@ -16,6 +16,7 @@ pub struct AppState {
     pub login_key: crate::auth::csrf::LoginKey,
     /// Live sessions' activity, held in memory so reading a page writes nothing.
     pub sessions: Arc<crate::auth::sessions::Activity>,
-    /// The scraper's tick, miss, failure and lag counters, for `/metrics`.
+    /// The scraper's tick, miss, failure and lag counters: `/metrics` copies them out as
+    /// plain numbers for `telemetry` to render.
     pub scrape_stats: Arc<crate::scraper::ScrapeStats>,
 }

@@ -36,8 +36,12 @@ pub struct HeadroomParams {
     )]
     pub to: String,
     /// Width of one point in whole seconds, 5 to 34560000, giving at most 2000 points over the
-    /// range; rounded up to whole minutes or hours when read from rollups. Default: the range
-    /// in at most 360 points, and at least two scrape intervals.
+    /// range; read from the coarsest stored resolution whose bucket divides it (25200 = 7 h:
+    /// hour rollups), rounded up to whole minutes or hours only where the raw samples (48 h by
+    /// default) or minute rollups (14 d) of the range are no longer kept. Default: the shortest
+    /// of 5, 10, 15, 30 s, 1, 2, 5, 10, 15 min, 1, 2, 3, 6, 12 h, 1, 2 d that is at least two
+    /// scrape intervals and holds the range in at most 360 steps (1 h: 30 s at a 15 s
+    /// interval, 24 h: 5 min, 7 d: 1 h, 30 d: 2 h, 90 d: 6 h).
     #[param(value_type = Option<i64>, minimum = 5, maximum = 34560000)]
     pub step: String,
 }
@@ -55,7 +59,7 @@ pub struct HeadroomPointJson {
     pub required: Option<u32>,
     /// At least one sample in the bucket succeeded; `false` is a gap (every scrape failed).
     pub ok: bool,
-    /// The source of the bucket's newest sample (`none`: it failed).
+    /// The source of the bucket's newest ok sample (`none`: every sample failed).
     pub source: Source,
 }
 
@@ -72,18 +76,23 @@ impl From<&Point> for HeadroomPointJson {
     }
 }
 
-/// A fleet's headroom over a range, oldest point first. A step without any sample has no
-/// point (a gap as much as a point with `ok: false`).
+/// A fleet's headroom over a range, oldest point first. Points start at multiples of `step`
+/// from the Unix epoch, so a point covers the same time from one request to the next. A step
+/// without any sample has no point (a gap as much as a point with `ok: false`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HeadroomJson {
     pub fleet: String,
-    /// Start of the first bucket, RFC 3339, UTC (`from` aligned to whole rollup buckets).
+    /// Start of the first bucket, RFC 3339, UTC: the first multiple of `step` at or after the
+    /// requested `from` (the bucket holding an unaligned `from` is left out, unless it is the
+    /// only one; then its start).
     pub from: String,
-    /// End of the range, RFC 3339, UTC.
+    /// End of the last bucket, RFC 3339, UTC: the bucket holding the requested `to` is kept
+    /// whole (`to` rounded up to a multiple of `step`), so `to − from` is whole steps.
     pub to: String,
     /// Width of one point, in seconds.
     pub step: i64,
-    /// What the points were read from: `raw` samples, `minute` or `hour` rollups.
+    /// What the points were read from: `raw` samples, `minute`, `hour` or `six_hours` rollups
+    /// (the coarsest whose bucket divides `step`).
     pub resolution: Resolution,
     pub points: Vec<HeadroomPointJson>,
 }

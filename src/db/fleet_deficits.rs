@@ -16,8 +16,13 @@ pub struct NewDeficit<'a> {
     pub spare: u32,
     pub required: u32,
     /// JSON: the leader's status body and the streak's samples (no secrets: yubaba's own
-    /// status answer and our numbers).
+    /// status answer and our numbers), at most `headroom::deficit::EVIDENCE_MAX_BYTES`.
     pub evidence: &'a str,
+    /// Why no proposal is filed yet (a flapping fleet's cool-down); empty when one is filed at
+    /// once.
+    pub note: &'a str,
+    /// When a deferred proposal falls due; `None` when it is filed at once.
+    pub proposal_due_at: Option<UnixMillis>,
 }
 
 /// A stored deficit with its fleet's name.
@@ -34,13 +39,25 @@ pub struct DeficitRow {
     pub note: String,
     pub evidence: String,
     pub ended_at: Option<UnixMillis>,
+    /// Set while the proposal waits for the cool-down (and on a deficit that ended inside it).
+    pub proposal_due_at: Option<UnixMillis>,
+    /// Requests this deficit filed (or found open) before its latest, oldest first.
+    pub earlier_provisions: Vec<i64>,
+    /// When its latest proposal was settled; `None` before the first.
+    pub proposed_at: Option<UnixMillis>,
+}
+
+/// A stored JSON array of request ids; anything else (never written) reads as none.
+fn ids(json: &str) -> Vec<i64> {
+    serde_json::from_str(json).unwrap_or_default()
 }
 
 /// Stores a deficit; returns its id.
 pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO fleet_deficits
+             (fleet_id, started_at, detected_at, spare, required, evidence, note, proposal_due_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(d.fleet_id)
     .bind(d.started_at)
@@ -48,6 +65,8 @@ pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Re
     .bind(i64::from(d.spare))
     .bind(i64::from(d.required))
     .bind(d.evidence)
+    .bind(d.note)
+    .bind(d.proposal_due_at)
     .fetch_one(conn)
     .await
 }
@@ -56,7 +75,8 @@ pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Re
 pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<DeficitRow>> {
     let row = sqlx::query(
         "SELECT d.id, d.fleet_id, f.name, d.started_at, d.detected_at, d.spare, d.required,
-                d.provision_id, d.note, d.evidence, d.ended_at
+                d.provision_id, d.note, d.evidence, d.ended_at, d.proposal_due_at,
+                d.earlier_provisions, d.proposed_at
          FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id WHERE d.id = ?",
     )
     .bind(id)
@@ -75,26 +95,31 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
             note: r.try_get(8)?,
             evidence: r.try_get(9)?,
             ended_at: r.try_get(10)?,
+            proposal_due_at: r.try_get(11)?,
+            earlier_provisions: ids(r.try_get(12)?),
+            proposed_at: r.try_get(13)?,
         })
     })
     .transpose()
 }
 
-/// Records what the proposal came to: the request filed (or found open) and a note. Only a
-/// deficit not yet settled is written (no request, empty note), so a second proposer — a
-/// resume racing a late filing — cannot overwrite the first; `false` when it was settled.
+/// Records what the proposal came to at `at`: the request filed (or found open) and a note.
+/// Only a deficit not yet settled is written (no request, empty note), so a second proposer —
+/// a resume racing a late filing — cannot overwrite the first; `false` when it was settled.
 pub async fn settle_proposal(
     conn: &mut SqliteConnection,
     id: i64,
     provision_id: Option<i64>,
     note: &str,
+    at: UnixMillis,
 ) -> sqlx::Result<bool> {
     let n = sqlx::query(
-        "UPDATE fleet_deficits SET provision_id = ?, note = ?
+        "UPDATE fleet_deficits SET provision_id = ?, note = ?, proposed_at = ?
          WHERE id = ? AND provision_id IS NULL AND note = ''",
     )
     .bind(provision_id)
     .bind(note)
+    .bind(at)
     .bind(id)
     .execute(conn)
     .await?
@@ -115,16 +140,101 @@ pub async fn end(conn: &mut SqliteConnection, id: i64, at: UnixMillis) -> sqlx::
     .map(|_| ())
 }
 
-/// Open deficits whose proposal was never settled (no request, no note): a crash between the
-/// deficit's commit and its filing. Found through each fleet's `open_deficit_id`, so the cost
-/// follows the number of fleets, not the deficits kept.
-pub async fn unfiled(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(
-        "SELECT d.id FROM fleet_status s JOIN fleet_deficits d ON d.id = s.open_deficit_id
-         WHERE d.provision_id IS NULL AND d.note = '' AND d.ended_at IS NULL ORDER BY d.id",
+/// Releases an open deficit's deferred proposal once it fell due (`due_by` or earlier): clears
+/// the cool-down note and due time, so `deficit::propose` files it like any new deficit (and
+/// `unfiled` finds it after a crash). `false` when there was nothing to release.
+pub async fn release_deferred(
+    conn: &mut SqliteConnection,
+    id: i64,
+    due_by: UnixMillis,
+) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "UPDATE fleet_deficits SET note = '', proposal_due_at = NULL
+         WHERE id = ? AND ended_at IS NULL AND provision_id IS NULL
+           AND proposal_due_at IS NOT NULL AND proposal_due_at <= ?",
     )
-    .fetch_all(conn)
+    .bind(id)
+    .bind(due_by)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// A restore proposal recovery superseded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superseded {
+    /// The request.
+    pub provision_id: i64,
+    /// When recovery superseded it.
+    pub at: UnixMillis,
+}
+
+/// The fleet's newest headroom proposal (requester `system`) superseded by recovery (`reason`)
+/// at or after `since`.
+/// Reads only the fleet's requests finished since then (`provisions_by_fleet_finished`), so
+/// the cost follows the cool-down, not the requests kept.
+pub async fn superseded_since(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    since: UnixMillis,
+    reason: &str,
+) -> sqlx::Result<Option<Superseded>> {
+    let row: Option<(i64, UnixMillis)> = sqlx::query_as(
+        "SELECT id, finished_at FROM provisions
+         WHERE fleet = ? AND finished_at >= ? AND state = 'superseded' AND requester = ?
+           AND state_reason = ?
+         ORDER BY finished_at DESC, id DESC LIMIT 1",
+    )
+    .bind(fleet)
+    .bind(since)
+    .bind(crate::domain::Actor::System.name())
+    .bind(reason)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(provision_id, at)| Superseded { provision_id, at }))
+}
+
+/// Deletes at most `limit` deficits that ended before `before` (open ones are never deleted);
+/// returns how many. Found through `fleet_deficits_ended`, so a batch reads only what it
+/// deletes. The request a deficit filed keeps its own `evidence` line.
+pub async fn prune_ended(
+    conn: &mut SqliteConnection,
+    before: UnixMillis,
+    limit: i64,
+) -> sqlx::Result<u64> {
+    sqlx::query(
+        "DELETE FROM fleet_deficits WHERE id IN
+            (SELECT id FROM fleet_deficits WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT ?)",
+    )
+    .bind(before)
+    .bind(limit)
+    .execute(conn)
     .await
+    .map(|r| r.rows_affected())
+}
+
+/// The statement of [`unfiled`], public so a test can pin its plan.
+///
+/// Driven from the fleets in deficit: `CROSS JOIN` keeps `fleet_status` as the outer loop
+/// (SQLite never reorders it), read through `fleet_status_open_deficit` for the rows with an
+/// open deficit only, and each deficit is then read by primary key. Plan:
+/// `SEARCH s USING COVERING INDEX fleet_status_open_deficit (open_deficit_id>?)` then
+/// `SEARCH d USING INTEGER PRIMARY KEY (rowid=?)`. (A plain join let the planner start from
+/// `fleet_deficits_provision (provision_id=?)`, which walks every deficit ever left
+/// unfiled — a note-only refusal kept for months included — and scans the status table.)
+pub const UNFILED_SQL: &str = "SELECT d.id
+     FROM fleet_status s INDEXED BY fleet_status_open_deficit
+     CROSS JOIN fleet_deficits d ON d.id = s.open_deficit_id
+     WHERE s.open_deficit_id IS NOT NULL
+       AND d.provision_id IS NULL AND d.note = '' AND d.ended_at IS NULL
+     ORDER BY d.id";
+
+/// Open deficits whose proposal is not settled (no request, no note): a crash or an error
+/// between the deficit's commit (or its release for a follow-up) and its filing. The cost
+/// follows the number of fleets in deficit now, not the deficits kept ([`UNFILED_SQL`]).
+pub async fn unfiled(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(UNFILED_SQL).fetch_all(conn).await
 }
 
 /// A deficit with its request's milestones, for time-to-restore.
@@ -142,6 +252,8 @@ pub struct TimelineRow {
     pub approved_at: Option<UnixMillis>,
     pub provisioned_at: Option<UnixMillis>,
     pub ended_at: Option<UnixMillis>,
+    /// Requests filed for this deficit before `provision_id`, oldest first.
+    pub earlier_provisions: Vec<i64>,
 }
 
 /// The fleet's newest `limit` deficits, newest first, each joined with its request by primary
@@ -154,7 +266,8 @@ pub async fn timeline(
     let rows = sqlx::query(
         "SELECT d.id, d.started_at, d.detected_at, d.spare, d.required, d.provision_id, p.state,
                 d.note, p.created_at, p.approved_at,
-                CASE WHEN p.state = 'succeeded' THEN p.finished_at END, d.ended_at
+                CASE WHEN p.state = 'succeeded' THEN p.finished_at END, d.ended_at,
+                d.earlier_provisions
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
          WHERE d.fleet_id = ? ORDER BY d.detected_at DESC, d.id DESC LIMIT ?",
     )
@@ -177,6 +290,7 @@ pub async fn timeline(
                 approved_at: r.try_get(9)?,
                 provisioned_at: r.try_get(10)?,
                 ended_at: r.try_get(11)?,
+                earlier_provisions: ids(r.try_get(12)?),
             })
         })
         .collect()
@@ -236,4 +350,112 @@ pub async fn open_request(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Res
     .bind(fleet)
     .fetch_one(conn)
     .await
+}
+
+/// An open deficit's latest proposal, as the follow-up rule needs it (one read by primary
+/// keys: the deficit, then its request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestProposal {
+    /// The deficit's latest request, if one was filed or found open.
+    pub provision_id: Option<i64>,
+    /// Its state word (`None` without a request).
+    pub state: Option<String>,
+    /// Why none was filed; empty when one was.
+    pub note: String,
+    pub proposed_at: Option<UnixMillis>,
+    pub detected_at: UnixMillis,
+    pub created_at: Option<UnixMillis>,
+    pub expires_at: Option<UnixMillis>,
+    pub finished_at: Option<UnixMillis>,
+    /// Ok samples below required counted since it finished.
+    pub followup_below: i64,
+}
+
+/// The latest proposal of open deficit `id`; `None` when the deficit is gone or ended.
+pub async fn latest_proposal(
+    conn: &mut SqliteConnection,
+    id: i64,
+) -> sqlx::Result<Option<LatestProposal>> {
+    let row = sqlx::query(
+        "SELECT d.provision_id, p.state, d.note, d.proposed_at, d.detected_at, p.created_at,
+                p.expires_at, p.finished_at, d.followup_below
+         FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
+         WHERE d.id = ? AND d.ended_at IS NULL",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.map(|r| {
+        Ok(LatestProposal {
+            provision_id: r.try_get(0)?,
+            state: r.try_get(1)?,
+            note: r.try_get(2)?,
+            proposed_at: r.try_get(3)?,
+            detected_at: r.try_get(4)?,
+            created_at: r.try_get(5)?,
+            expires_at: r.try_get(6)?,
+            finished_at: r.try_get(7)?,
+            followup_below: r.try_get(8)?,
+        })
+    })
+    .transpose()
+}
+
+/// Counts one more sample below required towards open deficit `id`'s follow-up.
+pub async fn count_followup_sample(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE fleet_deficits SET followup_below = followup_below + 1
+         WHERE id = ? AND ended_at IS NULL",
+    )
+    .bind(id)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Most earlier requests one deficit keeps a note of.
+pub const EARLIER_MAX: i64 = 100;
+
+/// Releases open deficit `id` for a follow-up proposal: its latest request moves to the
+/// earlier ones (up to [`EARLIER_MAX`]), the request, note and count are cleared, so
+/// `deficit::propose` files the follow-up like a first proposal (and [`unfiled`] finds it if
+/// that fails). `proposed_at` stays: the cool-down counts from it. `false` when the deficit
+/// was not settled or not open (nothing released).
+pub async fn release_followup(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "UPDATE fleet_deficits SET
+             earlier_provisions = CASE
+                 WHEN provision_id IS NULL OR json_array_length(earlier_provisions) >= ?
+                     THEN earlier_provisions
+                 ELSE json_insert(earlier_provisions, '$[#]', provision_id) END,
+             provision_id = NULL, note = '', followup_below = 0
+         WHERE id = ? AND ended_at IS NULL AND proposal_due_at IS NULL
+           AND (provision_id IS NOT NULL OR note <> '')",
+    )
+    .bind(EARLIER_MAX)
+    .bind(id)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// Whether request `provision_id` is headroom's own filing for deficit `deficit_id`: requester
+/// `system` and the reason `deficit::propose` writes (which names the deficit). Lets a resume
+/// adopt a request whose filing committed while recording it on the deficit failed.
+pub async fn is_own_proposal(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+    reason_prefix: &str,
+) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM provisions WHERE id = ? AND requester = ? AND substr(reason, 1, ?) = ?",
+    )
+    .bind(provision_id)
+    .bind(crate::domain::Actor::System.name())
+    .bind(i64::try_from(reason_prefix.chars().count()).unwrap_or(i64::MAX))
+    .bind(reason_prefix)
+    .fetch_one(conn)
+    .await?;
+    Ok(n == 1)
 }

@@ -66,8 +66,10 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
 
 /// Adds one sample to the bucket of `resolution` that holds `at`. Min and max ignore failed
 /// samples (SQLite's two-argument `min`/`max` return NULL when either side is NULL, hence the
-/// `coalesce`); `last` follows the newest ok sample, so a late-arriving older sample (a clock
-/// step) never overwrites a newer one.
+/// `coalesce`); the `last` values and `source_last` follow the newest ok sample, so a
+/// late-arriving older sample (a clock step) never overwrites a newer one, and a failed scrape
+/// after an ok one leaves the bucket's source as the ok one's (a bucket whose every sample
+/// failed keeps `none`).
 #[allow(clippy::too_many_arguments)]
 async fn fold_into_rollup(
     conn: &mut SqliteConnection,
@@ -97,7 +99,8 @@ async fn fold_into_rollup(
                                   THEN excluded.spare_last ELSE spare_last END,
              required_last = CASE WHEN excluded.ok_samples = 1 AND excluded.last_at >= last_at
                                   THEN excluded.required_last ELSE required_last END,
-             source_last   = CASE WHEN excluded.last_at >= last_at
+             source_last   = CASE WHEN excluded.ok_samples = 1
+                                       AND (ok_samples = 0 OR excluded.last_at >= last_at)
                                   THEN excluded.source_last ELSE source_last END,
              last_at       = max(last_at, excluded.last_at)",
     )
@@ -153,23 +156,23 @@ pub struct BucketRow {
     pub required_max: Option<i64>,
     /// Ok samples in the bucket.
     pub ok_samples: i64,
-    /// The source of the bucket's newest sample.
+    /// The source of the bucket's newest ok sample; `none` when none was ok.
     pub source: Source,
 }
 
-/// The queries below encode sources as small integers (native 2, derived 1, none 0), so "the
-/// source of the newest row" is one `max(at * 4 + code)`: a bare column beside several
-/// aggregates would come from an arbitrary row.
-fn source_from_code(code: i64) -> Source {
-    match code.rem_euclid(4) {
-        2 => Source::Native,
-        1 => Source::Derived,
+/// The queries below encode sources as small integers (native 2, derived 1), so "the source
+/// of the newest ok row" is one `max(CASE WHEN ok THEN at * 4 + code END)`, NULL when no row
+/// was ok: a bare column beside several aggregates would come from an arbitrary row.
+fn source_from_code(code: Option<i64>) -> Source {
+    match code.map(|c| c.rem_euclid(4)) {
+        Some(2) => Source::Native,
+        Some(1) => Source::Derived,
         _ => Source::None,
     }
 }
 
 fn bucket_from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BucketRow> {
-    let newest: i64 = r.try_get(5)?;
+    let newest: Option<i64> = r.try_get(5)?;
     Ok(BucketRow {
         k: r.try_get(0)?,
         spare_min: r.try_get(1)?,
@@ -184,7 +187,9 @@ fn bucket_from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BucketRow> {
 /// its plan.
 pub const RAW_BUCKETS_SQL: &str =
     "SELECT (at - ?2) / ?4 AS k, min(spare), max(spare), max(required), sum(ok),
-            max(at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1 ELSE 0 END)
+            max(CASE WHEN ok = 1
+                     THEN at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1
+                                   ELSE 0 END END)
      FROM fleet_samples INDEXED BY fleet_samples_fleet_at
      WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
      GROUP BY k ORDER BY k";
@@ -216,16 +221,18 @@ pub async fn raw_buckets(
 pub const ROLLUP_BUCKETS_SQL: &str =
     "SELECT (bucket - ?3) / ?5 AS k, min(spare_min), max(spare_max), max(required_max),
             sum(ok_samples),
-            max(last_at * 4
-                + CASE source_last WHEN 'native' THEN 2 WHEN 'derived' THEN 1 ELSE 0 END)
+            max(CASE WHEN ok_samples > 0
+                     THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
+                                        WHEN 'derived' THEN 1 ELSE 0 END END)
      FROM fleet_rollups
      WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
      GROUP BY k ORDER BY k";
 
 /// The `resolution` rollups of fleet `fleet_id` whose buckets start in `[from, to)`, folded
 /// into buckets of `step` ms (a multiple of the rollup's width, `from` aligned to it), oldest
-/// first: the fewest and most spares, the highest requirement, the ok samples and the newest
-/// source. A primary-key range, so the cost follows the range's width.
+/// first: the fewest and most spares, the highest requirement, the ok samples and the source
+/// of the newest ok sample (rollup buckets are disjoint, so the newest row with an ok sample
+/// holds it). A primary-key range, so the cost follows the range's width.
 pub async fn rollup_buckets(
     conn: &mut SqliteConnection,
     fleet_id: i64,

@@ -13,13 +13,17 @@ pub struct StoredTracker {
     pub tracker: DeficitTracker,
     /// The open deficit, if any.
     pub open_deficit_id: Option<i64>,
+    /// When the open deficit's deferred proposal falls due (a flapping fleet's cool-down).
+    pub proposal_due_at: Option<UnixMillis>,
 }
 
 /// The fleet's stored tracker; the default (no streaks, no deficit) when it was never sampled.
+/// The open deficit's due time comes with it (its primary key), so a sample costs one read.
 pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result<StoredTracker> {
     let row = sqlx::query(
-        "SELECT below_streak, healthy_streak, open_deficit_id FROM fleet_status
-         WHERE fleet_id = ?",
+        "SELECT s.below_streak, s.healthy_streak, s.open_deficit_id, d.proposal_due_at
+         FROM fleet_status s LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id
+         WHERE s.fleet_id = ?",
     )
     .bind(fleet_id)
     .fetch_optional(conn)
@@ -36,6 +40,7 @@ pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result
             in_deficit: open.is_some(),
         },
         open_deficit_id: open,
+        proposal_due_at: r.try_get(3)?,
     })
 }
 
@@ -51,6 +56,9 @@ pub async fn upsert(
 ) -> sqlx::Result<()> {
     let latency = i64::try_from(s.latency_ms).unwrap_or(i64::MAX);
     let streak = |v: u32| i64::from(v);
+    // SQLite integers are i64: an id or term past that is not one we can store, so it is
+    // stored as unknown rather than wrapped into a negative number.
+    let id = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok());
     match &s.outcome {
         Ok(o) => {
             // Members are our own serde type: serialising them cannot fail.
@@ -76,9 +84,9 @@ pub async fn upsert(
             .bind(o.source.as_str())
             .bind(i64::from(o.spare))
             .bind(i64::from(o.required))
-            .bind(o.leader_id.map(|v| v as i64))
+            .bind(id(o.leader_id))
             .bind(o.leader_url.as_deref())
-            .bind(o.term.map(|v| v as i64))
+            .bind(id(o.term))
             .bind(i64::from(o.voters()))
             .bind(i64::from(o.learners()))
             .bind(members)
@@ -118,7 +126,8 @@ pub async fn upsert(
 }
 
 /// A fleet now, as one row of the board query: the fleet, its status row (absent when never
-/// scraped), its open deficit's start and its open request count.
+/// scraped), its open deficit's start and its open request count. The members list is read
+/// only for one fleet (`board_one`); the whole board carries the stored counts.
 #[derive(Debug, Clone)]
 pub struct BoardRow {
     pub name: String,
@@ -132,6 +141,11 @@ pub struct BoardRow {
     pub ok_at: Option<UnixMillis>,
     pub leader_id: Option<i64>,
     pub leader_url: Option<String>,
+    /// Members in a voter set, at the newest ok sample.
+    pub voters: Option<i64>,
+    /// Members in no voter set, at the newest ok sample.
+    pub learners: Option<i64>,
+    /// JSON array of members; read by `board_one` only (`None` from `board`).
     pub members: Option<String>,
     pub latency_ms: Option<i64>,
     pub error: Option<String>,
@@ -142,15 +156,27 @@ pub struct BoardRow {
 
 // One statement for the whole board: each fleet's status row by primary key, its open deficit
 // by primary key, and its open requests through `provisions_by_fleet_state`, so the cost grows
-// with the number of fleets and open requests, never with the samples or deficits kept.
-const BOARD_SQL: &str = "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
-        s.ok_at, s.leader_id, s.leader_url, s.members, s.latency_ms, s.error,
-        s.open_deficit_id, d.started_at,
-        (SELECT COUNT(*) FROM provisions p
-          WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing'))
-     FROM fleets f
-     LEFT JOIN fleet_status s ON s.fleet_id = f.id
-     LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id";
+// with the number of fleets and open requests, never with the samples or deficits kept. The
+// members JSON (thousands of entries for a big fleet) is selected only for one fleet's page;
+// the board carries the stored counts.
+macro_rules! board_sql {
+    ($members:literal, $tail:literal) => {
+        concat!(
+            "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
+                s.ok_at, s.leader_id, s.leader_url, s.voters, s.learners, s.latency_ms, s.error,
+                s.open_deficit_id, d.started_at,
+                (SELECT COUNT(*) FROM provisions p
+                  WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing')),
+                ",
+            $members,
+            "
+             FROM fleets f
+             LEFT JOIN fleet_status s ON s.fleet_id = f.id
+             LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id ",
+            $tail
+        )
+    };
+}
 
 fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
     let ok: Option<i64> = r.try_get(3)?;
@@ -165,28 +191,28 @@ fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
         ok_at: r.try_get(7)?,
         leader_id: r.try_get(8)?,
         leader_url: r.try_get(9)?,
-        members: r.try_get(10)?,
-        latency_ms: r.try_get(11)?,
-        error: r.try_get(12)?,
-        open_deficit_id: r.try_get(13)?,
-        deficit_since: r.try_get(14)?,
-        open_requests: r.try_get(15)?,
+        voters: r.try_get(10)?,
+        learners: r.try_get(11)?,
+        latency_ms: r.try_get(12)?,
+        error: r.try_get(13)?,
+        open_deficit_id: r.try_get(14)?,
+        deficit_since: r.try_get(15)?,
+        open_requests: r.try_get(16)?,
+        members: r.try_get(17)?,
     })
 }
 
-/// Every fleet now, by name.
+/// Every fleet now, by name, without the members list.
 pub async fn board(conn: &mut SqliteConnection) -> sqlx::Result<Vec<BoardRow>> {
-    let sql = format!("{BOARD_SQL} ORDER BY f.name");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let rows = sqlx::query(board_sql!("NULL", "ORDER BY f.name"))
         .fetch_all(conn)
         .await?;
     rows.iter().map(board_row).collect()
 }
 
-/// One fleet now; `None` when no fleet has that name.
+/// One fleet now, with its members list; `None` when no fleet has that name.
 pub async fn board_one(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<BoardRow>> {
-    let sql = format!("{BOARD_SQL} WHERE f.name = ?");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let row = sqlx::query(board_sql!("s.members", "WHERE f.name = ?"))
         .bind(name)
         .fetch_optional(conn)
         .await?;

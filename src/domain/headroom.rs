@@ -276,9 +276,9 @@ impl Range {
     }
 }
 
-/// Which stored rows a series is read from.
+/// Which stored rows a series is read from; serialised `raw`, `minute`, `hour`, `six_hours`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Resolution {
     /// `fleet_samples` (one row per tick).
     Raw,
@@ -300,6 +300,15 @@ impl Resolution {
             Resolution::SixHours => 21_600_000,
         }
     }
+
+    /// The coarsest stored resolution whose bucket divides `step` (raw when no rollup's
+    /// does), so every point of that step is made of whole stored rows: 7 h reads hour rows.
+    pub fn dividing(step: i64) -> Resolution {
+        [Resolution::SixHours, Resolution::Hour, Resolution::Minute]
+            .into_iter()
+            .find(|r| step > 0 && step % r.bucket_millis() == 0)
+            .unwrap_or(Resolution::Raw)
+    }
 }
 
 /// Points a chart draws at most; a series' step is chosen so its range fits in this many.
@@ -308,23 +317,46 @@ pub const CHART_POINTS: i64 = 360;
 /// Shortest step, in milliseconds (the shortest scrape interval).
 pub const STEP_MIN_MILLIS: i64 = 5_000;
 
+/// The steps a default step is chosen from, shortest first. Each is read from the resolution
+/// [`Resolution::dividing`] it, at most 15 stored rows a point: after 15 minutes (15 minute
+/// rows) comes the hour (one hour row, where 20 or 30 minutes would read 20 or 30 minute
+/// rows), after 3 hours six hours (one six-hour row).
+pub const DEFAULT_STEPS: [i64; 16] = [
+    5_000,
+    10_000,
+    15_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    900_000,
+    3_600_000,
+    7_200_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    172_800_000,
+];
+
 /// The step and stored resolution for a range of `width` milliseconds drawn in at most
-/// `points` points: the step is `width / points` (at least `STEP_MIN_MILLIS`), and the
-/// resolution is the coarsest whose buckets are no wider than the step, so the rows read grow
-/// with the number of points, not with the history kept. A caller asking for a finer step than
-/// the retained raw window allows gets the minute or hour rows (see `crate::headroom::series`).
-pub fn step_for(width: i64, points: i64) -> (i64, Resolution) {
-    let step = (width / points.max(1)).max(STEP_MIN_MILLIS);
-    let resolution = if step >= Resolution::SixHours.bucket_millis() {
-        Resolution::SixHours
-    } else if step >= Resolution::Hour.bucket_millis() {
-        Resolution::Hour
-    } else if step >= Resolution::Minute.bucket_millis() {
-        Resolution::Minute
-    } else {
-        Resolution::Raw
-    };
-    (step, resolution)
+/// `points` points: the shortest of [`DEFAULT_STEPS`] that is at least `at_least` (e.g. two
+/// scrape intervals, or a minute when the raw rows are gone) and holds the range in at most
+/// `points` whole steps (1 h → 10 s, 6 h → 1 min, 24 h → 5 min, 7 d → 1 h, 30 d → 2 h, 90 d →
+/// 6 h), read from the coarsest resolution dividing it. So the rows read follow the points,
+/// never the history kept. Past the longest (ranges beyond 400 days) whole two-day steps.
+pub fn step_for(width: i64, points: i64, at_least: i64) -> (i64, Resolution) {
+    let points = points.max(1);
+    let step = DEFAULT_STEPS
+        .into_iter()
+        .find(|s| *s >= at_least && width / s <= points)
+        .unwrap_or_else(|| {
+            let longest = DEFAULT_STEPS[DEFAULT_STEPS.len() - 1];
+            let wanted = (width / points).max(at_least).max(1);
+            (wanted + longest - 1) / longest * longest
+        });
+    (step, Resolution::dividing(step))
 }
 
 /// One point of a series: the bucket `[t, t + step)`.
@@ -341,7 +373,7 @@ pub struct Point {
     pub required: Option<u32>,
     /// At least one ok sample fell in the bucket; `false` is a gap.
     pub ok: bool,
-    /// The source of the bucket's newest sample.
+    /// The source of the bucket's newest ok sample (`none` when every sample failed).
     pub source: Source,
 }
 
@@ -391,8 +423,13 @@ pub struct FleetNow {
     pub leader_id: Option<u64>,
     /// The base URL the newest ok sample was read from.
     pub leader: Option<String>,
-    /// Members at the newest ok sample.
+    /// Members at the newest ok sample. Filled only for one fleet (`board::now`: the fleet
+    /// page and the fleet API); empty on the whole board, which carries the counts below.
     pub members: Vec<Member>,
+    /// Members in a voter set at the newest ok sample (`None` before the first ok sample).
+    pub voters: Option<u32>,
+    /// Members in no voter set at the newest ok sample (`None` before the first ok sample).
+    pub learners: Option<u32>,
     /// When the newest sample (ok or not) was taken.
     #[schema(value_type = Option<String>)]
     pub last_scrape_at: Option<UnixMillis>,
@@ -567,26 +604,48 @@ mod tests {
 
     #[test]
     fn the_step_keeps_every_range_within_the_chart_points() {
+        const MIN: i64 = 60_000;
+        const HOUR: i64 = 60 * MIN;
         for r in Range::ALL {
-            let (step, res) = step_for(r.millis(), CHART_POINTS);
+            let (step, res) = step_for(r.millis(), CHART_POINTS, STEP_MIN_MILLIS);
             assert!(r.millis() / step <= CHART_POINTS, "{r:?}");
-            assert!(res.bucket_millis() <= step, "{r:?}");
+            assert_eq!(res, Resolution::dividing(step), "{r:?}");
         }
+        for step in DEFAULT_STEPS {
+            let res = Resolution::dividing(step);
+            if res != Resolution::Raw {
+                assert_eq!(step % res.bucket_millis(), 0);
+                assert!(step / res.bucket_millis() <= 15, "{step}: rows a point");
+            }
+        }
+        let at_least_30s = |r: Range| step_for(r.millis(), CHART_POINTS, 30_000);
+        assert_eq!(at_least_30s(Range::H1), (30_000, Resolution::Raw));
+        assert_eq!(at_least_30s(Range::H6), (MIN, Resolution::Minute));
+        assert_eq!(at_least_30s(Range::H24), (5 * MIN, Resolution::Minute));
+        assert_eq!(at_least_30s(Range::D7), (HOUR, Resolution::Hour));
+        assert_eq!(at_least_30s(Range::D30), (2 * HOUR, Resolution::Hour));
+        assert_eq!(at_least_30s(Range::D90), (6 * HOUR, Resolution::SixHours));
         assert_eq!(
-            step_for(Range::H1.millis(), CHART_POINTS).1,
-            Resolution::Raw
+            step_for(Range::H1.millis(), CHART_POINTS, 0),
+            (10_000, Resolution::Raw)
         );
+        // 90 days and 7 minutes still fit 360 whole six-hour steps.
         assert_eq!(
-            step_for(Range::H6.millis(), CHART_POINTS).1,
-            Resolution::Minute
+            step_for(Range::D90.millis() + 7 * MIN, CHART_POINTS, 0).0,
+            6 * HOUR
         );
+        // Beyond the ladder: whole two-day steps.
         assert_eq!(
-            step_for(Range::D90.millis(), CHART_POINTS).1,
-            Resolution::SixHours
+            step_for(1_000 * 24 * HOUR, CHART_POINTS, 0),
+            (96 * HOUR, Resolution::SixHours)
         );
+        assert_eq!(Resolution::dividing(7 * HOUR), Resolution::Hour);
+        assert_eq!(Resolution::dividing(12 * HOUR), Resolution::SixHours);
+        assert_eq!(Resolution::dividing(90_000), Resolution::Raw);
+        assert_eq!(Resolution::dividing(0), Resolution::Raw);
         assert_eq!(
-            step_for(Range::D30.millis(), CHART_POINTS).1,
-            Resolution::Hour
+            serde_json::to_value(Resolution::SixHours).unwrap(),
+            "six_hours"
         );
         assert_eq!(Range::parse("7d"), Some(Range::D7));
         assert_eq!(Range::parse("7D"), None);

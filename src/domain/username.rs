@@ -11,6 +11,12 @@ impl Username {
     /// The longest accepted name.
     pub const MAX_LEN: usize = 64;
 
+    /// Names the console uses for actors that are not users (`Actor::System`,
+    /// `Actor::Anonymous`): requests, audit rows and timelines compare actors by name, so a
+    /// user with one of these names would pass for the console itself (e.g. as the requester
+    /// of every headroom proposal).
+    pub const RESERVED: [&'static str; 2] = ["system", "anonymous"];
+
     /// Parses a submitted name, naming `field` in the error.
     pub fn parse_field(field: &str, raw: &str) -> Result<Self, FieldError> {
         let value = raw.trim();
@@ -34,6 +40,12 @@ impl Username {
             return Err(FieldError::new(
                 field,
                 "must start with a lowercase letter or digit and use only a-z, 0-9, '.', '_' and '-'",
+            ));
+        }
+        if Self::RESERVED.contains(&value) {
+            return Err(FieldError::new(
+                field,
+                "is reserved: \"system\" and \"anonymous\" name the console's own actions",
             ));
         }
         Ok(Self(value.to_owned()))
@@ -89,5 +101,21 @@ mod tests {
             assert!(Username::parse(raw).is_err(), "{raw:?} should be rejected");
         }
         assert!(Username::parse(&"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn the_names_of_the_consoles_own_actors_are_reserved() {
+        use crate::domain::Actor;
+        for actor in [Actor::System, Actor::Anonymous] {
+            let name = actor.name();
+            assert!(Username::RESERVED.contains(&name), "{name}");
+            let e = Username::parse(name).unwrap_err();
+            assert!(e.to_string().contains("is reserved"), "{e}");
+            // Surrounding blanks are trimmed first, so they do not slip past the rule.
+            assert!(Username::parse(&format!(" {name} ")).is_err());
+        }
+        // Only the exact names: a name merely containing one stays ordinary.
+        assert!(Username::parse("system-ops").is_ok());
+        assert!(Username::parse("anonymous1").is_ok());
     }
 }

@@ -174,6 +174,7 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
     )
     .await?;
     tx.commit().await?;
+    ctx.board.invalidate();
     Ok(Fleet {
         spec,
         created_at: now,
@@ -261,6 +262,7 @@ pub async fn update(
     )
     .await?;
     tx.commit().await?;
+    ctx.board.invalidate();
     Ok(Fleet {
         spec,
         created_at: current.created_at,
@@ -291,5 +293,6 @@ pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), Fleets
     let details = serde_json::to_value(&current.spec).map_err(anyhow::Error::from)?;
     write_audit(&mut tx, caller, now, Action::FleetDeleted, name, details).await?;
     tx.commit().await?;
+    ctx.board.invalidate();
     Ok(())
 }

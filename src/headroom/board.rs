@@ -1,6 +1,8 @@
 //! Each fleet now: the dashboard's cards, the fleet page's header, the fleet API's status and
 //! `/metrics` read this, never the history. One query for the whole board (fleet, status row,
-//! open deficit, open requests), so its cost follows the number of fleets.
+//! open deficit, open requests), so its cost follows the number of fleets. The board carries
+//! each fleet's voter and learner counts as stored with the sample; only `now` (one fleet's
+//! page and API answer) reads and parses the members list itself.
 
 use crate::context::Ctx;
 use crate::db;
@@ -13,17 +15,29 @@ use crate::fleets::FleetsError;
 /// Most deficits one `deficits` call returns.
 pub const DEFICITS_LIMIT_MAX: u32 = 200;
 
-/// Every fleet now, by name (viewer and up); a fleet never scraped is `unknown`.
+/// Every fleet now, by name (viewer and up); a fleet never scraped is `unknown`. `members` is
+/// empty here: the cards and `/metrics` need only the counts (`voters`, `learners`).
 #[tracing::instrument(skip_all, err)]
 pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, FleetsError> {
     caller.require(Role::Viewer)?;
-    let mut conn = ctx.pool.acquire().await?;
-    let rows = db::fleet_status::board(&mut conn).await?;
+    // Shared by every reader for up to `context::BOARD_TTL_MS`, and loaded again as soon as a
+    // sample, a fleet or a request changes (each invalidates it): many open dashboards cost
+    // one query a second, not one each.
     let now = ctx.now();
-    rows.into_iter().map(|r| fleet_now(now, r)).collect()
+    let fleets = ctx
+        .board
+        .get_or_load(now, || async {
+            let mut conn = ctx.pool.acquire().await?;
+            let rows = db::fleet_status::board(&mut conn).await?;
+            rows.into_iter()
+                .map(|r| fleet_now(now, r))
+                .collect::<Result<Vec<_>, FleetsError>>()
+        })
+        .await?;
+    Ok(fleets.as_ref().clone())
 }
 
-/// One fleet now (viewer and up).
+/// One fleet now, with its members listed (viewer and up).
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn now(ctx: &Ctx, caller: &Caller, fleet: &str) -> Result<FleetNow, FleetsError> {
     caller.require(Role::Viewer)?;
@@ -60,13 +74,28 @@ pub async fn deficits(
             required: count(Some(r.required)).unwrap_or(0),
             provision_id: r.provision_id,
             provision_state: r.provision_state,
-            note: r.note,
+            note: with_earlier(r.note, &r.earlier_provisions),
             proposed_at: r.proposed_at,
             approved_at: r.approved_at,
             provisioned_at: r.provisioned_at,
             restored_at: r.ended_at,
         })
         .collect())
+}
+
+/// The deficit's note, followed by the earlier requests it filed before its latest (a
+/// follow-up's milestones are the latest request's; the earlier ones stay named).
+fn with_earlier(note: String, earlier: &[i64]) -> String {
+    if earlier.is_empty() {
+        return note;
+    }
+    let list: Vec<String> = earlier.iter().map(|id| format!("#{id}")).collect();
+    let line = format!("follow-up to request {}", list.join(", "));
+    if note.is_empty() {
+        line
+    } else {
+        format!("{note}; {line}")
+    }
 }
 
 /// A stored count as shown; a negative or oversized value (never written) is absent.
@@ -85,6 +114,8 @@ fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, FleetsError> {
         interval
     };
     let newest = r.sampled_at.zip(r.ok);
+    // Only `board_one` selects the list (one fleet); a stored list that no longer parses shows
+    // as unknown rather than failing the page.
     let members: Vec<Member> = r
         .members
         .as_deref()
@@ -98,6 +129,8 @@ fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, FleetsError> {
         leader_id: r.leader_id.and_then(|v| u64::try_from(v).ok()),
         leader: r.leader_url,
         members,
+        voters: count(r.voters),
+        learners: count(r.learners),
         last_scrape_at: r.sampled_at,
         last_ok_at: r.ok_at,
         last_error: r.error,

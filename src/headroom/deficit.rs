@@ -2,21 +2,43 @@
 //! `system`) for the machines missing, through the same `provisioning::requests::create` every
 //! request goes through (so it renders with the fleet's secret sources and waits for a human
 //! approver under four-eyes); `recovered` supersedes a proposal nobody approved yet; `resume`
-//! files what a crash left unfiled. Entering and leaving are announced by webhook.
+//! files what a crash or an error left unfiled (at start and on every scraper pass).
+//! Entering and leaving are announced by webhook.
+//!
+//! A deficit that outlives its proposal (rejected, expired, failed, cancelled, or a restore
+//! that succeeded but was too small: capped at `COUNT_MAX`, or required grew) gets a
+//! follow-up ([`followup`]): once no request for the fleet is open, after
+//! `deficit_enter_samples` further samples below required, at most one per
+//! `proposal_cooldown` after the previous proposal, and never within the approval window of a
+//! person's rejection or cancellation. The deficit records the latest request and keeps the
+//! earlier ones.
 //!
 //! The evidence (the leader's status body and the streak's samples) is written as an
 //! `evidence` line on the request's timeline, so the request's page shows why it was filed.
+//! Both copies are bounded ([`EVIDENCE_MAX_BYTES`]): a bigger status body is replaced by its
+//! numbers and ids (`"truncated": true`). The timeline's copy stays with the request when
+//! retention deletes the ended deficit.
+//!
+//! A flapping fleet (in and out of deficit every few samples) would otherwise file a proposal
+//! per cycle: a deficit entered within `settings.proposal_cooldown` of the fleet's last
+//! proposal being superseded by recovery files none at once ([`deferral`]); `record` files it
+//! on the first sample after the cool-down if the deficit is still open. Such a deficit is
+//! announced by webhook only once its proposal is filed, so flapping sends no webhooks either.
+
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
-use crate::db::fleet_deficits::{self, DeficitRow};
+use crate::db::fleet_deficits::{self, DeficitRow, StreakSample, Superseded};
 use crate::db::provision_events::{self, NewEvent};
 use crate::domain::clock::format_utc;
-use crate::domain::{Actor, ProvisionState};
+use crate::domain::headroom::{DeficitPolicy, Observation};
+use crate::domain::{Actor, ProvisionState, UnixMillis};
 use crate::provisioning::notify::{self, FleetEvent};
+use crate::provisioning::requests::Filing;
 use crate::provisioning::transition::{self, Transition};
 use crate::provisioning::{requests, NewRequest, ProvisioningError, COUNT_MAX};
 
@@ -36,21 +58,157 @@ pub enum Proposal {
     Settled,
 }
 
+/// Most bytes of evidence stored for one deficit, and on its request's timeline.
+pub const EVIDENCE_MAX_BYTES: usize = 16 * 1024;
+
+/// Room kept under [`EVIDENCE_MAX_BYTES`] for the timeline line's wrapper (`{"deficit_id":…,
+/// "evidence":…}`), so the deficit's evidence fits the timeline's bound as it is.
+const TIMELINE_WRAPPER_BYTES: usize = 64;
+
+/// Most samples of the streak kept as evidence (fewer when `deficit_enter_samples` is lower).
+pub const STREAK_EVIDENCE_MAX: u32 = 50;
+
+/// How many of the streak's samples the evidence keeps: the streak that entered (at most
+/// `enter_after`, however long the stored streak grew), never more than
+/// [`STREAK_EVIDENCE_MAX`].
+pub fn streak_len(policy: DeficitPolicy, below_streak: u32) -> u32 {
+    below_streak
+        .min(policy.enter_after)
+        .clamp(1, STREAK_EVIDENCE_MAX)
+}
+
+/// The evidence stored with a deficit: the leader's status body and the streak's samples, as
+/// JSON of at most `EVIDENCE_MAX_BYTES` less the timeline's wrapper. A status body too big
+/// for that (the scraper caps what it reads, but re-serialised numbers can grow) is replaced
+/// by the numbers and ids seen, with `"truncated": true`.
+pub fn evidence(obs: &Observation, streak: &[StreakSample]) -> String {
+    let limit = EVIDENCE_MAX_BYTES - TIMELINE_WRAPPER_BYTES;
+    let full = json!({ "status": obs.evidence, "samples": streak }).to_string();
+    if full.len() <= limit {
+        return full;
+    }
+    // Our own numbers: at most STREAK_EVIDENCE_MAX samples of six bounded fields each, a few
+    // KiB at worst (the unit test below pins it with every field at its widest).
+    json!({
+        "truncated": true,
+        "status": {
+            "source": obs.source.as_str(),
+            "spare": obs.spare,
+            "required": obs.required,
+            "leader_id": obs.leader_id,
+            "term": obs.term,
+        },
+        "samples": streak,
+    })
+    .to_string()
+}
+
+/// A deficit deferred by the cool-down: when its proposal falls due, and the note saying so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    /// The first sample at or after this files the proposal if the deficit is still open.
+    pub due_at: UnixMillis,
+    /// What the fleet page shows until then.
+    pub note: String,
+}
+
+/// Whether a deficit entered at `at` waits: it does when the fleet's last proposal was
+/// superseded by recovery less than `cooldown` before (`last`, as found since `at −
+/// cooldown`); `None` files at once.
+pub fn deferral(at: UnixMillis, last: Option<Superseded>, cooldown: Duration) -> Option<Deferral> {
+    let last = last?;
+    let cooldown = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
+    let due_at = last.at.saturating_add(cooldown);
+    (due_at > at).then(|| Deferral {
+        due_at,
+        note: format!(
+            "flapping: request #{} was superseded by recovery at {}; a new proposal is filed at \
+             {} if the deficit lasts",
+            last.provision_id,
+            format_utc(last.at),
+            format_utc(due_at)
+        ),
+    })
+}
+
 /// Machines a restore asks for: the missing spares, at least one and at most a request's
-/// maximum (a larger gap is closed by the next deficit once this restore has joined).
+/// maximum (a larger gap stays a deficit once this restore has joined, and gets a follow-up
+/// proposal for the rest: see [`followup`]).
 pub fn restore_count(spare: i64, required: i64) -> u32 {
     let missing = required.saturating_sub(spare).max(1);
     u32::try_from(missing).unwrap_or(COUNT_MAX).min(COUNT_MAX)
 }
 
-/// The request's reason, for the approver.
-fn reason(d: &DeficitRow) -> String {
+/// How every reason headroom writes for deficit `id` begins: it names the deficit, so a
+/// request whose filing committed while recording it failed is recognised as ours.
+pub fn reason_prefix(id: i64) -> String {
+    format!("headroom deficit #{id}:")
+}
+
+/// The request's reason, for the approver, with the numbers it was filed for.
+fn reason(d: &DeficitRow, spare: i64, required: i64) -> String {
     format!(
-        "headroom deficit: spare {} of required {} since {}; restore proposed by headroom",
-        d.spare,
-        d.required,
+        "{} spare {spare} of required {required} (since {}); restore proposed by headroom",
+        reason_prefix(d.id),
         format_utc(d.started_at)
     )
+}
+
+/// What the follow-up rule says for an open deficit's newest sample below required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowUp {
+    /// Its latest proposal is still open, or was never settled: nothing to count.
+    Nothing,
+    /// The latest proposal is over: count this sample, not due yet.
+    Count,
+    /// Enough samples since and outside the cool-down: file a follow-up.
+    Release,
+}
+
+/// The follow-up rule for open deficit `p` at a sample below required at `now`: its latest
+/// request finished (any end: none of them restored the headroom, or the deficit would have
+/// ended) or filing was refused; this is the `enter_after`-th such sample; and `now` is at
+/// least `cooldown` after the latest proposal — and, after a person's rejection or
+/// cancellation, at least the request's own approval window (its TTL) after that decision,
+/// so a "no" is not asked again every cool-down.
+pub fn followup(
+    p: &fleet_deficits::LatestProposal,
+    now: UnixMillis,
+    enter_after: u32,
+    cooldown: Duration,
+) -> FollowUp {
+    let finished = match (p.provision_id, p.state.as_deref()) {
+        (Some(_), Some(state)) => state
+            .parse::<ProvisionState>()
+            .is_ok_and(|s| s.is_terminal()),
+        // Our request deleted (never done): nothing stands for the deficit any more.
+        (Some(_), None) => true,
+        // Refused (a note says why) or not settled yet (resume's job).
+        (None, _) => !p.note.is_empty(),
+    };
+    if !finished {
+        return FollowUp::Nothing;
+    }
+    if p.followup_below.saturating_add(1) < i64::from(enter_after) {
+        return FollowUp::Count;
+    }
+    let cooldown = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
+    let mut due = p
+        .proposed_at
+        .unwrap_or(p.detected_at)
+        .saturating_add(cooldown);
+    if matches!(p.state.as_deref(), Some("rejected" | "cancelled")) {
+        if let (Some(created), Some(expires), Some(finished)) =
+            (p.created_at, p.expires_at, p.finished_at)
+        {
+            due = due.max(finished.saturating_add(expires.saturating_sub(created)));
+        }
+    }
+    if now >= due {
+        FollowUp::Release
+    } else {
+        FollowUp::Count
+    }
 }
 
 /// A refusal as a note on the deficit: what the fleet page shows instead of a request.
@@ -71,21 +229,38 @@ fn refusal_note(e: &ProvisioningError) -> String {
 /// one deficit: an already settled deficit is left alone.
 #[tracing::instrument(skip_all, fields(deficit.id = deficit_id), err)]
 pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
-    let (d, open) = {
+    let (d, open, own, numbers) = {
         let mut conn = ctx.pool.acquire().await?;
         let Some(d) = fleet_deficits::get(&mut conn, deficit_id).await? else {
             return Ok(Proposal::Settled);
         };
         let open = fleet_deficits::open_request(&mut conn, &d.fleet).await?;
-        (d, open)
+        // Our own filing for this deficit, committed while recording it failed: adopt it, so
+        // recovery still supersedes it (an operator's request is never superseded).
+        let own = match open {
+            Some(id) => {
+                fleet_deficits::is_own_proposal(&mut conn, id, &reason_prefix(d.id)).await?
+            }
+            None => false,
+        };
+        // A follow-up (or a late resume) asks for what is missing now, not at detection.
+        let now_row = db::fleet_status::board_one(&mut conn, &d.fleet).await?;
+        let numbers = now_row
+            .and_then(|r| r.spare.zip(r.required))
+            .unwrap_or((d.spare, d.required));
+        (d, open, own, numbers)
     };
     if d.provision_id.is_some() || !d.note.is_empty() || d.ended_at.is_some() {
         return Ok(Proposal::Settled);
     }
     let outcome = match open {
+        Some(id) if own => Proposal::Filed(id),
         Some(id) => Proposal::AlreadyOpen(id),
-        None => file(ctx, &d).await?,
+        None => file(ctx, &d, numbers).await?,
     };
+    let (spare_now, required_now) = numbers;
+    // A follow-up is not a new deficit: the webhook announced it with the first proposal.
+    let followup = d.proposed_at.is_some();
     let (provision_id, note) = match &outcome {
         Proposal::Filed(id) => (Some(*id), String::new()),
         Proposal::AlreadyOpen(id) => (
@@ -97,13 +272,22 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
     };
     let now = ctx.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
-    if !fleet_deficits::settle_proposal(&mut tx, d.id, provision_id, &note).await? {
+    if !fleet_deficits::settle_proposal(&mut tx, d.id, provision_id, &note, now).await? {
         // Another proposer settled it first (a resume racing a late filing): keep theirs.
         return Ok(Proposal::Settled);
     }
     if let Proposal::Filed(id) = outcome {
         let evidence: serde_json::Value =
             serde_json::from_str(&d.evidence).unwrap_or(serde_json::Value::Null);
+        // Stored evidence already fits (see `evidence`); one written before that bound, or
+        // grown by a round trip, is replaced by the deficit's own numbers rather than copied.
+        let mut details = json!({ "deficit_id": d.id, "evidence": evidence });
+        if details.to_string().len() > EVIDENCE_MAX_BYTES {
+            details = json!({
+                "deficit_id": d.id,
+                "evidence": { "truncated": true, "spare": d.spare, "required": d.required },
+            });
+        }
         provision_events::append(
             &mut tx,
             NewEvent {
@@ -112,17 +296,27 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
                 kind: "evidence",
                 machine: None,
                 message: &format!(
-                    "proposed by headroom for deficit #{}: spare {} of required {} since {}",
+                    "{} by headroom for deficit #{}: spare {spare_now} of required \
+                     {required_now}, in deficit since {}{}",
+                    if followup {
+                        "follow-up proposed"
+                    } else {
+                        "proposed"
+                    },
                     d.id,
-                    d.spare,
-                    d.required,
-                    format_utc(d.started_at)
+                    format_utc(d.started_at),
+                    earlier(&d.earlier_provisions)
                 ),
                 // yubaba's status answer and our own numbers: nothing from the fleet's secrets.
-                details: &json!({ "deficit_id": d.id, "evidence": evidence }),
+                details: &details,
             },
         )
         .await?;
+    }
+    if followup {
+        tx.commit().await?;
+        ctx.board.invalidate();
+        return Ok(outcome);
     }
     notify::enqueue_fleet_event(
         &mut tx,
@@ -139,12 +333,21 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
     )
     .await?;
     tx.commit().await?;
+    ctx.board.invalidate();
     Ok(outcome)
 }
 
 /// Files the restore request itself; a refusal becomes `NotFiled`, never an error, so one bad
 /// template cannot stop a fleet's deficit from being recorded and shown.
-async fn file(ctx: &Ctx, d: &DeficitRow) -> anyhow::Result<Proposal> {
+///
+/// The "none open" check runs inside the filing's write transaction
+/// (`requests::create_unless_open`), so a person filing at the same moment cannot end up
+/// beside a second, headroom-filed request.
+async fn file(
+    ctx: &Ctx,
+    d: &DeficitRow,
+    (spare, required): (i64, i64),
+) -> anyhow::Result<Proposal> {
     let spec = match crate::fleets::get(ctx, &Caller::system(), &d.fleet).await {
         Ok(f) => f.spec,
         Err(crate::fleets::FleetsError::NotFound(_)) => return Ok(Proposal::Settled),
@@ -154,15 +357,25 @@ async fn file(ctx: &Ctx, d: &DeficitRow) -> anyhow::Result<Proposal> {
         fleet: d.fleet.clone(),
         machine_config: spec.restore_machine_config,
         template: None,
-        count: i64::from(restore_count(d.spare, d.required)),
-        reason: reason(d),
+        count: i64::from(restore_count(spare, required)),
+        reason: reason(d, spare, required),
     };
     Ok(
-        match requests::create(ctx, &Caller::system(), &request).await {
-            Ok(p) => Proposal::Filed(p.id),
+        match requests::create_unless_open(ctx, &Caller::system(), &request).await {
+            Ok(Filing::Filed(p)) => Proposal::Filed(p.id),
+            Ok(Filing::AlreadyOpen(id)) => Proposal::AlreadyOpen(id),
             Err(e) => Proposal::NotFiled(refusal_note(&e)),
         },
     )
+}
+
+/// The earlier requests as the evidence line names them (empty when none).
+fn earlier(ids: &[i64]) -> String {
+    if ids.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+    format!("; earlier requests {}", list.join(", "))
 }
 
 /// Settles a deficit that was left: its own proposal, still awaiting approval, is superseded
@@ -199,6 +412,13 @@ pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<()> {
             .await?;
         }
     }
+    // A deficit that ended inside the cool-down filed nothing and announced nothing (a
+    // flapping fleet): announcing only its end would be noise.
+    if d.provision_id.is_none() && d.proposal_due_at.is_some() {
+        tx.commit().await?;
+        ctx.board.invalidate();
+        return Ok(());
+    }
     let now_row = db::fleet_status::board_one(&mut tx, &d.fleet).await?;
     let numbers = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
     notify::enqueue_fleet_event(
@@ -215,11 +435,14 @@ pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<()> {
     )
     .await?;
     tx.commit().await?;
+    ctx.board.invalidate();
     Ok(())
 }
 
-/// Files the proposals of open deficits a crash left unfiled (committed, never proposed);
-/// returns how many it settled. Called once at start, before the scraper runs.
+/// Files the proposals of open deficits left unfiled (committed or released for a follow-up,
+/// never settled: a crash, or an error while filing); returns how many it settled. Called at
+/// start, before the scraper runs, and on every scraper supervisor pass; one indexed read when
+/// nothing is due (`fleet_deficits::unfiled`).
 #[tracing::instrument(skip_all, err)]
 pub async fn resume(ctx: &Ctx) -> anyhow::Result<usize> {
     let ids = {
@@ -247,5 +470,100 @@ mod tests {
         assert_eq!(restore_count(3, 3), 1);
         assert_eq!(restore_count(0, 500), COUNT_MAX);
         assert_eq!(restore_count(i64::MIN, i64::MAX), COUNT_MAX);
+    }
+
+    fn observation(evidence: serde_json::Value) -> Observation {
+        Observation {
+            source: crate::domain::headroom::Source::Derived,
+            spare: u32::MAX,
+            required: u32::MAX,
+            leader_id: Some(u64::MAX),
+            leader_url: None,
+            term: Some(u64::MAX),
+            members: vec![],
+            evidence,
+        }
+    }
+
+    /// A streak sample with every field at its widest.
+    fn widest() -> StreakSample {
+        StreakSample {
+            at: i64::MIN,
+            spare: i64::MIN,
+            required: i64::MIN,
+            source: "derived".into(),
+            leader_id: Some(i64::MIN),
+            term: Some(i64::MIN),
+        }
+    }
+
+    #[test]
+    fn evidence_fits_the_timeline_bound_even_truncated_with_every_field_at_its_widest() {
+        let streak = vec![widest(); STREAK_EVIDENCE_MAX as usize];
+        let huge = json!({ "x": vec![1e15_f64; 10_000] });
+        let e = evidence(&observation(huge), &streak);
+        assert!(
+            e.len() + TIMELINE_WRAPPER_BYTES <= EVIDENCE_MAX_BYTES,
+            "{}",
+            e.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(&e).unwrap();
+        assert_eq!(v["truncated"], true);
+        assert_eq!(v["status"]["leader_id"], u64::MAX);
+        assert_eq!(v["samples"].as_array().unwrap().len(), 50);
+        // The widest wrapper the timeline puts around it still fits.
+        let line = json!({ "deficit_id": i64::MIN, "evidence": v }).to_string();
+        assert!(line.len() <= EVIDENCE_MAX_BYTES, "{}", line.len());
+    }
+
+    #[test]
+    fn evidence_that_fits_is_kept_whole() {
+        let status = json!({ "headroom": { "spare": 0, "required": 1 }, "pad": "p".repeat(8000) });
+        let e = evidence(&observation(status.clone()), &[widest()]);
+        let v: serde_json::Value = serde_json::from_str(&e).unwrap();
+        assert_eq!(v["status"], status);
+        assert!(v.get("truncated").is_none());
+    }
+
+    #[test]
+    fn the_streak_kept_is_the_policys_and_at_most_fifty() {
+        let p = |enter_after| DeficitPolicy {
+            enter_after,
+            leave_after: 1,
+        };
+        assert_eq!(streak_len(p(3), 3), 3);
+        assert_eq!(streak_len(p(3), 900), 3);
+        assert_eq!(streak_len(p(1000), 1000), STREAK_EVIDENCE_MAX);
+        assert_eq!(streak_len(p(3), 0), 1);
+    }
+
+    #[test]
+    fn a_deficit_waits_only_inside_the_cooldown_after_a_supersession() {
+        let cooldown = Duration::from_secs(30 * 60);
+        let last = Superseded {
+            provision_id: 7,
+            at: 1_000_000,
+        };
+        assert_eq!(deferral(1_000_000 + 45_000, None, cooldown), None);
+        let d = deferral(1_000_000 + 45_000, Some(last), cooldown).unwrap();
+        assert_eq!(d.due_at, 1_000_000 + 1_800_000);
+        assert!(
+            d.note
+                .starts_with("flapping: request #7 was superseded by recovery at "),
+            "{}",
+            d.note
+        );
+        assert!(d.note.ends_with(" if the deficit lasts"), "{}", d.note);
+        // At or after the due time it files at once.
+        assert_eq!(deferral(1_000_000 + 1_800_000, Some(last), cooldown), None);
+        // Huge values saturate instead of overflowing.
+        let late = Superseded {
+            provision_id: 1,
+            at: i64::MAX - 5,
+        };
+        assert_eq!(
+            deferral(0, Some(late), Duration::MAX).map(|d| d.due_at),
+            Some(i64::MAX)
+        );
     }
 }

@@ -1,6 +1,11 @@
 //! Retention of headroom history: raw samples, minute and hour rollups each kept for their
-//! setting (`ctx.settings.retention`), deleted in small batches so the scraper's writes never
-//! wait behind one long delete.
+//! setting (`ctx.settings.retention`), and ended deficits kept as long as the hour rollups
+//! (the longest chart that could annotate them), deleted in small batches so the scraper's
+//! writes never wait behind one long delete.
+//!
+//! An open deficit is never deleted. A deleted deficit's `evidence` line on the request it
+//! filed stays with that request (requests are the audit trail and are not pruned here); it
+//! is bounded like the deficit's own copy (`deficit::EVIDENCE_MAX_BYTES`).
 
 use std::time::Duration;
 
@@ -24,6 +29,8 @@ pub struct Pruned {
     pub minute: u64,
     /// Hour and six-hour rollups.
     pub hour: u64,
+    /// Ended deficits.
+    pub deficits: u64,
 }
 
 /// Which rows a prune removes.
@@ -31,6 +38,7 @@ pub struct Pruned {
 enum Kind {
     Raw,
     Rollup(Resolution),
+    Deficits,
 }
 
 /// Deletes every row older than its retention, `BATCH` rows per short `BEGIN IMMEDIATE`
@@ -44,7 +52,13 @@ pub async fn prune_once(ctx: &Ctx) -> anyhow::Result<Pruned> {
     // Six-hour rollups are kept as long as the hour ones: they summarise the same span.
     let hour = prune(ctx, Kind::Rollup(Resolution::Hour), cutoff(now, r.hour)).await?
         + prune(ctx, Kind::Rollup(Resolution::SixHours), cutoff(now, r.hour)).await?;
-    Ok(Pruned { raw, minute, hour })
+    let deficits = prune(ctx, Kind::Deficits, cutoff(now, r.hour)).await?;
+    Ok(Pruned {
+        raw,
+        minute,
+        hour,
+        deficits,
+    })
 }
 
 fn cutoff(now: UnixMillis, keep: Duration) -> UnixMillis {
@@ -60,6 +74,7 @@ async fn prune(ctx: &Ctx, kind: Kind, before: UnixMillis) -> anyhow::Result<u64>
             Kind::Rollup(res) => {
                 db::fleet_samples::prune_rollups(&mut tx, res, before, BATCH).await?
             }
+            Kind::Deficits => db::fleet_deficits::prune_ended(&mut tx, before, BATCH).await?,
         };
         tx.commit().await?;
         total += n;
@@ -82,7 +97,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
             _ = tick.tick() => match prune_once(&ctx).await {
                 Ok(p) if p != Pruned::default() => tracing::info!(
                     samples.raw = p.raw, rollups.minute = p.minute, rollups.hour = p.hour,
-                    "old headroom history removed"
+                    deficits = p.deficits, "old headroom history removed"
                 ),
                 Ok(_) => {}
                 // The next tick tries again: a failed prune only keeps history a little longer.

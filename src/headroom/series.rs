@@ -26,11 +26,19 @@ pub const MAX_RECENT_SAMPLES: u32 = 200;
 /// Most provision events a chart gets (the newest).
 pub const MAX_ANNOTATIONS: u32 = 50;
 
-/// Headroom of `fleet` over `[from, to)` (viewer and up). Without `step_ms` the step fits the
-/// range in [`CHART_POINTS`] points and is at least two scrape intervals (a bucket narrower
-/// than that would show a gap between two healthy ticks); with one, it is used as given,
-/// rounded up to whole seconds and to whole rollup buckets. Raw samples are read when the step
-/// allows it and the range is still within the raw retention, else minute, then hour rollups.
+/// Headroom of `fleet` over `[from, to)` (viewer and up). Without `step_ms` the step is the
+/// shortest of [`crate::domain::headroom::DEFAULT_STEPS`] that holds the range in at most
+/// [`CHART_POINTS`] whole steps and is at least two scrape intervals (a bucket narrower than
+/// that would show a gap between two healthy ticks); with one, it is used as given (whole
+/// seconds). Either way the points are read from the coarsest stored resolution whose bucket
+/// divides the step (six-hour, hour, minute rollups, else raw samples) — rounded up to whole
+/// minutes or hours only when the range is older than the raw or minute retention.
+///
+/// The grid is epoch-aligned: points start at multiples of the step, so a point covers the
+/// same time (and shows the same value) from one poll to the next. The bucket holding `from`
+/// is dropped when `from` is not on the grid (it would show only part of its time), unless it
+/// is the only one; the bucket holding `to` is kept whole (the newest point, still filling).
+/// The series' `from` and `to` are those edges, so `to − from` is a whole number of steps.
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn series(
     ctx: &Ctx,
@@ -49,10 +57,10 @@ pub async fn series(
         step_ms,
         spec.scrape_interval_secs,
         retained_since(ctx),
-    )?;
+    );
     let rows = match plan.resolution {
         Resolution::Raw => {
-            db::fleet_samples::raw_buckets(&mut conn, fleet_ref.id, plan.from, to, plan.step)
+            db::fleet_samples::raw_buckets(&mut conn, fleet_ref.id, plan.from, plan.to, plan.step)
                 .await?
         }
         res => {
@@ -61,7 +69,7 @@ pub async fn series(
                 fleet_ref.id,
                 res,
                 plan.from,
-                to,
+                plan.to,
                 plan.step,
             )
             .await?
@@ -70,7 +78,7 @@ pub async fn series(
     Ok(Series {
         fleet: spec.name,
         from: plan.from,
-        to,
+        to: plan.to,
         step: plan.step,
         resolution: plan.resolution,
         points: rows
@@ -212,25 +220,13 @@ fn retained_since(ctx: &Ctx) -> Retained {
     }
 }
 
-/// What to read: the stored resolution, the step and the (bucket-aligned) start.
+/// What to read: the stored resolution, the step and the grid-aligned range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Plan {
     resolution: Resolution,
     step: i64,
     from: UnixMillis,
-}
-
-/// The coarsest resolution whose buckets are no wider than `step`.
-fn resolution_for(step: i64) -> Resolution {
-    if step >= Resolution::SixHours.bucket_millis() {
-        Resolution::SixHours
-    } else if step >= Resolution::Hour.bucket_millis() {
-        Resolution::Hour
-    } else if step >= Resolution::Minute.bucket_millis() {
-        Resolution::Minute
-    } else {
-        Resolution::Raw
-    }
+    to: UnixMillis,
 }
 
 /// `v / unit` rounded up, for `unit > 0` (std's `div_ceil` on signed integers is not stable
@@ -244,58 +240,52 @@ fn round_up(v: i64, unit: i64) -> i64 {
     ceil_div(v, unit) * unit
 }
 
-/// Chooses resolution, step and start for a window (checked by `check_range`). Pure, so the
-/// choices are unit-tested without a database.
-fn plan(
-    w: Window,
-    step_ms: Option<i64>,
-    interval_secs: u32,
-    retained: Retained,
-) -> Result<Plan, FieldErrors> {
-    // Default: the chart's points, but never a bucket that a healthy fleet's ticks (with
-    // their jitter) could leave empty, since an empty bucket is drawn as a gap.
-    let wanted = match step_ms {
-        Some(step) => step,
-        None => step_for(w.to - w.from, CHART_POINTS)
-            .0
-            .max(2 * i64::from(interval_secs) * 1000),
-    };
-    let mut resolution = resolution_for(wanted);
-    // Raw rows are gone before the retention; the rollups span the same time coarser. A
-    // bucket coarser than the step is still right, only fewer points.
-    if resolution == Resolution::Raw && w.from < retained.raw {
-        resolution = Resolution::Minute;
-    }
-    if resolution == Resolution::Minute && w.from < retained.minute {
-        resolution = Resolution::Hour;
-    }
-    let width = resolution.bucket_millis().max(1000);
-    // Rollup buckets start on their width: aligning the start makes every point hold whole
-    // buckets, never a bucket split between two points. Aligned up, so the range (and the
-    // point count) never grows past what was asked; the part of a bucket left out is less
-    // than one bucket. A range inside one bucket keeps that bucket.
-    let up = round_up(w.from, width);
-    let from = if up < w.to {
-        up
+/// The finest bucket the rows of a range starting at `from` are still kept at: raw rows
+/// (whole seconds), else minute, else hour rollups.
+fn finest_kept(from: UnixMillis, retained: Retained) -> i64 {
+    if from >= retained.raw {
+        1_000
+    } else if from >= retained.minute {
+        Resolution::Minute.bucket_millis()
     } else {
-        w.from.div_euclid(width) * width
-    };
-    let mut step = round_up(wanted.max(width), width);
-    if step_ms.is_none() {
-        step = step.max(round_up(ceil_div(w.to - from, CHART_POINTS), width));
-    } else if ceil_div(w.to - from, step) > MAX_SERIES_POINTS {
-        let mut errors = FieldErrors::default();
-        errors.push(
-            "step",
-            format!("gives more than {MAX_SERIES_POINTS} points over this range"),
-        );
-        return Err(errors);
+        Resolution::Hour.bucket_millis()
     }
-    Ok(Plan {
+}
+
+/// Chooses resolution, step and grid for a window (checked by `check_range`). Pure, so the
+/// choices are unit-tested without a database.
+fn plan(w: Window, step_ms: Option<i64>, interval_secs: u32, retained: Retained) -> Plan {
+    // Raw rows are gone before their retention, minute rows before theirs: the step is then a
+    // whole number of the finest rows still kept (every default step of a minute or more
+    // already is one).
+    let finest = finest_kept(w.from, retained);
+    let step = match step_ms {
+        // Never a bucket that a healthy fleet's ticks (with their jitter) could leave empty,
+        // since an empty bucket is drawn as a gap.
+        None => {
+            let at_least = (2 * i64::from(interval_secs) * 1000).max(finest);
+            step_for(w.to - w.from, CHART_POINTS, at_least).0
+        }
+        Some(step) => round_up(step.max(STEP_MIN_MILLIS), finest),
+    };
+    let resolution = Resolution::dividing(step);
+    // Epoch-aligned edges: the bucket holding `from` is left out unless it is the only one
+    // (it would hold only part of its time, and keeping it would make a range of N whole
+    // steps N + 1 points); the bucket holding `to` is kept whole.
+    let first = round_up(w.from, step);
+    let from = if first < w.to {
+        first
+    } else {
+        w.from.div_euclid(step) * step
+    };
+    // At most `ceil((w.to − w.from) / step)` buckets: `check_range` bounds an explicit step's.
+    let to = round_up(w.to, step);
+    Plan {
         resolution,
         step,
         from,
-    })
+        to,
+    }
 }
 
 fn narrow(v: Option<i64>) -> Option<u32> {
@@ -353,36 +343,94 @@ mod tests {
         }
     }
 
+    const MINUTE: i64 = 60_000;
+
     #[test]
-    fn every_chart_range_fits_its_points_in_whole_buckets() {
+    fn every_chart_range_gets_a_nice_step_read_from_whole_rows_of_the_coarsest_resolution() {
+        let p = |r| plan(last(r), None, 15, retained());
+        let got: Vec<(i64, Resolution, i64)> = Range::ALL
+            .into_iter()
+            .map(|r| {
+                let p = p(r);
+                (p.step, p.resolution, (p.to - p.from) / p.step)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (30_000, Resolution::Raw, 120),
+                (MINUTE, Resolution::Minute, 360),
+                (5 * MINUTE, Resolution::Minute, 288),
+                (HOUR, Resolution::Hour, 168),
+                (2 * HOUR, Resolution::Hour, 360),
+                (6 * HOUR, Resolution::SixHours, 360),
+            ]
+        );
         for r in Range::ALL {
-            let p = plan(last(r), None, 15, retained()).unwrap();
-            let width = p.resolution.bucket_millis().max(1000);
-            assert_eq!(p.step % width, 0, "{r:?}: step {} of {width}", p.step);
-            assert_eq!(p.from % width, 0, "{r:?}");
-            assert!(p.from >= NOW - r.millis() && p.from - (NOW - r.millis()) < width);
+            let p = p(r);
+            // A range of whole steps: exactly that many points, the grid on the step.
+            assert_eq!(p.to - p.from, r.millis(), "{r:?}");
+            assert_eq!((p.from % p.step, p.to % p.step), (0, 0), "{r:?}");
+            assert!(p.from >= NOW - r.millis() && p.from - (NOW - r.millis()) < p.step);
             assert!(
-                ceil_div(NOW - p.from, p.step) <= CHART_POINTS,
-                "{r:?}: {} points",
-                ceil_div(NOW - p.from, p.step)
+                p.to >= NOW && p.to - NOW < p.step,
+                "{r:?}: the newest bucket is kept"
             );
         }
-        let res = |r| plan(last(r), None, 15, retained()).unwrap().resolution;
-        assert_eq!(res(Range::H1), Resolution::Raw);
-        assert_eq!(res(Range::H24), Resolution::Minute);
-        assert_eq!(res(Range::D7), Resolution::Minute);
-        assert_eq!(res(Range::D30), Resolution::Hour);
-        assert_eq!(res(Range::D90), Resolution::SixHours);
+    }
+
+    #[test]
+    fn the_grid_does_not_move_with_now() {
+        // Two polls 7 s apart (and one a whole step later): the points they share start at the
+        // same instants, so each shows the same bucket.
+        for r in Range::ALL {
+            let a = plan(last(r), None, 15, retained());
+            let later = Window {
+                from: NOW + 7_000 - r.millis(),
+                to: NOW + 7_000,
+            };
+            let b = plan(later, None, 15, retained());
+            assert_eq!(a.step, b.step, "{r:?}");
+            assert_eq!((b.from - a.from) % a.step, 0, "{r:?}");
+            let c = plan(
+                Window {
+                    from: a.from + a.step,
+                    to: NOW + a.step,
+                },
+                None,
+                15,
+                retained(),
+            );
+            assert_eq!(c.from, a.from + a.step, "{r:?}");
+        }
+        // Not one minute short of an hour: the caption reads whole steps.
+        let p = plan(last(Range::H1), None, 15, retained());
+        assert_eq!(p.to - p.from, HOUR);
+    }
+
+    #[test]
+    fn a_range_a_little_wider_than_90_days_keeps_six_hour_points() {
+        let w = Window {
+            from: NOW - 90 * DAY - 7 * MINUTE,
+            to: NOW,
+        };
+        let p = plan(w, None, 15, retained());
+        assert_eq!((p.step, p.resolution), (6 * HOUR, Resolution::SixHours));
+        let points = (p.to - p.from) / p.step;
+        assert!((360..=361).contains(&points), "{points}");
     }
 
     #[test]
     fn the_default_step_is_at_least_two_scrape_intervals() {
-        let p = plan(last(Range::H1), None, 15, retained()).unwrap();
+        let p = plan(last(Range::H1), None, 15, retained());
         assert_eq!((p.step, p.resolution), (30_000, Resolution::Raw));
-        let p = plan(last(Range::H1), None, 5, retained()).unwrap();
+        let p = plan(last(Range::H1), None, 5, retained());
         assert_eq!(p.step, 10_000);
+        // 45 s: 90 s is no default step; two minutes, from minute rows.
+        let p = plan(last(Range::H1), None, 45, retained());
+        assert_eq!((p.step, p.resolution), (2 * MINUTE, Resolution::Minute));
         // A fleet scraped hourly: minute buckets would be mostly empty, hence drawn as gaps.
-        let p = plan(last(Range::H6), None, 3600, retained()).unwrap();
+        let p = plan(last(Range::H6), None, 3600, retained());
         assert_eq!((p.step, p.resolution), (2 * HOUR, Resolution::Hour));
     }
 
@@ -392,29 +440,49 @@ mod tests {
             from: NOW - 3 * DAY - HOUR,
             to: NOW - 3 * DAY,
         };
-        let p = plan(three_days_ago, None, 15, retained()).unwrap();
-        assert_eq!((p.resolution, p.step), (Resolution::Minute, 60_000));
-        let p = plan(three_days_ago, Some(5_000), 15, retained()).unwrap();
-        assert_eq!((p.resolution, p.step), (Resolution::Minute, 60_000));
+        let p = plan(three_days_ago, None, 15, retained());
+        assert_eq!((p.resolution, p.step), (Resolution::Minute, MINUTE));
+        let p = plan(three_days_ago, Some(5_000), 15, retained());
+        assert_eq!((p.resolution, p.step), (Resolution::Minute, MINUTE));
+        let p = plan(three_days_ago, Some(90_000), 15, retained());
+        assert_eq!((p.resolution, p.step), (Resolution::Minute, 2 * MINUTE));
         let a_month_ago = Window {
             from: NOW - 30 * DAY - HOUR,
             to: NOW - 30 * DAY,
         };
-        let p = plan(a_month_ago, None, 15, retained()).unwrap();
+        let p = plan(a_month_ago, None, 15, retained());
         assert_eq!((p.resolution, p.step), (Resolution::Hour, HOUR));
+        let p = plan(a_month_ago, Some(90 * MINUTE), 15, retained());
+        assert_eq!((p.resolution, p.step), (Resolution::Hour, 2 * HOUR));
         // Within the raw window, the same hour is read raw.
-        let p = plan(last(Range::H1), Some(5_000), 15, retained()).unwrap();
+        let p = plan(last(Range::H1), Some(5_000), 15, retained());
         assert_eq!((p.resolution, p.step), (Resolution::Raw, 5_000));
     }
 
     #[test]
-    fn an_explicit_step_picks_the_coarsest_resolution_that_fits_and_whole_buckets() {
-        let p = plan(last(Range::H24), Some(90_000), 15, retained()).unwrap();
-        assert_eq!((p.resolution, p.step), (Resolution::Minute, 120_000));
-        let p = plan(last(Range::D7), Some(2 * HOUR), 15, retained()).unwrap();
-        assert_eq!((p.resolution, p.step), (Resolution::Hour, 2 * HOUR));
-        let p = plan(last(Range::H24), Some(59_000), 15, retained()).unwrap();
-        assert_eq!((p.resolution, p.step), (Resolution::Raw, 59_000));
+    fn an_explicit_step_is_kept_and_read_from_the_coarsest_resolution_dividing_it() {
+        let p = |w, step| {
+            let p = plan(w, Some(step), 15, retained());
+            (p.resolution, p.step)
+        };
+        // 7 h: hour rows, seven a point (not rounded up to 12 h of six-hour rows).
+        assert_eq!(p(last(Range::D7), 7 * HOUR), (Resolution::Hour, 7 * HOUR));
+        assert_eq!(
+            p(last(Range::D30), 12 * HOUR),
+            (Resolution::SixHours, 12 * HOUR)
+        );
+        assert_eq!(p(last(Range::D7), 2 * HOUR), (Resolution::Hour, 2 * HOUR));
+        assert_eq!(
+            p(last(Range::H24), 30 * MINUTE),
+            (Resolution::Minute, 30 * MINUTE)
+        );
+        // 90 s is no whole number of minutes: raw rows, while they are kept.
+        assert_eq!(p(last(Range::H24), 90_000), (Resolution::Raw, 90_000));
+        assert_eq!(p(last(Range::H24), 59_000), (Resolution::Raw, 59_000));
+        // Whole seconds.
+        assert_eq!(p(last(Range::H1), 5_500), (Resolution::Raw, 6_000));
+        let p = plan(last(Range::D7), Some(7 * HOUR), 15, retained());
+        assert_eq!((p.from % (7 * HOUR), p.to % (7 * HOUR)), (0, 0));
     }
 
     #[test]
@@ -436,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_without_an_ok_sample_is_a_gap_with_the_newest_source() {
+    fn a_bucket_without_an_ok_sample_is_a_gap_with_source_none() {
         let row = BucketRow {
             k: 3,
             spare_min: None,
@@ -465,19 +533,28 @@ mod tests {
     #[test]
     fn an_unaligned_start_is_aligned_up_unless_the_range_is_inside_one_bucket() {
         // 20 s past a whole minute.
-        let three_days_ago = NOW - 3 * DAY - NOW.rem_euclid(60_000) + 20_000;
+        let three_days_ago = NOW - 3 * DAY - NOW.rem_euclid(MINUTE) + 20_000;
         let w = Window {
             from: three_days_ago,
-            to: three_days_ago + 2 * 60_000,
+            to: three_days_ago + 2 * MINUTE,
         };
-        let p = plan(w, None, 15, retained()).unwrap();
-        assert_eq!(p.from, three_days_ago + 40_000);
+        let p = plan(w, None, 15, retained());
+        assert_eq!(
+            (p.from, p.to),
+            (
+                three_days_ago + 40_000,
+                three_days_ago + 2 * MINUTE + 40_000
+            )
+        );
         let inside = Window {
             from: three_days_ago,
             to: three_days_ago + 10_000,
         };
-        let p = plan(inside, None, 15, retained()).unwrap();
-        assert_eq!(p.from, three_days_ago - 20_000);
+        let p = plan(inside, None, 15, retained());
+        assert_eq!(
+            (p.from, p.to),
+            (three_days_ago - 20_000, three_days_ago + 40_000)
+        );
         assert_eq!(
             (ceil_div(7, 2), ceil_div(-7, 2), ceil_div(6, 2)),
             (4, -3, 3)

@@ -107,6 +107,7 @@ pub struct OutboundBuilder {
     timeout: Duration,
     roots: Vec<reqwest::Certificate>,
     lookup: Arc<dyn Lookup>,
+    follow_redirects: bool,
 }
 
 impl OutboundBuilder {
@@ -144,6 +145,14 @@ impl OutboundBuilder {
         self.ca_pem(&pem)
     }
 
+    /// Follows no redirect at all: a 3xx is returned as the answer (the scrape client: yubaba
+    /// never redirects, and a hop chosen by a node could reach any path of any host the
+    /// policy allows).
+    pub fn no_redirects(mut self) -> Self {
+        self.follow_redirects = false;
+        self
+    }
+
     /// Replaces the system resolver (tests answer from a table, never from the network).
     pub fn lookup(mut self, lookup: Arc<dyn Lookup>) -> Self {
         self.lookup = lookup;
@@ -160,7 +169,11 @@ impl OutboundBuilder {
             .no_proxy()
             .connect_timeout(self.connect_timeout)
             .timeout(self.timeout)
-            .redirect(redirect_policy(self.purpose, allow.clone()))
+            .redirect(if self.follow_redirects {
+                redirect_policy(self.purpose, allow.clone())
+            } else {
+                reqwest::redirect::Policy::none()
+            })
             // Hops may lead elsewhere; they need not learn where the chain started.
             .referer(false)
             .dns_resolver(Arc::new(PolicyResolver {
@@ -221,6 +234,7 @@ impl OutboundClient {
             timeout: Duration::from_secs(60),
             roots: Vec::new(),
             lookup: Arc::new(SystemLookup),
+            follow_redirects: true,
         }
     }
 

@@ -47,6 +47,49 @@ pub async fn create(
     caller: &Caller,
     req: &NewRequest,
 ) -> Result<Provision, ProvisioningError> {
+    match insert_request(ctx, caller, req, false).await? {
+        Filing::Filed(p) => Ok(*p),
+        // Unreachable without the guard; answered as the state conflict it would be.
+        Filing::AlreadyOpen(id) => Err(ProvisioningError::Conflict(format!(
+            "request #{id} for fleet {} is still open",
+            req.fleet
+        ))),
+    }
+}
+
+/// What [`create_unless_open`] came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filing {
+    /// The request was filed (boxed: a plan is large beside an id).
+    Filed(Box<Provision>),
+    /// A request for the fleet was open (awaiting approval, approved or running) when the
+    /// write transaction began: nothing was filed; this is the newest open one.
+    AlreadyOpen(i64),
+}
+
+/// Files a request like [`create`], but only if no request for the fleet is open: the check
+/// runs inside the same `BEGIN IMMEDIATE` transaction as the insert, so two concurrent
+/// filings (headroom's proposal and a person's request) can never both land. A person's form
+/// uses `create` (several open requests for one fleet are theirs to choose); headroom's
+/// proposals use this. (A separate entry point rather than a field on `NewRequest`, so every
+/// existing caller keeps its meaning and no person can set it through a form.)
+#[tracing::instrument(skip_all, fields(fleet.name = %req.fleet), err)]
+pub async fn create_unless_open(
+    ctx: &Ctx,
+    caller: &Caller,
+    req: &NewRequest,
+) -> Result<Filing, ProvisioningError> {
+    insert_request(ctx, caller, req, true).await
+}
+
+/// The one filing path: plans, then inserts in one write transaction, which first refuses
+/// (as `AlreadyOpen`) when `only_if_none_open` and a request for the fleet is open.
+async fn insert_request(
+    ctx: &Ctx,
+    caller: &Caller,
+    req: &NewRequest,
+    only_if_none_open: bool,
+) -> Result<Filing, ProvisioningError> {
     caller.require(Role::Operator)?;
     let draft = plan::plan(ctx, caller, req).await?;
     if !draft.can_be_filed() {
@@ -58,6 +101,12 @@ pub async fn create(
     let expires_at = now + i64::from(draft.approval_ttl_hours) * HOUR_MS;
     let plan_json = serde_json::to_string(&draft.plan).map_err(anyhow::Error::from)?;
     let mut tx = db::begin_write(&ctx.pool).await?;
+    if only_if_none_open {
+        // Read under the write lock: no other filing can commit between this and the insert.
+        if let Some(open) = db::fleet_deficits::open_request(&mut tx, &draft.fleet).await? {
+            return Ok(Filing::AlreadyOpen(open));
+        }
+    }
     let id = db::provisions::insert(
         &mut tx,
         &NewProvision {
@@ -145,9 +194,12 @@ pub async fn create(
     .await?;
     notify::enqueue(&mut tx, ctx, now, notify::Event::Requested, id).await?;
     tx.commit().await?;
+    // A new open request changes its fleet's open-request count on the board.
+    ctx.board.invalidate();
     let mut conn = ctx.pool.acquire().await?;
     load(&mut conn, id)
         .await?
+        .map(|p| Filing::Filed(Box::new(p)))
         .ok_or_else(|| anyhow::anyhow!("provision {id} vanished after insert").into())
 }
 

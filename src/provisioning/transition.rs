@@ -129,5 +129,9 @@ pub async fn apply(
     if let Some(event) = notify::Event::for_state(t.to) {
         notify::enqueue(conn, ctx, now, event, t.provision_id).await?;
     }
+    // A request that opens or closes changes the fleet board's open-request counts. Before
+    // the caller's commit: a board read in between may cache the old counts, for at most
+    // the board's ttl.
+    ctx.board.invalidate();
     Ok(Outcome::Moved)
 }

@@ -17,6 +17,10 @@ use crate::domain::{Caller, ProvisionState};
 /// Members asked at once within one fleet's tick.
 pub const NODE_CONCURRENCY: usize = 8;
 
+/// Per-node GETs one tick may send at most (two per node, for at most as many nodes as a
+/// status may list members): a status can never turn one tick into a scan.
+pub const MAX_NODE_GETS: usize = 2 * super::status::MAX_MEMBERS;
+
 /// The usage window passed to `/node/usage` (without one, the node measures CPU against
 /// whoever polled last).
 pub const USAGE_WINDOW_MS: u32 = 500;
@@ -25,11 +29,40 @@ pub const USAGE_WINDOW_MS: u32 = 500;
 /// they change when a config is edited or a provision succeeds, rarely within minutes.
 pub const REGIONS_REFRESH: Duration = Duration::from_secs(300);
 
-/// Counts the spare members: each asked for `/node` and `/node/usage` (at most
-/// `NODE_CONCURRENCY` at once, all before `deadline`). A member that fails to answer, or
-/// answers something unreadable, is not spare, and the sample stays ok: an unreachable node
-/// cannot take a tenant, so counting it out is the truth about headroom, while failing the
-/// whole sample would hide a real deficit behind a gap.
+/// The distinct nodes to ask: each usable member address as a base URL, once. Members that
+/// publish the same address (after normalising: scheme, host and port of the base URL) are
+/// one machine answering under several ids, so it is asked once and can count as at most one
+/// spare; listing an idle node many times must not multiply headroom. Keeps the first id
+/// seen for each base (for the log), in member order, and at most `MAX_NODE_GETS / 2`.
+pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
+    let mut seen = BTreeSet::new();
+    let mut bases = Vec::new();
+    for m in members {
+        let Some(base) = urls::member_base(&m.addr, given_base) else {
+            tracing::info!(node.id = m.id, "member address unusable; not spare");
+            continue;
+        };
+        if !seen.insert(base.clone()) {
+            tracing::info!(
+                node.id = m.id,
+                "member shares another member's address; counted once"
+            );
+            continue;
+        }
+        if bases.len() == MAX_NODE_GETS / 2 {
+            tracing::info!(node.id = m.id, "per-node request budget spent; not asked");
+            continue;
+        }
+        bases.push((m.id, base));
+    }
+    bases
+}
+
+/// Counts the spare nodes: each distinct node (`node_bases`) asked for `/node` and
+/// `/node/usage` (at most `NODE_CONCURRENCY` at once, all before `deadline`). A node that
+/// fails to answer, or answers something unreadable, is not spare, and the sample stays ok:
+/// an unreachable node cannot take a tenant, so counting it out is the truth about headroom,
+/// while failing the whole sample would hide a real deficit behind a gap.
 pub async fn count_spares(
     ctx: &Ctx,
     members: &[Member],
@@ -38,14 +71,9 @@ pub async fn count_spares(
 ) -> u32 {
     let permits = Arc::new(tokio::sync::Semaphore::new(NODE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
-    for m in members {
-        let Some(base) = urls::member_base(&m.addr, given_base) else {
-            tracing::info!(node.id = m.id, node.addr = %m.addr, "member address unusable; not spare");
-            continue;
-        };
+    for (id, base) in node_bases(members, given_base) {
         let client = ctx.scrape.clone();
         let permits = permits.clone();
-        let id = m.id;
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring only waits.
             let _permit = permits.acquire_owned().await.ok()?;
@@ -169,6 +197,47 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn member(id: u64, addr: &str) -> Member {
+        Member {
+            id,
+            addr: addr.into(),
+            voter: true,
+        }
+    }
+
+    #[test]
+    fn members_at_one_address_are_one_node_and_unusable_addresses_are_skipped() {
+        let given = "http://127.0.0.1:7000";
+        let members = [
+            member(1, "127.0.0.1:7001"),
+            member(2, "127.0.0.1:7001"),
+            member(3, "localhost:7002"),
+            member(4, "h/x:1"),
+            member(5, "0.0.0.0:9"),
+            member(6, "127.0.0.1:7000"),
+            member(7, "127.0.0.1:7002"),
+        ];
+        assert_eq!(
+            node_bases(&members, given),
+            [
+                (1, "http://127.0.0.1:7001".to_owned()),
+                (3, "http://localhost:7002".to_owned()),
+                (5, given.to_owned()),
+                (7, "http://127.0.0.1:7002".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_per_node_request_budget_caps_distinct_nodes() {
+        let members: Vec<Member> = (0..1000)
+            .map(|i| member(i, &format!("127.0.0.{}:{}", i % 250 + 1, 7000 + i)))
+            .collect();
+        let bases = node_bases(&members, "http://127.0.0.1:1");
+        assert_eq!(bases.len() * 2, MAX_NODE_GETS);
+        assert_eq!(bases[0].0, 0);
+    }
 
     #[test]
     fn required_follows_the_override_then_the_regions() {

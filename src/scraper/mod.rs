@@ -5,11 +5,13 @@
 //! scraping; every failure is an error sample (a gap), never a crash and never "healthy".
 
 pub mod derived;
+pub mod evidence;
 pub mod fetch;
 pub mod node;
 pub mod stats;
 pub mod status;
 pub mod supervisor;
+pub mod text;
 pub mod urls;
 
 use std::time::Duration;
@@ -45,6 +47,9 @@ pub async fn scrape_with(ctx: &Ctx, fleet: &FleetSpec, regions: &mut derived::Re
             Ok(outcome) => outcome,
             Err(_) => Err("timed out".to_owned()),
         };
+    // Every error of a sample passes the one cleaner here, where the sample is built: it is
+    // stored every tick and shown to every viewer, and parts of it may come from a node.
+    let outcome = outcome.map_err(|reason| text::clean_error(&reason));
     if let Err(reason) = &outcome {
         tracing::info!(reason = %reason, "scrape failed");
     }
@@ -62,12 +67,7 @@ async fn observe(
     deadline: Instant,
     regions: &mut derived::Regions,
 ) -> Result<Observation, String> {
-    let (given, first) = first_answer(ctx, fleet, deadline).await?;
-    let (leader, leader_url) = if first.is_leader() {
-        (first, urls::trimmed(&given).to_owned())
-    } else {
-        follow_leader(ctx, &first, &given, deadline).await?
-    };
+    let (leader, leader_url) = find_leader(ctx, fleet, deadline).await?;
     let (source, spare, required) = match &leader.headroom {
         HeadroomSection::Present {
             spare, required, ..
@@ -105,24 +105,28 @@ async fn observe(
         leader_id: Some(leader.node_id),
         leader_url: Some(leader_url),
         term: leader.current_term,
-        members: leader.members.clone(),
-        evidence: leader.raw,
+        evidence: evidence::bounded(&leader),
+        members: leader.members,
     })
 }
 
-/// The first endpoint, in the fleet's order, that answers a readable status; otherwise the
-/// first endpoint's reason (with how many others failed too).
-async fn first_answer(
+/// The leader's status and base URL. The fleet's endpoints are asked in order: an answer
+/// from the leader ends the search; an answer naming another node as leader is followed by
+/// one hop; anything else (no answer, no leader known, a hop that fails) moves on to the next
+/// endpoint, which may itself be the leader or know a reachable one. So at most two requests
+/// per endpoint, all within the tick's one deadline. When every endpoint failed, the first
+/// endpoint's reason (the fleet's order is its preference), with how many others failed too.
+async fn find_leader(
     ctx: &Ctx,
     fleet: &FleetSpec,
     deadline: Instant,
-) -> Result<(String, RaftStatus), String> {
+) -> Result<(RaftStatus, String), String> {
     let mut first_error = None;
     for endpoint in &fleet.endpoints {
-        match status_of(ctx, urls::trimmed(endpoint), deadline).await {
-            Ok(status) => return Ok((endpoint.clone(), status)),
+        match leader_via(ctx, urls::trimmed(endpoint), deadline).await {
+            Ok(found) => return Ok(found),
             Err(e) => {
-                tracing::info!(endpoint = %endpoint, reason = %e, "endpoint did not answer");
+                tracing::info!(endpoint = %endpoint, reason = %e, "no leader through endpoint");
                 first_error.get_or_insert(e);
             }
         }
@@ -134,11 +138,32 @@ async fn first_answer(
     })
 }
 
-async fn status_of(ctx: &Ctx, base: &str, deadline: Instant) -> Result<RaftStatus, String> {
+/// The leader as seen through one configured endpoint `given`: the endpoint itself when it
+/// leads, else the leader it names, asked once.
+async fn leader_via(
+    ctx: &Ctx,
+    given: &str,
+    deadline: Instant,
+) -> Result<(RaftStatus, String), String> {
+    let first = status_of(ctx, given, true, deadline).await?;
+    if first.is_leader() {
+        return Ok((first, given.to_owned()));
+    }
+    follow_leader(ctx, &first, given, deadline).await
+}
+
+/// `/raft/status` of `base`; `configured` when `base` is one of the fleet's endpoints (then
+/// yubaba's "raft not configured" 503 text is shown).
+async fn status_of(
+    ctx: &Ctx,
+    base: &str,
+    configured: bool,
+    deadline: Instant,
+) -> Result<RaftStatus, String> {
     let answer = fetch::get(&ctx.scrape, &format!("{base}/raft/status"), deadline)
         .await
         .map_err(|e| e.to_string())?;
-    status::parse(answer.status, &answer.body).map_err(|e| e.to_string())
+    status::parse_answer(answer.status, &answer.body, configured).map_err(|e| e.to_string())
 }
 
 /// One hop from a node that is not the leader to the leader it names. The leader's address
@@ -161,7 +186,7 @@ async fn follow_leader(
         // the leader: asking it again would not change its answer.
         return Err(format!("leader {id} publishes no reachable address"));
     }
-    let leader = status_of(ctx, &base, deadline)
+    let leader = status_of(ctx, &base, false, deadline)
         .await
         .map_err(|e| format!("leader {id}: {e}"))?;
     if !leader.is_leader() {

@@ -77,10 +77,8 @@ fn field(name: &str, rule: &'static str) -> StatusError {
 
 fn object(http_status: u16, body: &[u8]) -> Result<Map<String, Value>, StatusError> {
     if !(200..300).contains(&http_status) {
-        return Err(StatusError::Http {
-            status: http_status,
-            text: super::status::shown_text(body, super::status::TEXT_CAP_CHARS),
-        });
+        // A node's address is node-published: its body is never echoed, only the code.
+        return Err(super::status::http_error(http_status, body, false));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(StatusError::Empty);
@@ -102,8 +100,7 @@ mod tests {
 
     fn fixture(name: &str) -> Vec<u8> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        std::fs::read(root.join("../shared/fixtures/yubaba").join(name))
-            .or_else(|_| std::fs::read(root.join("tests/api/fixtures/yubaba").join(name)))
+        std::fs::read(root.join("tests/fixtures/yubaba").join(name))
             .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
     }
 
@@ -158,5 +155,15 @@ mod tests {
             parse_node(404, b"not found"),
             Err(StatusError::Http { status: 404, .. })
         ));
+        for (code, body) in [(503, "raft not configured"), (500, "secret")] {
+            assert_eq!(
+                parse_usage(code, body.as_bytes()).unwrap_err().to_string(),
+                format!("HTTP {code}")
+            );
+        }
+        assert_eq!(
+            parse_node(302, b"").unwrap_err().to_string(),
+            "HTTP 302: redirects are not followed"
+        );
     }
 }

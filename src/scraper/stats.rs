@@ -32,12 +32,18 @@ impl Default for ScrapeStats {
 }
 
 impl ScrapeStats {
-    /// Notes one started scrape, `lag_ms` after its scheduled start; `missed` when it started
-    /// more than one interval late.
+    /// Notes one started scrape, `lag_ms` after its scheduled start; `missed` when one
+    /// scheduled tick was dropped before it (see `tick_after_missing` for several).
     pub fn tick(&self, lag_ms: u64, missed: bool) {
+        self.tick_after_missing(lag_ms, u64::from(missed));
+    }
+
+    /// Notes one started scrape, `lag_ms` after its scheduled start, and the `missed`
+    /// scheduled ticks that were dropped (never run) because the loop was that late.
+    pub fn tick_after_missing(&self, lag_ms: u64, missed: u64) {
         self.ticks.fetch_add(1, Ordering::Relaxed);
-        if missed {
-            self.missed_ticks.fetch_add(1, Ordering::Relaxed);
+        if missed > 0 {
+            self.missed_ticks.fetch_add(missed, Ordering::Relaxed);
         }
         self.lag[bucket(lag_ms)].fetch_add(1, Ordering::Relaxed);
     }
@@ -52,7 +58,8 @@ impl ScrapeStats {
         self.ticks.load(Ordering::Relaxed)
     }
 
-    /// Scrapes that started more than one interval late.
+    /// Scheduled ticks that never ran because their loop was late (a stall of several
+    /// intervals counts each tick it dropped).
     pub fn missed_ticks(&self) -> u64 {
         self.missed_ticks.load(Ordering::Relaxed)
     }
@@ -160,5 +167,13 @@ mod tests {
         assert_eq!((s.ticks(), s.missed_ticks(), s.failures()), (1001, 11, 0));
         s.failure();
         assert_eq!(s.failures(), 1);
+    }
+
+    #[test]
+    fn a_stall_adds_every_tick_it_dropped() {
+        let s = ScrapeStats::default();
+        s.tick_after_missing(2, 0);
+        s.tick_after_missing(45_000, 3);
+        assert_eq!((s.ticks(), s.missed_ticks()), (2, 3));
     }
 }

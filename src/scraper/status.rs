@@ -4,12 +4,30 @@
 //! wrong type, truncated JSON, garbage or an empty body is a typed error naming the field and
 //! the rule, never a panic and never a default that would pass for "healthy".
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 
+use super::text;
 use crate::domain::headroom::Member;
 
-/// Characters of a non-JSON answer (the 503 text) kept in an error, at most.
+/// Characters of yubaba's 503 "raft not configured" text kept in an error, at most.
 pub const TEXT_CAP_CHARS: usize = 200;
+
+/// Members a status may list (`nodes`): more is refused, since derived mode asks each one
+/// and the evidence keeps each address. Real clusters have a handful.
+pub const MAX_MEMBERS: usize = 256;
+
+/// Voter sets in `configs`: one, or two during a joint-consensus change.
+pub const MAX_VOTER_SETS: usize = 2;
+
+/// Highest `spare` or `required` a headroom section may report; anything larger is not a
+/// count of machines but a broken or hostile node (it would swamp charts and proposals).
+pub const MAX_COUNT: u32 = 10_000;
+
+/// The start of yubaba's plain-text 503 when raft is not configured: the one non-2xx body
+/// shown (from a configured endpoint only); any other body stays unread in errors.
+pub const RAFT_NOT_CONFIGURED: &str = "raft not configured";
 
 /// One node's `/raft/status`, reduced to what the scraper uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,8 +41,11 @@ pub struct RaftStatus {
     pub current_leader: Option<u64>,
     /// The raft term, when sent.
     pub current_term: Option<u64>,
-    /// Every member with its address; voters first, then by id.
+    /// Every member with its address; voters first, then by id (at most `MAX_MEMBERS`).
     pub members: Vec<Member>,
+    /// The voter sets of `configs` as sent (at most `MAX_VOTER_SETS` of at most `MAX_MEMBERS`
+    /// ids each), kept for the evidence.
+    pub voter_sets: Vec<Vec<u64>>,
     /// The `headroom` section: absent (older builds), null (followers, or before the first
     /// evaluation) or the leader's last verdict.
     pub headroom: HeadroomSection,
@@ -65,8 +86,9 @@ pub enum HeadroomSection {
 /// Why an answer could not be read as a status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StatusError {
-    /// A non-2xx answer; `text` is its body made safe to show (trimmed, control characters
-    /// removed, capped), empty when there was none.
+    /// A non-2xx answer; `text` says why when known: "redirects are not followed" for a 3xx,
+    /// yubaba's "raft not configured" 503 text (cleaned, capped) from a configured endpoint;
+    /// empty otherwise, since any other body is the server's, not ours to show.
     #[error("HTTP {status}{}", if text.is_empty() { String::new() } else { format!(": {text}") })]
     Http {
         /// The HTTP status.
@@ -97,22 +119,36 @@ fn field_err(field: impl Into<String>, rule: &'static str) -> StatusError {
     }
 }
 
-const RULE_ID: &str = "must be a raft id (a whole number ≥ 0, or one written as a string)";
-const RULE_U64: &str = "must be a whole number ≥ 0";
-const RULE_U32: &str = "must be a whole number from 0 to 4294967295";
+const RULE_ID: &str =
+    "must be a raft id (a whole number from 0 to 9223372036854775807, or one written as a string)";
+const RULE_TERM: &str = "must be a whole number from 0 to 9223372036854775807";
+const RULE_COUNT: &str = "must be a whole number from 0 to 10000 (at most 10000)";
 const RULE_OBJECT: &str = "must be an object";
 const RULE_ARRAY: &str = "must be a list";
 const RULE_STRING: &str = "must be a string";
 const RULE_PRESENT: &str = "is missing";
+const RULE_MEMBERS: &str = "has more than 256 members";
+const RULE_SETS: &str = "must have at most 2 voter sets (joint consensus)";
+const RULE_SET_IDS: &str = "must list at most 256 ids";
+/// What ids and terms are stored as (SQLite integers): larger values are refused, not wrapped.
+const ID_MAX: u64 = i64::MAX as u64;
 
-/// Reads an answer of `/raft/status`: `http_status` and the body as received (already capped
-/// by the fetch).
+/// Reads an answer of `/raft/status` from a configured endpoint: `http_status` and the body as
+/// received (already capped by the fetch).
 pub fn parse(http_status: u16, body: &[u8]) -> Result<RaftStatus, StatusError> {
+    parse_answer(http_status, body, true)
+}
+
+/// `parse`, saying whether the answer came from an endpoint the fleet was configured with
+/// (`configured`) or from an address a node published (the leader hop), whose 503 text is
+/// not shown.
+pub fn parse_answer(
+    http_status: u16,
+    body: &[u8],
+    configured: bool,
+) -> Result<RaftStatus, StatusError> {
     if !(200..300).contains(&http_status) {
-        return Err(StatusError::Http {
-            status: http_status,
-            text: shown_text(body, TEXT_CAP_CHARS),
-        });
+        return Err(http_error(http_status, body, configured));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(StatusError::Empty);
@@ -131,7 +167,7 @@ pub fn parse(http_status: u16, body: &[u8]) -> Result<RaftStatus, StatusError> {
     };
     let current_leader = id(top.get("current_leader"), "current_leader")?;
     let current_term = whole(top.get("current_term"), "current_term")?;
-    let members = membership(top)?;
+    let (members, voter_sets) = membership(top)?;
     let headroom = headroom_section(top.get("headroom"))?;
     Ok(RaftStatus {
         node_id,
@@ -139,9 +175,33 @@ pub fn parse(http_status: u16, body: &[u8]) -> Result<RaftStatus, StatusError> {
         current_leader,
         current_term,
         members,
+        voter_sets,
         headroom,
         raw,
     })
+}
+
+/// The error of a non-2xx answer. A 3xx says redirects are not followed (the scrape client
+/// follows none: yubaba never redirects, and a hop would let a node point headroom at any
+/// path of any internal host). Only yubaba's known 503 text, from a configured endpoint, is
+/// shown; any other body could be an internal service's secrets, so only the code is.
+pub fn http_error(http_status: u16, body: &[u8], configured: bool) -> StatusError {
+    let text = if (300..400).contains(&http_status) {
+        "redirects are not followed".to_owned()
+    } else if http_status == 503 && configured {
+        let shown = text::clean(&String::from_utf8_lossy(body), TEXT_CAP_CHARS);
+        if shown.starts_with(RAFT_NOT_CONFIGURED) {
+            shown
+        } else {
+            String::new()
+        }
+    } else {
+        String::new()
+    };
+    StatusError::Http {
+        status: http_status,
+        text,
+    }
 }
 
 /// "line L column C: what" from a serde error, without echoing the input.
@@ -162,6 +222,7 @@ fn id(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
+            .filter(|&n| n <= ID_MAX)
             .map(Some)
             .ok_or_else(|| field_err(field, RULE_ID)),
         Some(Value::String(s)) => id_text(s)
@@ -171,53 +232,77 @@ fn id(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
     }
 }
 
-/// A numeric string as an id: digits only (no sign, no spaces), within u64.
+/// A numeric string as an id: digits only (no sign, no spaces), at most `ID_MAX`.
 fn id_text(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    s.parse().ok()
+    s.parse().ok().filter(|&n| n <= ID_MAX)
 }
 
-/// A non-negative integer; absent and `null` are `None`.
+/// A term: a non-negative integer up to `ID_MAX`; absent and `null` are `None`.
 fn whole(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
+            .filter(|&n| n <= ID_MAX)
             .map(Some)
-            .ok_or_else(|| field_err(field, RULE_U64)),
-        Some(_) => Err(field_err(field, RULE_U64)),
+            .ok_or_else(|| field_err(field, RULE_TERM)),
+        Some(_) => Err(field_err(field, RULE_TERM)),
+    }
+}
+
+/// How an error names the `nodes` entry at `index` with map key `key`: the key itself only
+/// when it is short and all digits (a plausible id), else its position. A key is
+/// node-supplied text of any length and content; it never reaches an error verbatim.
+fn node_field(index: usize, key: &str) -> String {
+    if !key.is_empty() && key.len() <= 20 && key.bytes().all(|b| b.is_ascii_digit()) {
+        format!("membership_config.membership.nodes.{key}")
+    } else {
+        format!("membership_config.membership.nodes[key {}]", index + 1)
     }
 }
 
 /// Members from `membership_config.membership`: every entry of `nodes`, a voter when its id
 /// is in ANY set of `configs` (a joint config lists two sets during a change). An
 /// uninitialised node has both empty; a missing `membership_config` is read the same way,
-/// since some builds omit it before initialisation.
-fn membership(top: &Map<String, Value>) -> Result<Vec<Member>, StatusError> {
+/// since some builds omit it before initialisation. Sizes are checked before any entry is
+/// read, and voters are looked up in a set: the cost is linear in what was sent.
+fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), StatusError> {
     let membership = match top.get("membership_config") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
+        None | Some(Value::Null) => return Ok((Vec::new(), Vec::new())),
         Some(Value::Object(mc)) => match mc.get("membership") {
-            None | Some(Value::Null) => return Ok(Vec::new()),
+            None | Some(Value::Null) => return Ok((Vec::new(), Vec::new())),
             Some(Value::Object(m)) => m,
             Some(_) => return Err(field_err("membership_config.membership", RULE_OBJECT)),
         },
         Some(_) => return Err(field_err("membership_config", RULE_OBJECT)),
     };
-    let mut voters = Vec::new();
+    let mut voter_sets = Vec::new();
+    let mut voters = BTreeSet::new();
     match membership.get("configs") {
         None | Some(Value::Null) => {}
         Some(Value::Array(sets)) => {
+            if sets.len() > MAX_VOTER_SETS {
+                return Err(field_err("membership_config.membership.configs", RULE_SETS));
+            }
             for (i, set) in sets.iter().enumerate() {
                 let field = format!("membership_config.membership.configs[{i}]");
                 let ids = set
                     .as_array()
                     .ok_or_else(|| field_err(&field, RULE_ARRAY))?;
+                if ids.len() > MAX_MEMBERS {
+                    return Err(field_err(&field, RULE_SET_IDS));
+                }
+                let mut one = Vec::with_capacity(ids.len());
                 for (j, v) in ids.iter().enumerate() {
                     let f = format!("{field}[{j}]");
-                    voters.push(id(Some(v), &f)?.ok_or_else(|| field_err(&f, RULE_ID))?);
+                    let id = id(Some(v), &f)?.ok_or_else(|| field_err(&f, RULE_ID))?;
+                    voters.insert(id);
+                    one.push(id);
                 }
+                voter_sets.push(one);
             }
         }
         Some(_) => {
@@ -231,8 +316,14 @@ fn membership(top: &Map<String, Value>) -> Result<Vec<Member>, StatusError> {
     match membership.get("nodes") {
         None | Some(Value::Null) => {}
         Some(Value::Object(nodes)) => {
-            for (key, node) in nodes {
-                let field = format!("membership_config.membership.nodes.{key}");
+            if nodes.len() > MAX_MEMBERS {
+                return Err(field_err(
+                    "membership_config.membership.nodes",
+                    RULE_MEMBERS,
+                ));
+            }
+            for (index, (key, node)) in nodes.iter().enumerate() {
+                let field = node_field(index, key);
                 let id = id_text(key).ok_or_else(|| field_err(&field, RULE_ID))?;
                 let addr = match node {
                     Value::Object(n) => match n.get("addr") {
@@ -252,11 +343,12 @@ fn membership(top: &Map<String, Value>) -> Result<Vec<Member>, StatusError> {
         Some(_) => return Err(field_err("membership_config.membership.nodes", RULE_OBJECT)),
     }
     members.sort_by_key(|m| (!m.voter, m.id));
-    Ok(members)
+    Ok((members, voter_sets))
 }
 
-/// The `headroom` section: `spare` and `required` must fit a u32 (a negative or larger number
-/// is an error, never a wrapped value); other fields are kept in `raw` only.
+/// The `headroom` section: `spare` and `required` must be whole numbers up to `MAX_COUNT` (a
+/// negative or larger number is an error, never a wrapped or clamped value); other fields are
+/// kept in `raw` only.
 fn headroom_section(v: Option<&Value>) -> Result<HeadroomSection, StatusError> {
     let section = match v {
         None => return Ok(HeadroomSection::Absent),
@@ -271,8 +363,9 @@ fn headroom_section(v: Option<&Value>) -> Result<HeadroomSection, StatusError> {
             Some(Value::Number(n)) => n
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| field_err(field, RULE_U32)),
-            Some(_) => Err(field_err(field, RULE_U32)),
+                .filter(|&n| n <= MAX_COUNT)
+                .ok_or_else(|| field_err(field, RULE_COUNT)),
+            Some(_) => Err(field_err(field, RULE_COUNT)),
         }
     };
     Ok(HeadroomSection::Present {
@@ -282,49 +375,17 @@ fn headroom_section(v: Option<&Value>) -> Result<HeadroomSection, StatusError> {
     })
 }
 
-/// A body made safe to show people: decoded leniently, control characters turned into
-/// spaces, runs of whitespace collapsed, trimmed and cut at `cap` characters (with "…").
-pub fn shown_text(body: &[u8], cap: usize) -> String {
-    let text = String::from_utf8_lossy(body);
-    let mut out = String::new();
-    let mut chars = 0;
-    let mut pending_space = false;
-    for c in text.chars() {
-        if c.is_control() || c.is_whitespace() {
-            pending_space = !out.is_empty();
-            continue;
-        }
-        if chars >= cap {
-            out.push('…');
-            return out;
-        }
-        if pending_space {
-            out.push(' ');
-            chars += 1;
-            pending_space = false;
-            if chars >= cap {
-                out.push('…');
-                return out;
-            }
-        }
-        out.push(c);
-        chars += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The shared fixtures, or the copies kept beside the tests when `../shared` is absent.
+    /// The example yubaba answers committed with the repo.
+    fn fixtures_dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/yubaba")
+    }
+
     fn fixture(name: &str) -> Vec<u8> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let shared = root.join("../shared/fixtures/yubaba").join(name);
-        let copy = root.join("tests/api/fixtures/yubaba").join(name);
-        std::fs::read(&shared)
-            .or_else(|_| std::fs::read(&copy))
-            .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+        std::fs::read(fixtures_dir().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
     }
 
     fn ok(name: &str) -> RaftStatus {
@@ -333,14 +394,7 @@ mod tests {
 
     #[test]
     fn every_fixture_file_is_read_or_refused_by_type() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let dir = [
-            root.join("../shared/fixtures/yubaba"),
-            root.join("tests/api/fixtures/yubaba"),
-        ]
-        .into_iter()
-        .find(|d| d.is_dir())
-        .expect("a fixtures directory");
+        let dir = fixtures_dir();
         let mut seen = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -437,26 +491,49 @@ mod tests {
     }
 
     #[test]
-    fn the_503_text_is_named_trimmed_and_capped() {
-        let e = parse(503, &fixture("raft-status-503-body.txt")).unwrap_err();
+    fn only_the_raft_not_configured_503_text_is_shown_and_only_from_a_configured_endpoint() {
+        let known = fixture("raft-status-503-body.txt");
+        let e = parse(503, &known).unwrap_err();
         assert_eq!(
             e.to_string(),
             "HTTP 503: raft not configured: start yubaba with --raft-node-id to enable clustering"
         );
-        let long = format!("  \x1b[31mboom\r\n\t{}\u{0}", "x".repeat(500));
-        let StatusError::Http { text, .. } = parse(500, long.as_bytes()).unwrap_err() else {
+        // The same text from an address a node published: the code only.
+        assert_eq!(
+            parse_answer(503, &known, false).unwrap_err().to_string(),
+            "HTTP 503"
+        );
+        // The known text, dirtied and long: cleaned and capped.
+        let long = format!(
+            "  raft not configured\r\n\t\u{1b}[31m\u{202e}{}\u{0}",
+            "x".repeat(500)
+        );
+        let StatusError::Http { text, .. } = parse(503, long.as_bytes()).unwrap_err() else {
             panic!()
         };
-        assert!(text.starts_with("[31mboom x"), "{text:?}");
+        assert!(text.starts_with("raft not configured [31mxxx"), "{text:?}");
         assert_eq!(text.chars().count(), TEXT_CAP_CHARS + 1);
         assert!(text.ends_with('…'));
-        assert!(!text.chars().any(char::is_control));
-        assert_eq!(parse(502, b"").unwrap_err().to_string(), "HTTP 502");
-        // Invalid UTF-8 is shown with replacement characters, not refused.
-        assert!(parse(503, b"\xff\xfe down")
-            .unwrap_err()
-            .to_string()
-            .ends_with("down"));
+        assert!(!text.chars().any(super::text::is_hidden));
+        // Any other body, of any status, is never echoed.
+        for (code, body) in [
+            (503, &b"internal-token=s3cr3t"[..]),
+            (500, b"raft not configured"),
+            (403, b"secret"),
+            (502, b""),
+            (503, b"\xff\xfe down"),
+        ] {
+            assert_eq!(
+                parse(code, body).unwrap_err().to_string(),
+                format!("HTTP {code}")
+            );
+        }
+        for code in [301, 302, 307, 308] {
+            assert_eq!(
+                parse(code, b"see elsewhere").unwrap_err().to_string(),
+                format!("HTTP {code}: redirects are not followed")
+            );
+        }
     }
 
     #[test]
@@ -507,7 +584,7 @@ mod tests {
             (r#"{"membership_config": []}"#, "membership_config"),
             (
                 r#"{"membership_config": {"membership": {"configs": [[1]], "nodes": {"x": {"addr": "a:1"}}}}}"#,
-                "membership_config.membership.nodes.x",
+                "membership_config.membership.nodes[key 1]",
             ),
             (
                 r#"{"membership_config": {"membership": {"configs": [[1]], "nodes": {"1": {"addr": 7}}}}}"#,
@@ -538,25 +615,145 @@ mod tests {
     }
 
     #[test]
-    fn headroom_numbers_beyond_u32_or_negative_are_errors_not_wraps() {
-        for bad in ["4294967296", "-1", "1.5", "18446744073709551616"] {
-            let e = with(&format!(
-                r#"{{"headroom": {{"spare": {bad}, "required": 1}}}}"#
-            ))
-            .unwrap_err();
-            assert_eq!(
-                e.to_string(),
-                "unreadable status: `headroom.spare` must be a whole number from 0 to 4294967295",
-                "{bad}"
-            );
+    fn headroom_numbers_above_10000_or_negative_are_errors_not_wraps() {
+        for field in ["spare", "required"] {
+            for bad in [
+                "10001",
+                "4294967295",
+                "4294967296",
+                "-1",
+                "1.5",
+                "18446744073709551616",
+            ] {
+                let other = if field == "spare" {
+                    "required"
+                } else {
+                    "spare"
+                };
+                let e = with(&format!(
+                    r#"{{"headroom": {{"{field}": {bad}, "{other}": 1}}}}"#
+                ))
+                .unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "unreadable status: `headroom.{field}` must be a whole number from 0 to \
+                         10000 (at most 10000)"
+                    ),
+                    "{bad}"
+                );
+            }
         }
-        let max =
-            with(r#"{"headroom": {"spare": 4294967295, "required": 0, "zones": ["a"]}}"#).unwrap();
+        let max = with(r#"{"headroom": {"spare": 10000, "required": 0, "zones": ["a"]}}"#).unwrap();
         let HeadroomSection::Present { spare, raw, .. } = max.headroom else {
             panic!()
         };
-        assert_eq!(spare, u32::MAX);
+        assert_eq!(spare, MAX_COUNT);
         assert_eq!(raw["zones"][0], "a");
+    }
+
+    #[test]
+    fn ids_and_terms_above_i64_max_are_refused_not_wrapped() {
+        let max = i64::MAX as u64;
+        let ok = with(&format!(
+            r#"{{"node_id": {max}, "current_leader": "{max}", "current_term": {max}}}"#
+        ))
+        .unwrap();
+        assert_eq!((ok.node_id, ok.current_term), (max, Some(max)));
+        for (patch, field) in [
+            (format!(r#"{{"node_id": {}}}"#, max + 1), "node_id"),
+            (
+                format!(r#"{{"current_leader": "{}"}}"#, max + 1),
+                "current_leader",
+            ),
+            (
+                format!(r#"{{"current_term": {}}}"#, u64::MAX),
+                "current_term",
+            ),
+        ] {
+            match with(&patch) {
+                Err(StatusError::Field { field: f, rule }) => {
+                    assert_eq!(f, field, "{patch}");
+                    assert!(rule.contains("9223372036854775807"), "{rule}");
+                }
+                other => panic!("{patch}: {other:?}"),
+            }
+        }
+    }
+
+    fn members_body(configs: &str, nodes: &str) -> String {
+        format!(
+            r#"{{"node_id":1,"state":"Leader","membership_config":{{"membership":{{"configs":{configs},"nodes":{{{nodes}}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_hostile_node_key_is_named_by_its_position_never_echoed() {
+        let key = format!("x\n\u{1b}[31m<script>\u{202e}{}", "A".repeat(250_000));
+        let body = serde_json::json!({
+            "node_id": 1,
+            "membership_config": { "membership": { "configs": [[1]],
+                "nodes": { "1": {"addr": "h:1"}, key: {"addr": "h:2"} } } },
+        });
+        let e = parse(200, body.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("unreadable status: `membership_config.membership.nodes[key 2]` {RULE_ID}")
+        );
+        // A digit key longer than 20 characters is not shown either.
+        let long = "1".repeat(21);
+        let e = parse(
+            200,
+            members_body("[[1]]", &format!(r#""{long}":{{"addr":"h:1"}}"#)).as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("nodes[key 1]") && !e.contains(&long), "{e}");
+    }
+
+    #[test]
+    fn members_and_voter_sets_are_capped_before_they_are_read() {
+        let nodes = |n: usize| {
+            (0..n)
+                .map(|i| format!(r#""{i}":{{"addr":"h:{}"}}"#, i + 1))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let at_cap = parse(200, members_body("[[0]]", &nodes(MAX_MEMBERS)).as_bytes()).unwrap();
+        assert_eq!(at_cap.members.len(), MAX_MEMBERS);
+        assert_eq!(at_cap.voter_sets, [vec![0]]);
+        let over = parse(
+            200,
+            members_body("[[0]]", &nodes(MAX_MEMBERS + 1)).as_bytes(),
+        );
+        assert_eq!(
+            over.unwrap_err().to_string(),
+            "unreadable status: `membership_config.membership.nodes` has more than 256 members"
+        );
+        assert!(RULE_MEMBERS.contains(&MAX_MEMBERS.to_string()));
+        let three = parse(200, members_body("[[1],[1],[1]]", "").as_bytes()).unwrap_err();
+        assert_eq!(
+            three.to_string(),
+            format!("unreadable status: `membership_config.membership.configs` {RULE_SETS}")
+        );
+        let ids = vec!["1"; MAX_MEMBERS + 1].join(",");
+        let long = parse(200, members_body(&format!("[[1],[{ids}]]"), "").as_bytes());
+        assert_eq!(
+            long.unwrap_err().to_string(),
+            format!("unreadable status: `membership_config.membership.configs[1]` {RULE_SET_IDS}")
+        );
+        // A joint config keeps both sets; repeated ids are one voter.
+        let joint = parse(200, members_body("[[1,1,2],[2,3]]", &nodes(4)).as_bytes()).unwrap();
+        assert_eq!(joint.voter_sets, [vec![1, 1, 2], vec![2, 3]]);
+        let voters: Vec<u64> = joint
+            .members
+            .iter()
+            .filter(|m| m.voter)
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(voters, [1, 2, 3]);
     }
 
     #[test]

@@ -70,6 +70,11 @@ pub async fn run_until_stopped(
                 tracing::warn!(error = %e, "scraper could not list fleets; keeping its loops")
             }
         }
+        // Proposals whose filing failed after their sample committed are retried here, not
+        // only at the next start (one indexed read over the fleets in deficit when none is).
+        if let Err(e) = crate::headroom::deficit::resume(&ctx).await {
+            tracing::warn!(error = ?e, "unfiled restore proposals not filed yet; retried next pass");
+        }
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep(LIST_EVERY) => {}
@@ -150,6 +155,17 @@ fn jitter(interval: Duration) -> Duration {
     Duration::from_millis(u64::from_le_bytes(bytes) % ms)
 }
 
+/// Scheduled ticks that were dropped before a tick that starts `lag` after its schedule: every
+/// whole `interval` of lag passed over one. `MissedTickBehavior::Skip` hands out the earliest
+/// missed deadline and skips the rest up to now, so a stall of 3.5 intervals ran one tick
+/// late and dropped three, and counting it as one miss would hide how long the loop stalled.
+fn dropped_ticks(lag: Duration, interval: Duration) -> u64 {
+    if interval.is_zero() {
+        return 0;
+    }
+    u64::try_from(lag.as_nanos() / interval.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Scrapes one fleet on its schedule until `stop` turns true.
 async fn fleet_loop(
     ctx: Ctx,
@@ -179,9 +195,9 @@ async fn fleet_loop(
         // Lag counts from the schedule to the scrape's real start, waiting for a permit
         // included: that wait is what a too-small `scrape_concurrency` costs.
         let lag = Instant::now().saturating_duration_since(scheduled);
-        stats.tick(
+        stats.tick_after_missing(
             u64::try_from(lag.as_millis()).unwrap_or(u64::MAX),
-            lag > interval,
+            dropped_ticks(lag, interval),
         );
         let sample = tokio::select! {
             s = scrape_with(&ctx, &spec, &mut regions) => s,
@@ -196,5 +212,49 @@ async fn fleet_loop(
         if let Err(e) = crate::headroom::record::record(&ctx, &spec.name, &sample).await {
             tracing::warn!(fleet.name = %spec.name, error = %e, "sample not recorded");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_whole_interval_of_lag_is_one_dropped_tick() {
+        let i = Duration::from_secs(15);
+        assert_eq!(dropped_ticks(Duration::ZERO, i), 0);
+        assert_eq!(dropped_ticks(Duration::from_millis(14_999), i), 0);
+        assert_eq!(dropped_ticks(Duration::from_secs(15), i), 1);
+        assert_eq!(dropped_ticks(Duration::from_millis(52_500), i), 3);
+        assert_eq!(dropped_ticks(Duration::from_secs(150), i), 10);
+        assert_eq!(dropped_ticks(Duration::from_secs(1), Duration::ZERO), 0);
+    }
+
+    /// The count matches what tokio's `Skip` really drops: a loop that stalls for 3.5
+    /// intervals gets one late tick, whose lag says how many grid ticks are then never run
+    /// before the next one. (Real time, with wide margins: a 100 ms pause between two adjacent
+    /// lines would be needed to straddle a grid point.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_count_matches_the_ticks_skip_drops() {
+        let interval = Duration::from_millis(200);
+        let start = Instant::now();
+        let mut ticker = tokio::time::interval_at(start, interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        assert_eq!(ticker.tick().await, start);
+        // The stall: the loop is busy (the runtime blocked) for 700 ms.
+        std::thread::sleep(Duration::from_millis(700));
+        let scheduled = ticker.tick().await;
+        let lag = Instant::now().saturating_duration_since(scheduled);
+        let counted = dropped_ticks(lag, interval);
+        assert_eq!(
+            scheduled,
+            start + interval,
+            "the first missed tick runs, late"
+        );
+        assert!(counted >= 2, "lag {lag:?} counted {counted}");
+        let next = ticker.tick().await;
+        // Grid points strictly between the late tick and the next one were never run.
+        let skipped = (next - scheduled).as_millis() / interval.as_millis() - 1;
+        assert_eq!(u128::from(counted), skipped, "lag {lag:?}");
     }
 }

@@ -2,8 +2,9 @@
 //! bodies, JSON or plain-text answers with `Content-Length`, keep-alive as HTTP/1.1 defines it.
 //! It exists so the simulated fleet answers over real sockets (the scraper's client, its
 //! timeouts and its leader following all run for real) without pulling a second server stack
-//! into a demo helper. Everything a client sends is bounded: the request head by size, each
-//! read and write by a timeout, the connections open at once by a count. Garbage gets a 4xx
+//! into a demo helper. Everything a client sends is bounded: the request head by size and by
+//! one deadline for the whole head, each write by a timeout, the connections open at once by a
+//! count. Garbage gets a 4xx
 //! and a closed connection, never a panic.
 
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use tokio::sync::{watch, Semaphore};
 pub struct Limits {
     /// Largest request head (request line and headers), in bytes.
     pub head_bytes: usize,
-    /// Longest wait for the next bytes of a request, or for a write to drain; an idle
-    /// keep-alive connection is closed after it.
+    /// Longest wait for a whole request head (from when the server starts waiting for it, so
+    /// a client dripping a byte at a time cannot hold a connection past it), or for a write to
+    /// drain; an idle keep-alive connection is closed after it.
     pub io_timeout: Duration,
     /// Connections served at once per listener; more are closed on accept.
     pub max_connections: usize,
@@ -266,6 +268,9 @@ async fn connection<H>(
 {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
+        // One deadline for the whole head, not per read: a per-read timeout alone lets a
+        // client sending one byte just under it hold a connection slot for hours.
+        let head_deadline = tokio::time::Instant::now() + limits.io_timeout;
         let end = loop {
             if let Some(end) = head_end(&buf) {
                 break end;
@@ -278,7 +283,7 @@ async fn connection<H>(
             let mut chunk = [0_u8; 1024];
             let want = chunk.len().min(limits.head_bytes - buf.len());
             let read = tokio::select! {
-                read = tokio::time::timeout(limits.io_timeout, stream.read(&mut chunk[..want])) => read,
+                read = tokio::time::timeout_at(head_deadline, stream.read(&mut chunk[..want])) => read,
                 _ = stopped(&mut stop) => return,
             };
             match read {
@@ -357,6 +362,56 @@ mod tests {
         }
         let chunked = parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked").unwrap_err();
         assert_eq!(chunked.status, 501);
+    }
+
+    /// A client dripping a head one byte at a time, each well within the timeout, is cut off
+    /// at the whole-head deadline; a prompt client on the same server is still answered.
+    #[tokio::test]
+    async fn a_dripping_client_is_closed_at_the_head_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            io_timeout: Duration::from_millis(400),
+            ..Limits::default()
+        };
+        let (_stop_tx, stop) = watch::channel(false);
+        let handler = Arc::new(|_: &Request| Response::text(200, "ok"));
+        tokio::spawn(serve(listener, limits, handler, stop));
+
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let mut closed_after = None;
+        for b in b"GET / HTTP/1.1\r\nX-Drip: ".iter().cycle().take(200) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if slow.write_all(&[*b]).await.is_err() {
+                closed_after = Some(started.elapsed());
+                break;
+            }
+            let mut probe = [0_u8; 1];
+            if let Ok(Ok(0)) =
+                tokio::time::timeout(Duration::from_millis(1), slow.read(&mut probe)).await
+            {
+                closed_after = Some(started.elapsed());
+                break;
+            }
+        }
+        let closed_after = closed_after.expect("a dripping client held its connection for 10 s");
+        assert!(
+            closed_after >= Duration::from_millis(350) && closed_after < Duration::from_secs(2),
+            "{closed_after:?}"
+        );
+
+        let mut quick = TcpStream::connect(addr).await.unwrap();
+        quick
+            .write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(2), quick.read_to_end(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 200 OK"), "{answer:?}");
     }
 
     #[test]

@@ -1,4 +1,7 @@
-//! Log subscriber set-up, the metrics registry and the per-fleet gauges. The request span is in `http::span`.
+//! Log subscriber set-up, the request metrics registry, and the rendering of the per-fleet
+//! gauges and scrape totals from values the `/metrics` handler passes in (this module sits
+//! below the operations and the scraper, so it reads neither). The request span is in
+//! `http::span`.
 
 pub mod fleet_metrics;
 pub mod metrics;

@@ -402,7 +402,14 @@ async fn the_board_shows_unknown_healthy_deficit_stale_and_open_requests() {
         .all(|f| f.status == Health::Unknown && f.last_scrape_at.is_none()));
 
     feed(&app, &ctx, "prod", "G").await;
+    // The board carries the stored counts and no members list (never parsed for it); one
+    // fleet's `now` lists the members as well.
+    let all = board::board(&ctx, &vera).await.unwrap();
+    assert!(all[1].members.is_empty());
+    assert_eq!((all[1].voters, all[1].learners), (Some(1), Some(1)));
+    assert_eq!((all[0].voters, all[0].learners), (None, None));
     let prod = board::now(&ctx, &vera, "prod").await.unwrap();
+    assert_eq!((prod.voters, prod.learners), (Some(1), Some(1)));
     assert_eq!(prod.status, Health::Healthy);
     assert_eq!((prod.spare, prod.required), (Some(3), Some(3)));
     assert_eq!(prod.leader.as_deref(), Some(LEADER));
@@ -593,4 +600,557 @@ async fn a_sample_for_a_deleted_fleet_writes_nothing() {
         .expect("ignored");
     assert_eq!(app.count("fleet_samples").await, before);
     assert_eq!(app.count("fleet_status").await, 0);
+}
+
+/// A leader's status answer with a huge evidence body (as if no scraper bounded it).
+fn bloated(spare: u32, required: u32) -> Observation {
+    let mut o = observation(spare, required);
+    o.evidence = json!({
+        "current_leader": 1,
+        "headroom": { "spare": spare, "required": required },
+        "x": vec![1e15_f64; 20_000],
+    });
+    o
+}
+
+/// Records `n` samples of `outcome`, one interval apart.
+async fn feed_obs(app: &TestApp, ctx: &Ctx, outcome: fn() -> Observation, n: usize) {
+    for _ in 0..n {
+        app.clock.advance(INTERVAL);
+        let s = Sample {
+            at: ctx.now(),
+            latency_ms: 3,
+            outcome: Ok(outcome()),
+        };
+        record(ctx, "prod", &s).await.expect("record");
+    }
+}
+
+#[tokio::test]
+async fn a_huge_evidence_is_stored_as_its_numbers_and_ids_only_within_16_kib() {
+    let (app, ctx) = setup(|_| {}).await;
+    assert!(
+        bloated(1, 3).evidence.to_string().len() > 300_000,
+        "really huge"
+    );
+    feed_obs(&app, &ctx, || bloated(1, 3), 3).await;
+
+    let stored: String = sqlx::query_scalar("SELECT evidence FROM fleet_deficits")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert!(
+        stored.len() <= deficit::EVIDENCE_MAX_BYTES,
+        "{} bytes",
+        stored.len()
+    );
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored["truncated"], true);
+    assert_eq!(
+        stored["status"],
+        json!({"source": "native", "spare": 1, "required": 3, "leader_id": 1, "term": 7})
+    );
+    assert_eq!(stored["samples"].as_array().unwrap().len(), 3);
+
+    // The request's timeline line is bounded the same way.
+    let id = provisions(&app, "prod").await[0].0;
+    let details: String = sqlx::query_scalar(
+        "SELECT details FROM provision_events WHERE provision_id = ? AND kind = 'evidence'",
+    )
+    .bind(id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert!(
+        details.len() <= deficit::EVIDENCE_MAX_BYTES,
+        "{}",
+        details.len()
+    );
+    assert!(details.contains("\"truncated\":true"), "{details}");
+}
+
+#[tokio::test]
+async fn the_evidence_keeps_at_most_the_entering_streak_and_never_more_than_50_samples() {
+    // Entering after 200 samples keeps 50 of them; a stored streak longer than the policy's
+    // (the threshold was raised since) keeps the policy's.
+    let (app, ctx) = setup(|s| {
+        s.deficit.enter_after = 200;
+    })
+    .await;
+    feed_obs(&app, &ctx, || observation(1, 3), 200).await;
+    let stored: String = sqlx::query_scalar("SELECT evidence FROM fleet_deficits")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored["samples"].as_array().unwrap().len(), 50);
+    assert!(stored.get("truncated").is_none(), "50 samples fit whole");
+    let policy = DeficitPolicy {
+        enter_after: 3,
+        leave_after: 3,
+    };
+    assert_eq!(deficit::streak_len(policy, 7), 3);
+    assert_eq!(deficit::streak_len(policy, 2), 2);
+}
+
+#[tokio::test]
+async fn a_deficit_inside_the_cooldown_notes_the_flapping_and_files_once_it_lasts_past_it() {
+    let (app, ctx) = setup(|s| {
+        s.proposal_cooldown = Duration::from_secs(60);
+    })
+    .await;
+    feed(&app, &ctx, "prod", "BBB GGG").await;
+    let superseded_at = ctx.now();
+    let first = provisions(&app, "prod").await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].2, "superseded");
+
+    // Back in deficit 45 s after the supersession: nothing is filed yet, the deficit says why.
+    feed(&app, &ctx, "prod", "BBB").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1, "none at once");
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].provision_id, None);
+    let due = superseded_at + 60_000;
+    assert_eq!(
+        d[0].note,
+        format!(
+            "flapping: request #{} was superseded by recovery at {}; a new proposal is filed at {} \
+             if the deficit lasts",
+            first[0].0,
+            headroom::domain::clock::format_utc(superseded_at),
+            headroom::domain::clock::format_utc(due)
+        )
+    );
+    assert_eq!(
+        board::now(&ctx, &caller("vera", Role::Viewer), "prod")
+            .await
+            .unwrap()
+            .status,
+        Health::Deficit
+    );
+    // A crash now must not file it early: resume leaves a deferred deficit to `record`.
+    assert_eq!(deficit::resume(&ctx).await.unwrap(), 0);
+
+    // The first sample at the due time (a failed one counts: the deficit is still open) files.
+    feed(&app, &ctx, "prod", "F").await;
+    assert_eq!(ctx.now(), due);
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed.len(), 2, "{filed:?}");
+    assert_eq!(
+        (filed[1].1.as_str(), filed[1].2.as_str(), filed[1].3),
+        ("system", "pending_approval", 2)
+    );
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!(
+        (d[0].provision_id, d[0].note.as_str()),
+        (Some(filed[1].0), "")
+    );
+    assert!(detail(&ctx, filed[1].0)
+        .await
+        .events
+        .iter()
+        .any(|e| e.kind == "evidence"));
+
+    // Still never a second open request, however long the deficit lasts.
+    feed(&app, &ctx, "prod", "BBBBBB").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_deficit_ending_inside_the_cooldown_files_and_announces_nothing() {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/hook"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&receiver)
+        .await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    let queued = || async {
+        sqlx::query_as::<_, (String, i64)>(
+            "SELECT event, count(*) FROM webhook_deliveries GROUP BY event ORDER BY event",
+        )
+        .fetch_all(&app.pool)
+        .await
+        .unwrap()
+    };
+    feed(&app, &ctx, "prod", "BBB GGG").await;
+    let once = vec![
+        ("fleet.deficit_entered".to_owned(), 1),
+        ("fleet.deficit_left".to_owned(), 1),
+    ];
+    let events = |all: Vec<(String, i64)>| -> Vec<(String, i64)> {
+        all.into_iter()
+            .filter(|(e, _)| e.starts_with("fleet."))
+            .collect()
+    };
+    assert_eq!(events(queued().await), once);
+
+    // Five more cycles inside the default 30 minutes: deficits on record, no request, no
+    // webhook.
+    for _ in 0..5 {
+        feed(&app, &ctx, "prod", "BBB GGG").await;
+    }
+    assert_eq!(provisions(&app, "prod").await.len(), 1);
+    assert_eq!(deficits(&ctx, "prod").await.len(), 6);
+    assert_eq!(events(queued().await), once);
+}
+
+#[tokio::test]
+async fn the_cooldown_setting_is_bounded_and_defaults_to_30_minutes() {
+    let defaults = headroom::config::Settings::default();
+    assert_eq!(defaults.proposal_cooldown, Duration::from_secs(30 * 60));
+    for (raw, ok) in [("0", false), ("1", true), ("1440", true), ("1441", false)] {
+        let layer = headroom::config::PartialSettings {
+            deficit_cooldown_minutes: Some(raw.parse().unwrap()),
+            ..Default::default()
+        };
+        let r = headroom::config::load(
+            headroom::config::PartialSettings::defaults(),
+            None,
+            &|_| None,
+            layer,
+        );
+        match r {
+            Ok(l) => {
+                assert!(ok, "{raw} accepted");
+                assert_eq!(
+                    l.settings.proposal_cooldown,
+                    Duration::from_secs(60 * raw.parse::<u64>().unwrap())
+                );
+            }
+            Err(e) => {
+                assert!(!ok, "{raw} refused: {e}");
+                assert!(
+                    e.to_string()
+                        .contains("deficit_cooldown_minutes must be between 1 and 1440"),
+                    "{e}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn retention_deletes_ended_deficits_and_keeps_the_requests_evidence() {
+    let (app, ctx) = setup(|_| {}).await;
+    feed(&app, &ctx, "prod", "BBB GGG").await;
+    let superseded = provisions(&app, "prod").await[0].0;
+    // Past the hour rollups' retention, a second deficit opens (and stays open).
+    app.clock.advance(ctx.settings.retention.hour);
+    feed(&app, &ctx, "prod", "BBB").await;
+    assert_eq!(deficits(&ctx, "prod").await.len(), 2);
+
+    let pruned = headroom::headroom::retention::prune_once(&ctx)
+        .await
+        .unwrap();
+    assert_eq!(pruned.deficits, 1);
+    let left = deficits(&ctx, "prod").await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].restored_at, None, "the open one stays");
+    assert_eq!(
+        board::now(&ctx, &caller("vera", Role::Viewer), "prod")
+            .await
+            .unwrap()
+            .status,
+        Health::Deficit
+    );
+    // The request the deleted deficit filed keeps its evidence line.
+    assert!(detail(&ctx, superseded)
+        .await
+        .events
+        .iter()
+        .any(|e| e.kind == "evidence"));
+    // Nothing more to delete.
+    assert_eq!(
+        headroom::headroom::retention::prune_once(&ctx)
+            .await
+            .unwrap()
+            .deficits,
+        0
+    );
+}
+
+#[tokio::test]
+async fn retention_deletes_ended_deficits_in_batches() {
+    let (app, ctx) = setup(|_| {}).await;
+    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = 'prod'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let n = 2 * headroom::headroom::retention::BATCH + 7;
+    // Old ended deficits, one young ended one at the cutoff's edge, written directly.
+    sqlx::query(
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
+         INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
+                                     ended_at)
+         SELECT ?, i, i, 0, 1, '{}', i + 1 FROM k",
+    )
+    .bind(n)
+    .bind(fleet_id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let cutoff = ctx.now() - i64::try_from(ctx.settings.retention.hour.as_millis()).unwrap();
+    sqlx::query(
+        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
+                                     ended_at)
+         VALUES (?, ?, ?, 0, 1, '{}', ?)",
+    )
+    .bind(fleet_id)
+    .bind(cutoff - 10)
+    .bind(cutoff - 10)
+    .bind(cutoff)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let pruned = headroom::headroom::retention::prune_once(&ctx)
+        .await
+        .unwrap();
+    assert_eq!(pruned.deficits as i64, n);
+    assert_eq!(
+        app.count("fleet_deficits").await,
+        1,
+        "the one at the cutoff stays"
+    );
+}
+
+/// Records `n` samples of `spare` of `required`, one scrape interval apart.
+async fn feed_numbers(app: &TestApp, ctx: &Ctx, spare: u32, required: u32, n: usize) {
+    for _ in 0..n {
+        app.clock.advance(INTERVAL);
+        let s = Sample {
+            at: ctx.now(),
+            latency_ms: 12,
+            outcome: Ok(observation(spare, required)),
+        };
+        record(ctx, "prod", &s).await.expect("record");
+    }
+}
+
+#[tokio::test]
+async fn a_rejected_proposal_gets_a_follow_up_after_the_threshold_and_its_approval_window() {
+    let (app, ctx) = setup(|_| {}).await;
+    feed(&app, &ctx, "prod", "BBB").await;
+    let first = provisions(&app, "prod").await[0].0;
+    requests::reject(&ctx, &caller("abe", Role::Approver), first, "not now")
+        .await
+        .expect("a human rejects");
+
+    // Two samples below: under the threshold; the third: inside the rejection's 4 h window.
+    feed(&app, &ctx, "prod", "BB").await;
+    assert_eq!(
+        provisions(&app, "prod").await.len(),
+        1,
+        "below the threshold"
+    );
+    feed(&app, &ctx, "prod", "B F B").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1, "inside the window");
+
+    // Past the approval window (the fleet's TTL, 4 h by default) the next sample below files.
+    app.clock.advance(Duration::from_secs(4 * 3600));
+    feed(&app, &ctx, "prod", "B").await;
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed.len(), 2, "{filed:?}");
+    let (second, requester, state, count) = filed[1].clone();
+    assert_eq!(
+        (requester.as_str(), state.as_str(), count),
+        ("system", "pending_approval", 2)
+    );
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!(d.len(), 1, "the same deficit, not a new one");
+    assert_eq!(d[0].provision_id, Some(second));
+    assert_eq!(d[0].provision_state.as_deref(), Some("pending_approval"));
+    assert_eq!(d[0].note, format!("follow-up to request #{first}"));
+    let line = detail(&ctx, second)
+        .await
+        .events
+        .into_iter()
+        .find(|e| e.kind == "evidence")
+        .expect("an evidence line");
+    assert!(
+        line.message
+            .starts_with("follow-up proposed by headroom for deficit #")
+            && line
+                .message
+                .ends_with(&format!("earlier requests #{first}")),
+        "{}",
+        line.message
+    );
+
+    // One per window: more samples below file nothing while it is open.
+    feed(&app, &ctx, "prod", "BBBBBB").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 2);
+    // And recovery supersedes the follow-up like any proposal.
+    feed(&app, &ctx, "prod", "GGG").await;
+    assert_eq!(
+        detail(&ctx, second).await.provision.state,
+        ProvisionState::Superseded
+    );
+}
+
+#[tokio::test]
+async fn a_restore_that_succeeded_but_was_not_enough_gets_a_follow_up_for_the_rest() {
+    let (app, ctx) = setup(|s| s.proposal_cooldown = Duration::from_secs(60)).await;
+    feed_numbers(&app, &ctx, 1, 3, 3).await;
+    let first = provisions(&app, "prod").await[0].0;
+    let runner_ctx = ctx_with(&app, Arc::new(Fake::new()));
+    requests::approve(&runner_ctx, &caller("abe", Role::Approver), first, None)
+        .await
+        .expect("approve");
+    // While it is open nothing more is filed, however long the fleet stays below.
+    feed_numbers(&app, &ctx, 1, 3, 6).await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1);
+    assert!(runner::run_once(&runner_ctx).await.unwrap());
+    assert_eq!(
+        detail(&ctx, first).await.provision.state,
+        ProvisionState::Succeeded
+    );
+
+    // The restore joined, but required grew meanwhile: spare 3 of 7, still a deficit.
+    feed_numbers(&app, &ctx, 3, 7, 2).await;
+    assert_eq!(
+        provisions(&app, "prod").await.len(),
+        1,
+        "below the threshold"
+    );
+    feed_numbers(&app, &ctx, 3, 7, 1).await;
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed.len(), 2, "{filed:?}");
+    assert_eq!(filed[1].3, 4, "asks for what is missing now: 7 − 3");
+    let d = &deficits(&ctx, "prod").await[0];
+    assert_eq!(
+        d.provision_id,
+        Some(filed[1].0),
+        "the timeline shows the latest"
+    );
+    assert!(d.restored_at.is_none());
+    assert_eq!(d.note, format!("follow-up to request #{first}"));
+}
+
+#[tokio::test]
+async fn a_capped_restore_gets_a_follow_up_once_it_is_over() {
+    let (app, ctx) = setup(|s| s.proposal_cooldown = Duration::from_secs(60)).await;
+    feed_numbers(&app, &ctx, 0, 30, 3).await;
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed[0].3, 20, "capped at COUNT_MAX");
+    requests::cancel(&ctx, &caller("abe", Role::Approver), filed[0].0)
+        .await
+        .expect("cancel");
+    // A cancellation is a person's decision: the approval window applies, as for a rejection.
+    feed_numbers(&app, &ctx, 0, 30, 5).await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1);
+    app.clock.advance(Duration::from_secs(4 * 3600));
+    feed_numbers(&app, &ctx, 0, 30, 1).await;
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed.len(), 2, "{filed:?}");
+    assert_eq!(filed[1].3, 20);
+}
+
+#[tokio::test]
+async fn two_concurrent_guarded_filings_leave_exactly_one_open_request() {
+    let (app, ctx) = setup(|_| {}).await;
+    let request = headroom::provisioning::NewRequest {
+        fleet: "prod".into(),
+        machine_config: "spare-fsn1".into(),
+        template: None,
+        count: 1,
+        reason: "race".into(),
+    };
+    let (system, olga) = (Caller::system(), caller("olga", Role::Operator));
+    let (a, b) = tokio::join!(
+        requests::create_unless_open(&ctx, &system, &request),
+        requests::create_unless_open(&ctx, &olga, &request),
+    );
+    let (a, b) = (a.expect("a"), b.expect("b"));
+    let open = provisions(&app, "prod").await;
+    assert_eq!(open.len(), 1, "{open:?}");
+    let filed = match (&a, &b) {
+        (requests::Filing::Filed(p), requests::Filing::AlreadyOpen(id))
+        | (requests::Filing::AlreadyOpen(id), requests::Filing::Filed(p)) => {
+            assert_eq!(p.id, *id, "the refusal names the open request");
+            p.id
+        }
+        other => panic!("exactly one filed: {other:?}"),
+    };
+    assert_eq!(open[0].0, filed);
+
+    // The deficit's proposal uses the same guard: it files nothing and notes the open one.
+    feed(&app, &ctx, "prod", "BBB").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1);
+    let d = &deficits(&ctx, "prod").await[0];
+    assert_eq!(d.provision_id, Some(filed));
+    assert!(
+        d.note
+            .contains(&format!("request #{filed} was already open")),
+        "{}",
+        d.note
+    );
+}
+
+#[tokio::test]
+async fn resume_adopts_its_own_request_when_recording_it_failed() {
+    let (app, ctx) = setup(|_| {}).await;
+    feed(&app, &ctx, "prod", "BBB").await;
+    let id = provisions(&app, "prod").await[0].0;
+    // Filing committed, recording it on the deficit did not: the deficit looks unfiled.
+    sqlx::query("UPDATE fleet_deficits SET provision_id = NULL, note = '', proposed_at = NULL")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM provision_events WHERE provision_id = ? AND kind = 'evidence'")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+    assert_eq!(deficit::resume(&ctx).await.unwrap(), 1);
+    assert_eq!(provisions(&app, "prod").await.len(), 1, "no second request");
+    let d = &deficits(&ctx, "prod").await[0];
+    assert_eq!(
+        (d.provision_id, d.note.as_str()),
+        (Some(id), ""),
+        "adopted, not 'already open'"
+    );
+    assert!(detail(&ctx, id)
+        .await
+        .events
+        .iter()
+        .any(|e| e.kind == "evidence"));
+    // Adopted as ours, so recovery supersedes it.
+    feed(&app, &ctx, "prod", "GGG").await;
+    assert_eq!(
+        detail(&ctx, id).await.provision.state,
+        ProvisionState::Superseded
+    );
+}
+
+#[tokio::test]
+async fn unfiled_is_driven_from_the_fleets_in_deficit() {
+    let (app, _ctx) = setup(|_| {}).await;
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN QUERY PLAN {}",
+        headroom::db::fleet_deficits::UNFILED_SQL
+    )))
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let steps: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+    assert!(
+        steps[0].starts_with("SEARCH s USING COVERING INDEX fleet_status_open_deficit"),
+        "{steps:?}"
+    );
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.starts_with("SEARCH d USING INTEGER PRIMARY KEY")),
+        "{steps:?}"
+    );
+    assert!(!steps.iter().any(|s| s.starts_with("SCAN")), "{steps:?}");
 }

@@ -1,6 +1,6 @@
 //! `/metrics` per-fleet gauges (values, closed label set, hostile names, one valid
-//! exposition) and the rule that reading a page writes nothing to the database, while idle,
-//! absolute and explicit session ends still hold.
+//! exposition), the scrape loops' counters and lag, and the rule that reading a page writes
+//! nothing to the database, while idle, absolute and explicit session ends still hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -220,10 +220,79 @@ async fn the_metrics_response_is_one_valid_text_exposition() {
         "headroom_fleet_scrape_latency_seconds",
         "headroom_fleet_last_scrape_timestamp_seconds",
         "headroom_fleet_board_ok",
+        "headroom_scrape_ticks_total",
+        "headroom_scrape_missed_ticks_total",
+        "headroom_scrape_failures_total",
     ] {
         assert!(families.contains_key(name), "{name} missing:\n{text}");
     }
     assert_eq!(families["headroom_fleet_spare"], "gauge");
+}
+
+/// The value of the unlabelled sample `name`, if the exposition has it.
+fn plain_sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| parse_sample(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .find(|s| s.name == name && s.labels.is_empty())
+        .map(|s| s.value)
+}
+
+#[tokio::test]
+async fn the_scrape_loops_totals_are_exported_as_counters_and_a_lag_gauge() {
+    // Tests run without the scrape loops, so the counters move only as this test drives them.
+    let app = console(|_| {}).await;
+    let text = metrics_text(&app).await;
+    exposition_is_valid(&text);
+    for name in [
+        "headroom_scrape_ticks_total",
+        "headroom_scrape_missed_ticks_total",
+        "headroom_scrape_failures_total",
+    ] {
+        assert_eq!(plain_sample(&text, name), Some(0.0), "{name}:\n{text}");
+    }
+    assert!(
+        !text.contains("headroom_scrape_lag_p99_seconds"),
+        "no lag before the first tick:\n{text}"
+    );
+
+    let stats = &app.state.scrape_stats;
+    for _ in 0..99 {
+        stats.tick(4, false);
+    }
+    // Two of 101 ticks over 40 s late: more than 1 %, so the 99th percentile is one of them.
+    stats.tick(40_000, true);
+    stats.tick(40_000, true);
+    for _ in 0..3 {
+        stats.failure();
+    }
+    let text = metrics_text(&app).await;
+    let families = exposition_is_valid(&text);
+    assert_eq!(
+        plain_sample(&text, "headroom_scrape_ticks_total"),
+        Some(101.0)
+    );
+    assert_eq!(
+        plain_sample(&text, "headroom_scrape_missed_ticks_total"),
+        Some(2.0)
+    );
+    assert_eq!(
+        plain_sample(&text, "headroom_scrape_failures_total"),
+        Some(3.0)
+    );
+    let lag = plain_sample(&text, "headroom_scrape_lag_p99_seconds").expect("a lag gauge");
+    assert!((40.0..=42.5).contains(&lag), "p99 lag {lag} s:\n{text}");
+    #[allow(clippy::cast_precision_loss)]
+    let expected = stats.lag_p99_ms().unwrap() as f64 / 1000.0;
+    assert_eq!(lag, expected);
+    for (name, kind) in [
+        ("headroom_scrape_ticks_total", "counter"),
+        ("headroom_scrape_missed_ticks_total", "counter"),
+        ("headroom_scrape_failures_total", "counter"),
+        ("headroom_scrape_lag_p99_seconds", "gauge"),
+    ] {
+        assert_eq!(families.get(name).map(String::as_str), Some(kind), "{name}");
+    }
 }
 
 /// One parsed sample line.

@@ -375,7 +375,9 @@ async fn the_dashboard_shows_a_card_per_fleet_and_polls_only_the_cards() {
         .unwrap()
         .to_owned();
     assert!(hx_get.starts_with("/dashboard/cards?seen="), "{hx_get}");
-    assert!(html.contains("Latest activity"));
+    // The dashboard reads the board alone; the activity is the audit page's.
+    assert!(!html.contains("Latest activity"));
+    assert!(html.contains("href=\"/audit\""));
 
     // Nothing changed: the partial is the cards alone, with nothing to announce.
     let (status, quiet) = htmx_get(&app, &hx_get, &viewer).await;

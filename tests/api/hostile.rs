@@ -236,7 +236,8 @@ async fn markup_in_stored_values_is_escaped_on_every_page() {
         )
         .await;
     assert_eq!(res.status(), 201);
-    for page in ["/tokens", "/audit", "/"] {
+    // (The overview no longer lists audit entries: the audit page does.)
+    for page in ["/tokens", "/audit"] {
         let html = app.get(page, &admin).await.text().await.unwrap();
         assert!(!html.contains("<script>alert(1)</script>"), "{page}");
         assert!(

@@ -4,6 +4,7 @@ mod helpers;
 
 mod api;
 mod attack8;
+mod attack9;
 mod audit;
 mod browser;
 mod cli;
@@ -24,6 +25,7 @@ mod history;
 mod hostile;
 mod layers;
 mod login;
+mod migrations;
 mod openapi;
 mod operations;
 mod outbound;

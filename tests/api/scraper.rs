@@ -20,11 +20,10 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 use crate::helpers::TestApp;
 use crate::runner::{caller, console, ctx_with};
 
-/// The shared fixture, or its copy beside the tests.
+/// An example yubaba answer committed with the repo.
 fn fixture(name: &str) -> Vec<u8> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(root.join("../shared/fixtures/yubaba").join(name))
-        .or_else(|_| std::fs::read(root.join("tests/api/fixtures/yubaba").join(name)))
+    std::fs::read(root.join("tests/fixtures/yubaba").join(name))
         .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
 }
 
@@ -203,10 +202,8 @@ async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
 
     n1.reset().await;
     serve_raw(&n1, 500, b"internal error".to_vec()).await;
-    assert_eq!(
-        err(&scrape_once(ctx, &fleet).await),
-        "HTTP 500: internal error"
-    );
+    // The body is the server's, not shown: the code only.
+    assert_eq!(err(&scrape_once(ctx, &fleet).await), "HTTP 500");
 
     // A node that hangs past the fleet's timeout: the tick ends at its deadline.
     n1.reset().await;
@@ -366,6 +363,127 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
 }
 
 #[tokio::test]
+async fn an_endpoint_that_knows_no_leader_is_passed_over_for_the_next_one() {
+    let app = TestApp::spawn().await;
+    let ctx = &app.state.ctx;
+    let (learner, follower, leader) = (
+        MockServer::start().await,
+        MockServer::start().await,
+        MockServer::start().await,
+    );
+    let members = [(1, addr(&leader)), (2, addr(&follower))];
+    // An uninitialised learner, and a follower between elections (`current_leader: null`).
+    serve_status(&learner, fixture_json("raft-status-uninitialised.json")).await;
+    serve_status(&follower, status(2, None, 4, &members, Some(Value::Null))).await;
+    serve_status(
+        &leader,
+        status(
+            1,
+            Some(1),
+            4,
+            &members,
+            Some(json!({"spare": 2, "required": 1})),
+        ),
+    )
+    .await;
+
+    let fleet = spec(&[learner.uri(), follower.uri(), leader.uri()], 3);
+    let sample = scrape_once(ctx, &fleet).await;
+    let o = ok(&sample);
+    assert_eq!(o.leader_id, Some(1));
+    assert_eq!(o.leader_url.as_deref(), Some(leader.uri().as_str()));
+    assert_eq!((o.spare, o.required), (2, 1));
+    for n in [&learner, &follower, &leader] {
+        assert_eq!(
+            n.received_requests().await.unwrap().len(),
+            1,
+            "each asked once"
+        );
+    }
+
+    // The leader's answer ends the search: endpoints after it are not asked.
+    let after = MockServer::start().await;
+    let fleet = spec(&[leader.uri(), after.uri()], 3);
+    assert_eq!(ok(&scrape_once(ctx, &fleet).await).leader_id, Some(1));
+    assert!(after.received_requests().await.unwrap().is_empty());
+
+    // Only when every endpoint failed is the tick a gap, with the first endpoint's reason.
+    let gone = format!("http://127.0.0.1:{}", dead_port());
+    let sample = scrape_once(ctx, &spec(&[learner.uri(), follower.uri(), gone], 3)).await;
+    assert_eq!(err(&sample), "no leader (and 2 other endpoints failed)");
+}
+
+#[tokio::test]
+async fn a_follower_whose_leader_is_unreachable_is_passed_over_for_the_leader_endpoint() {
+    let app = TestApp::spawn().await;
+    let ctx = &app.state.ctx;
+    let (follower, leader) = (MockServer::start().await, MockServer::start().await);
+    // The leader advertises an address the console cannot reach (nothing listens there), but
+    // the fleet's second endpoint reaches the leader itself.
+    let unreachable = format!("127.0.0.1:{}", dead_port());
+    let members = [(1, unreachable), (2, addr(&follower))];
+    serve_status(
+        &follower,
+        status(2, Some(1), 7, &members, Some(Value::Null)),
+    )
+    .await;
+    serve_status(
+        &leader,
+        status(
+            1,
+            Some(1),
+            7,
+            &members,
+            Some(json!({"spare": 0, "required": 1})),
+        ),
+    )
+    .await;
+
+    let alone = scrape_once(ctx, &spec(&[follower.uri()], 3)).await;
+    assert_eq!(err(&alone), "leader 1: could not connect");
+
+    let sample = scrape_once(ctx, &spec(&[follower.uri(), leader.uri()], 3)).await;
+    let o = ok(&sample);
+    assert_eq!((o.leader_id, o.term), (Some(1), Some(7)));
+    assert_eq!(o.leader_url.as_deref(), Some(leader.uri().as_str()));
+    assert_eq!((o.spare, o.required), (0, 1));
+    assert_eq!(leader.received_requests().await.unwrap().len(), 1);
+
+    // A hop to a node that no longer leads is not chased further, but the next endpoint is
+    // still asked.
+    let stale = MockServer::start().await;
+    let members = [(1, addr(&leader)), (2, addr(&stale))];
+    serve_status(
+        &stale,
+        status(
+            2,
+            Some(3),
+            7,
+            &[(2, addr(&stale)), (3, addr(&follower))],
+            None,
+        ),
+    )
+    .await;
+    let fleet = spec(&[stale.uri(), leader.uri()], 3);
+    leader.reset().await;
+    serve_status(
+        &leader,
+        status(
+            1,
+            Some(1),
+            8,
+            &members,
+            Some(json!({"spare": 1, "required": 1})),
+        ),
+    )
+    .await;
+    let o = ok(&scrape_once(ctx, &fleet).await).clone();
+    assert_eq!((o.leader_id, o.spare), (Some(1), 1));
+    let stale_alone = scrape_once(ctx, &spec(&[stale.uri()], 3)).await;
+    assert_eq!(err(&stale_alone), "leader 3 is no longer the leader");
+}
+
+#[tokio::test]
 async fn a_link_local_leader_address_is_refused_by_the_policy() {
     let app = TestApp::spawn().await;
     let n1 = MockServer::start().await;
@@ -416,8 +534,25 @@ async fn oversized_garbage_503_and_unevaluated_answers_are_error_samples() {
     .await;
     assert_eq!(
         err(&scrape_once(ctx, &fleet).await),
-        "unreadable status: `headroom.spare` must be a whole number from 0 to 4294967295"
+        "unreadable status: `headroom.spare` must be a whole number from 0 to 10000 (at most 10000)"
     );
+
+    // A `required` past the sanity bound is unreadable too, never a huge proposal.
+    n1.reset().await;
+    serve_status(
+        &n1,
+        json!({"node_id": 1, "state": "Leader", "headroom": {"spare": 0, "required": 10001}}),
+    )
+    .await;
+    assert_eq!(
+        err(&scrape_once(ctx, &fleet).await),
+        "unreadable status: `headroom.required` must be a whole number from 0 to 10000 (at most 10000)"
+    );
+
+    // Any other non-2xx body is not echoed: the code only.
+    n1.reset().await;
+    serve_raw(&n1, 500, b"internal-token=s3cr3t".to_vec()).await;
+    assert_eq!(err(&scrape_once(ctx, &fleet).await), "HTTP 500");
 
     // A leader whose first evaluation has not run yet.
     n1.reset().await;
@@ -566,4 +701,150 @@ async fn a_chunked_body_past_the_cap_is_cut_off_without_reading_further() {
     // The writer stops once the reader hangs up; socket buffers hold at most a few MiB.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(written.load(std::sync::atomic::Ordering::Relaxed) < 16 * 1024 * 1024);
+}
+
+#[tokio::test]
+async fn a_redirect_is_an_error_sample_and_its_target_is_never_asked() {
+    let app = TestApp::spawn().await;
+    let (n1, target) = (MockServer::start().await, MockServer::start().await);
+    serve_status(
+        &target,
+        status(
+            1,
+            Some(1),
+            3,
+            &[(1, addr(&target))],
+            Some(json!({"spare": 1, "required": 1})),
+        ),
+    )
+    .await;
+    for code in [301, 302, 307, 308] {
+        n1.reset().await;
+        Mock::given(method("GET"))
+            .and(path("/raft/status"))
+            .respond_with(
+                ResponseTemplate::new(code)
+                    .insert_header("Location", format!("{}/raft/status", target.uri()).as_str())
+                    .set_body_string("moved: secret"),
+            )
+            .mount(&n1)
+            .await;
+        let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
+        assert_eq!(
+            err(&sample),
+            format!("HTTP {code}: redirects are not followed")
+        );
+    }
+    assert!(target.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn members_sharing_one_address_are_asked_once_and_count_as_one_spare() {
+    let app = TestApp::spawn().await;
+    let leader = MockServer::start().await;
+    let idle = member(
+        fixture_json("node.json"),
+        fixture_json("node-usage-idle.json"),
+    )
+    .await;
+    let other = member(
+        fixture_json("node.json"),
+        fixture_json("node-usage-idle.json"),
+    )
+    .await;
+    // 200 ids at one idle address, one more idle node, and the (unanswering) leader itself.
+    let mut members: Vec<(u64, String)> = (2..202).map(|id| (id, addr(&idle))).collect();
+    members.push((202, addr(&other)));
+    members.push((1, addr(&leader)));
+    serve_status(&leader, status(1, Some(1), 3, &members, None)).await;
+    let mut fleet = spec(&[leader.uri()], 5);
+    fleet.required_override = Some(1);
+    let sample = scrape_once(&app.state.ctx, &fleet).await;
+    assert_eq!(ok(&sample).spare, 2);
+    assert_eq!(ok(&sample).source, Source::Derived);
+    assert_eq!(idle.received_requests().await.unwrap().len(), 2);
+    assert_eq!(other.received_requests().await.unwrap().len(), 2);
+
+    // Past 256 members the status is refused outright: no member is asked.
+    let many: Vec<(u64, String)> = (1..=257).map(|id| (id, addr(&idle))).collect();
+    leader.reset().await;
+    idle.reset().await;
+    let mut body = status(1, Some(1), 3, &many, None);
+    body["membership_config"]["membership"]["configs"] = json!([[1]]);
+    serve_status(&leader, body).await;
+    let sample = scrape_once(&app.state.ctx, &fleet).await;
+    assert!(
+        err(&sample).ends_with("has more than 256 members"),
+        "{}",
+        err(&sample)
+    );
+    assert!(idle.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn every_error_sample_is_cleaned_and_capped_where_it_is_built() {
+    let app = TestApp::spawn().await;
+    let n1 = MockServer::start().await;
+    let nasty = format!(
+        "raft not configured\u{202e}\u{1b}[2J\n\t<b>{}",
+        "z ".repeat(5_000)
+    );
+    serve_raw(&n1, 503, nasty.into_bytes()).await;
+    let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
+    let e = err(&sample);
+    assert!(
+        e.starts_with("HTTP 503: raft not configured[2J <b>z z"),
+        "{e}"
+    );
+    assert!(e.chars().count() <= 301, "{}", e.chars().count());
+    assert!(!e.chars().any(headroom::scraper::text::is_hidden), "{e:?}");
+    assert!(!e.contains("  "));
+}
+
+#[tokio::test]
+async fn evidence_keeps_the_reduced_status_and_is_bounded() {
+    let app = TestApp::spawn().await;
+    let n1 = MockServer::start().await;
+    let mut body = status(
+        1,
+        Some(1),
+        9,
+        &[(1, addr(&n1))],
+        Some(json!({"spare": 1, "required": 2, "zones": ["a"]})),
+    );
+    body["membership_config"]["log_id"] = json!({"index": 4});
+    body["membership_config"]["membership"]["nodes"]["1"]["extra"] = json!("x");
+    serve_status(&n1, body).await;
+    let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
+    let e = &ok(&sample).evidence;
+    assert_eq!(
+        e["headroom"],
+        json!({"spare": 1, "required": 2, "zones": ["a"]})
+    );
+    assert_eq!(e["last_log_index"], 10);
+    assert_eq!(
+        e["membership_config"],
+        json!({"membership": {"configs": [[1]], "nodes": {"1": {"addr": addr(&n1)}}}})
+    );
+
+    n1.reset().await;
+    let mut big = status(
+        1,
+        Some(1),
+        9,
+        &[(1, addr(&n1))],
+        Some(json!({"spare": 0, "required": 1})),
+    );
+    big["padding"] = json!(vec![1e15; 10_000]);
+    serve_status(&n1, big).await;
+    let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
+    let e = &ok(&sample).evidence;
+    assert!(
+        serde_json::to_vec(e).unwrap().len() <= headroom::scraper::evidence::EVIDENCE_CAP_BYTES
+    );
+    assert_eq!(
+        *e,
+        json!({"truncated": true, "headroom": {"spare": 0, "required": 1},
+            "node_id": 1, "current_leader": 1, "current_term": 9})
+    );
 }

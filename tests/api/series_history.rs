@@ -140,19 +140,18 @@ impl Rollup {
     fn fold(&mut self, t: &Tick) {
         self.samples += 1;
         self.last_at = self.last_at.max(t.at);
-        match t.outcome {
-            Ok((spare, required, source)) => {
-                let (s, r) = (i64::from(spare), i64::from(required));
-                self.ok_samples += 1;
-                self.spare_min = Some(self.spare_min.map_or(s, |v| v.min(s)));
-                self.spare_max = Some(self.spare_max.map_or(s, |v| v.max(s)));
-                self.required_min = Some(self.required_min.map_or(r, |v| v.min(r)));
-                self.required_max = Some(self.required_max.map_or(r, |v| v.max(r)));
-                self.spare_last = Some(s);
-                self.required_last = Some(r);
-                self.source_last = source.as_str();
-            }
-            Err(_) => self.source_last = "none",
+        // A failed sample only counts: the source stays the newest ok sample's (`none` while
+        // none was ok), as the last values do.
+        if let Ok((spare, required, source)) = t.outcome {
+            let (s, r) = (i64::from(spare), i64::from(required));
+            self.ok_samples += 1;
+            self.spare_min = Some(self.spare_min.map_or(s, |v| v.min(s)));
+            self.spare_max = Some(self.spare_max.map_or(s, |v| v.max(s)));
+            self.required_min = Some(self.required_min.map_or(r, |v| v.min(r)));
+            self.required_max = Some(self.required_max.map_or(r, |v| v.max(r)));
+            self.spare_last = Some(s);
+            self.required_last = Some(r);
+            self.source_last = source.as_str();
         }
     }
 }

@@ -140,9 +140,15 @@ impl Model {
             .max()
             .unwrap_or(0);
         // One unit above the highest value so neither line sits on the frame; integer ticks.
-        let wanted = highest + 1;
-        let y_tick = wanted.div_ceil(MAX_Y_TICKS).max(1);
+        // Worked in u64: a fleet may report anything up to u32::MAX, and the top of the axis
+        // rounds up past it.
+        let wanted = u64::from(highest) + 1;
+        let y_tick = wanted.div_ceil(u64::from(MAX_Y_TICKS)).max(1);
         let y_top = wanted.div_ceil(y_tick) * y_tick;
+        let (y_top, y_tick) = (
+            u32::try_from(y_top).unwrap_or(u32::MAX),
+            u32::try_from(y_tick).unwrap_or(u32::MAX),
+        );
         Model {
             from,
             to,

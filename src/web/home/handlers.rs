@@ -5,7 +5,6 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
 
 use super::views;
-use crate::audit;
 use crate::auth::Principal;
 use crate::domain::Role;
 use crate::headroom::board;
@@ -16,22 +15,18 @@ use crate::web::layout::{respond, Frame};
 /// Longest `seen` token read; a longer one is ignored (it only drives announcements).
 const SEEN_MAX: usize = 16_384;
 
-/// The dashboard: a card per fleet, who you are and the latest activity.
+/// The dashboard: a card per fleet and who you are. The latest activity lives on the audit
+/// page: the dashboard is what every operator keeps open during an incident, so it reads the
+/// (cached) board and nothing else.
 pub async fn show(
     state: web::Data<AppState>,
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    let caller = principal.caller();
-    let search = audit::Search::latest(10);
-    let (fleets, recent) = tokio::join!(
-        board::board(&state.ctx, &caller),
-        audit::search(&state.ctx, &caller, &search)
-    );
-    let (fleets, recent) = (fleets?, recent?.entries);
+    let fleets = board::board(&state.ctx, &principal.caller()).await?;
     let now = state.ctx.now();
     let frame = Frame::load(&state, &principal, "Overview", "home").await;
-    let body = || views::overview(&principal, now, &fleets, &recent);
+    let body = || views::overview(&principal, now, &fleets);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
 }
 

@@ -1,3 +1,3 @@
-//! The overview page: the fleet dashboard and the latest activity.
+//! The overview page: the fleet dashboard.
 pub mod handlers;
 pub mod views;

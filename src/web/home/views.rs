@@ -1,13 +1,11 @@
 //! The overview page: the fleet dashboard (a card per fleet, refreshed through htmx), then who
-//! you are and the latest activity.
+//! you are and where to go next.
 
 use maud::{html, Markup};
 
-use crate::audit::AuditRow;
 use crate::auth::Principal;
 use crate::domain::headroom::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
-use crate::web::audit::views::entries_table;
 use crate::web::fleets::headroom::{n_plus_k, requests_link, span_words, status_badge, when};
 use crate::web::paths;
 
@@ -18,12 +16,7 @@ pub const REFRESH_SECS: u32 = 10;
 const ANNOUNCE_MAX: usize = 5;
 
 /// The dashboard: fleet cards, greeting, and the latest audit entries.
-pub fn overview(
-    principal: &Principal,
-    now: UnixMillis,
-    board: &[FleetNow],
-    recent: &[AuditRow],
-) -> Markup {
+pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> Markup {
     html! {
         h1 { "Overview" }
         section.card aria-labelledby="fleets-heading" {
@@ -37,17 +30,13 @@ pub fn overview(
             h2 { "You" }
             p { "Signed in as " strong { (principal.username) } " with the " strong { (principal.role) } " role." }
             ul.plain {
-                li { a href=(paths::AUDIT) { "Audit log" } " — every change, hash-chained and verifiable." }
+                li { a href=(paths::AUDIT) { "Audit log" } " — every change, newest first, hash-chained and verifiable." }
                 @if principal.role.includes(Role::Admin) {
                     li { a href=(paths::USERS) { "Users" } " — accounts and roles." }
                     li { a href=(paths::TOKENS) { "API tokens" } " — bearer tokens for automation." }
                 }
                 li { a href=(paths::ACCOUNT) { "Your account" } " — change your password." }
             }
-        }
-        section.card {
-            h2 { "Latest activity" }
-            (entries_table(recent))
         }
     }
 }
@@ -81,8 +70,12 @@ pub fn cards(now: UnixMillis, board: &[FleetNow], changes: &[String], can_create
 
 fn card(now: UnixMillis, f: &FleetNow) -> Markup {
     let href = paths::fill(paths::FLEET, &[("name", &f.fleet)]);
-    let voters = f.members.iter().filter(|m| m.voter).count();
-    let learners = f.members.len() - voters;
+    // The board carries counts, not the members list (that is read for the fleet page only);
+    // no member seen reads as unknown, as an empty list did.
+    let members = match (f.voters, f.learners) {
+        (Some(v), Some(l)) if u64::from(v) + u64::from(l) > 0 => Some((v, l)),
+        _ => None,
+    };
     html! {
         article.fleet-card data-fleet=(f.fleet) data-status=(f.status.as_str()) {
             h3 { a id={ "card-" (f.fleet) } href=(href) { (f.fleet) } }
@@ -100,8 +93,12 @@ fn card(now: UnixMillis, f: &FleetNow) -> Markup {
                     @match &f.leader { Some(l) => code { (l) }, None => span.muted { "unknown" } }
                 }
                 dt { "members" } dd {
-                    @if f.members.is_empty() { span.muted { "unknown" } }
-                    @else { (f.members.len()) " (" (voters) " voter" @if voters != 1 { "s" } ", " (learners) " learner" @if learners != 1 { "s" } ")" }
+                    @match members {
+                        None => span.muted { "unknown" },
+                        Some((voters, learners)) => {
+                            (u64::from(voters) + u64::from(learners)) " (" (voters) " voter" @if voters != 1 { "s" } ", " (learners) " learner" @if learners != 1 { "s" } ")"
+                        }
+                    }
                 }
                 dt { "last scrape" } dd { (when(now, f.last_scrape_at)) }
                 @if let Some(e) = &f.last_error { dt { "error" } dd.error-text { (e) } }
@@ -207,6 +204,8 @@ mod tests {
             leader_id: None,
             leader: None,
             members: vec![],
+            voters: None,
+            learners: None,
             last_scrape_at: None,
             last_ok_at: None,
             last_error: None,
