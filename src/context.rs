@@ -45,6 +45,30 @@ pub struct Ctx {
     /// once per `BOARD_TTL_MS`, and again at once after a sample, a fleet change or a request
     /// change invalidates it, so a room full of dashboards costs one query a second.
     pub board: Arc<ReadCache<Vec<crate::domain::headroom::FleetNow>>>,
+    /// Bumped by every write that can change what a session lookup returns (logout, user
+    /// disable/enable, role and password changes, flash messages): cached session rows
+    /// loaded before a bump are never served after it.
+    pub auth_epoch: Arc<AuthEpoch>,
+}
+
+/// A counter of writes that change what a session lookup returns. A reader loads it BEFORE
+/// its database read and keeps what it read only while the counter is unchanged; a writer
+/// bumps it AFTER its commit. So a row read before a write is never served once the write's
+/// operation has returned. Only this process sees its bumps: another process's changes (the
+/// CLI) are seen when the cached row's short validity runs out.
+#[derive(Debug, Default)]
+pub struct AuthEpoch(std::sync::atomic::AtomicU64);
+
+impl AuthEpoch {
+    /// The current value (read before loading what it guards).
+    pub fn current(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Marks every session row loaded so far as out of date.
+    pub fn bump(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// How long a loaded board serves readers when nothing invalidated it (clock milliseconds).
@@ -188,6 +212,7 @@ impl Ctx {
             exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
             jobs: Arc::new(tokio::sync::Notify::new()),
             board: Arc::new(ReadCache::new(BOARD_TTL_MS)),
+            auth_epoch: Arc::new(AuthEpoch::default()),
         })
     }
 

@@ -181,5 +181,7 @@ pub async fn logout(ctx: &Ctx, session_id: i64, username: &str) -> anyhow::Resul
     )
     .await?;
     tx.commit().await?;
+    // After the commit: the session's row may still be cached.
+    ctx.auth_epoch.bump();
     Ok(())
 }

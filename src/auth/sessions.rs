@@ -5,6 +5,13 @@
 //! expired. Idle expiry reads the newer of the row and the memory, so it stays exact while
 //! the process runs; after a restart only the row's (older) time is known, which can end a
 //! session early, never keep one alive too long.
+//!
+//! Reading a page also queries nothing most of the time: the looked-up row is kept
+//! ([`SessionRows`]) for at most [`ROW_TTL_MS`] of the clock and only while the
+//! [`AuthEpoch`] is unchanged since it was loaded. Every write in this process that can
+//! change a lookup's answer bumps the epoch after its commit, so it is seen at once; a
+//! change made by another process (the CLI) is seen within [`ROW_TTL_MS`]. Expiry is still
+//! judged on every request, from the row and the activity memory.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +21,9 @@ use sqlx::SqlitePool;
 
 use super::principal::{Principal, Via};
 use super::{csrf, secret_token, ACTIVITY_WRITE_EVERY_MS};
+use crate::context::AuthEpoch;
 use crate::db;
+use crate::db::sessions::SessionRow;
 use crate::domain::{Role, UnixMillis};
 
 /// Cookie carrying the session token when the browser did not reach us over TLS.
@@ -56,11 +65,13 @@ struct Seen {
     at: UnixMillis,
 }
 
-/// Live sessions' last activity, kept in memory between purges so page views write nothing.
+/// Live sessions' last activity, kept in memory between purges so page views write nothing,
+/// and the session rows looked up lately, so page views mostly query nothing either.
 #[derive(Debug)]
 pub struct Activity {
     seen: Mutex<HashMap<i64, Seen>>,
     capacity: usize,
+    rows: SessionRows,
 }
 
 impl Default for Activity {
@@ -75,7 +86,13 @@ impl Activity {
         Self {
             seen: Mutex::new(HashMap::new()),
             capacity,
+            rows: SessionRows::with_capacity(ROW_CAPACITY),
         }
+    }
+
+    /// The cache of looked-up session rows.
+    pub fn rows(&self) -> &SessionRows {
+        &self.rows
     }
 
     /// Sessions whose activity is held now (not yet written back).
@@ -144,6 +161,115 @@ impl Activity {
     }
 }
 
+/// How long a looked-up session row may answer lookups, in milliseconds of the operations'
+/// clock: the longest another process's change (`headroom user disable`) goes unseen.
+pub const ROW_TTL_MS: i64 = 1_000;
+
+/// Session rows the cache holds at once; when full, what is out of date is dropped, and if
+/// that is not enough, everything (the next lookups query again).
+pub const ROW_CAPACITY: usize = 10_000;
+
+/// A cached lookup: the row and what it was valid under.
+#[derive(Debug, Clone)]
+struct CachedRow {
+    row: SessionRow,
+    epoch: u64,
+    generation: u64,
+    at: UnixMillis,
+}
+
+/// Session rows by token hash, each served for at most [`ROW_TTL_MS`] and only while both
+/// the [`AuthEpoch`] (writes by operations) and this cache's own generation (writes by the
+/// session code itself: activity written back, rows deleted) are what they were before the
+/// row was read. Only found sessions are kept: unknown tokens cannot fill it.
+#[derive(Debug)]
+pub struct SessionRows {
+    map: Mutex<HashMap<String, CachedRow>>,
+    generation: std::sync::atomic::AtomicU64,
+    capacity: usize,
+}
+
+impl SessionRows {
+    /// An empty cache for at most `capacity` rows.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            capacity,
+        }
+    }
+
+    /// Rows held now (valid or not yet dropped).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no row is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedRow>> {
+        // Entries are replaced whole: a panic elsewhere cannot leave one half-written.
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Marks every held row as out of date (after a write by the session code itself).
+    fn invalidate(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The row for `hash` when it was loaded under `epoch` and the current generation, at
+    /// most [`ROW_TTL_MS`] before `now` (never "after" it: a clock that went back reloads).
+    fn get(&self, hash: &str, epoch: u64, now: UnixMillis) -> Option<SessionRow> {
+        let generation = self.generation();
+        self.lock()
+            .get(hash)
+            .filter(|c| {
+                c.epoch == epoch
+                    && c.generation == generation
+                    && now >= c.at
+                    && now - c.at < ROW_TTL_MS
+            })
+            .map(|c| c.row.clone())
+    }
+
+    /// Keeps a row read after `epoch` and `generation` were loaded. When full, drops what is
+    /// out of date first, then everything if that was not enough.
+    fn put(&self, hash: String, row: SessionRow, epoch: u64, generation: u64, at: UnixMillis) {
+        let mut map = self.lock();
+        if map.len() >= self.capacity && !map.contains_key(&hash) {
+            let current = self.generation();
+            map.retain(|_, c| {
+                c.generation == current && c.epoch == epoch && at >= c.at && at - c.at < ROW_TTL_MS
+            });
+            if map.len() >= self.capacity {
+                map.clear();
+            }
+        }
+        map.insert(
+            hash,
+            CachedRow {
+                row,
+                epoch,
+                generation,
+                at,
+            },
+        );
+    }
+
+    fn remove(&self, hash: &str) {
+        self.lock().remove(hash);
+    }
+}
+
 /// Writes held activity to the sessions' rows (never lowering a row's time) in one
 /// transaction, then lets memory go of what was written; entries of deleted sessions are
 /// dropped. Returns how many rows were brought up to date.
@@ -160,6 +286,9 @@ pub async fn flush_activity(pool: &SqlitePool, activity: &Activity) -> sqlx::Res
         }
     }
     tx.commit().await?;
+    // Cached rows still carry the older times, which memory is about to let go of: they
+    // must not serve once it has (an active session would look idle).
+    activity.rows.invalidate();
     // Only after the commit: until then memory is the one place the newer times are.
     for (id, seen) in pending {
         activity.settle(id, seen);
@@ -170,18 +299,32 @@ pub async fn flush_activity(pool: &SqlitePool, activity: &Activity) -> sqlx::Res
 /// Looks up the session behind a cookie token; `None` when there is none or it has ended.
 /// A live session's activity goes to `activity`, not the database. An expired session's row
 /// is deleted here (ending it is a write a viewer's cookie may cause; the page is not read).
+/// The row comes from the cache of [`SessionRows`] while it is valid under `epoch` (see the
+/// module docs); expiry is judged here on every call either way.
 #[tracing::instrument(skip_all, err)]
 pub async fn resolve(
     pool: &SqlitePool,
+    epoch: &AuthEpoch,
     activity: &Activity,
     token: &str,
     now: UnixMillis,
     life: Lifetimes,
 ) -> sqlx::Result<Option<Principal>> {
     let hash = secret_token::digest(token);
-    let mut conn = pool.acquire().await?;
-    let Some(row) = db::sessions::by_token_hash(&mut conn, &hash).await? else {
-        return Ok(None);
+    // Loaded BEFORE the read: a write committed after it leaves the row out of date at once.
+    let (loaded_epoch, generation) = (epoch.current(), activity.rows.generation());
+    let row = match activity.rows.get(&hash, loaded_epoch, now) {
+        Some(row) => row,
+        None => {
+            let mut conn = pool.acquire().await?;
+            let Some(row) = db::sessions::by_token_hash(&mut conn, &hash).await? else {
+                return Ok(None);
+            };
+            activity
+                .rows
+                .put(hash.clone(), row.clone(), loaded_epoch, generation, now);
+            row
+        }
     };
     let last_seen = activity
         .last_seen(row.id, row.created_at)
@@ -190,14 +333,21 @@ pub async fn resolve(
     let absolute_expired = now - row.created_at > ms(life.absolute);
     if idle_expired || absolute_expired || row.disabled {
         activity.forget(row.id);
+        activity.rows.remove(&hash);
+        let mut conn = pool.acquire().await?;
         db::sessions::delete(&mut conn, row.id).await?;
+        // A lookup that read the row before the delete must not keep it afterwards.
+        activity.rows.invalidate();
         return Ok(None);
     }
     if !activity.note(row.id, row.created_at, now)
         && now - row.last_seen_at > ACTIVITY_WRITE_EVERY_MS
     {
         // Memory is full: the old way, one write a minute at most for this session.
+        let mut conn = pool.acquire().await?;
         db::sessions::touch(&mut conn, row.id, now).await?;
+        // The row's time is the only record of this activity: cached older times must go.
+        activity.rows.invalidate();
     }
     Ok(Some(Principal {
         user_id: row.user_id,
@@ -238,12 +388,17 @@ pub async fn purge_expired_once(deps: &PurgeDeps) -> sqlx::Result<u64> {
     flush_activity(&deps.pool, &deps.activity).await?;
     let now = deps.clock.now();
     let mut conn = deps.pool.acquire().await?;
-    db::sessions::delete_expired(
+    let purged = db::sessions::delete_expired(
         &mut conn,
         now - ms(deps.life.idle),
         now - ms(deps.life.absolute),
     )
-    .await
+    .await?;
+    if purged > 0 {
+        // Lookups judge expiry themselves, but a deleted row must not outlive its delete.
+        deps.activity.rows.invalidate();
+    }
+    Ok(purged)
 }
 
 /// The purge loop: purges at once (rows may have expired while the server was down), then
@@ -292,9 +447,12 @@ pub async fn set_flash(ctx: &crate::context::Ctx, principal: &Principal, message
     if let Err(e) = stored.await {
         tracing::warn!(error = %e, "cannot keep a flash message");
     }
+    // Cached rows say "no flash": the next page must look again to show this one.
+    ctx.auth_epoch.bump();
 }
 
-/// Takes (reads and clears) this session's flash message, if it has one.
+/// Takes (reads and clears) this session's flash message, if it has one. A cached row may
+/// still say it has one after it was taken: that costs one query finding none, nothing more.
 pub async fn take_flash(ctx: &crate::context::Ctx, principal: &Principal) -> Option<String> {
     let Via::Session {
         session_id,
@@ -404,5 +562,87 @@ mod purge_tests {
             .await
             .expect("the loop stops when its application is gone")
             .unwrap();
+    }
+}
+
+#[cfg(test)]
+mod row_cache_tests {
+    use super::*;
+
+    fn row(id: i64) -> SessionRow {
+        SessionRow {
+            id,
+            user_id: 1,
+            created_at: 0,
+            last_seen_at: 0,
+            username: "alice".into(),
+            role: "viewer".into(),
+            disabled: false,
+            has_flash: false,
+        }
+    }
+
+    #[test]
+    fn a_row_serves_under_its_epoch_and_generation_for_less_than_the_ttl() {
+        let rows = SessionRows::with_capacity(10);
+        let epoch = AuthEpoch::default();
+        let (e, g) = (epoch.current(), rows.generation());
+        rows.put("h".into(), row(1), e, g, 10_000);
+        assert_eq!(rows.get("h", e, 10_000).map(|r| r.id), Some(1));
+        assert!(rows.get("h", e, 10_000 + ROW_TTL_MS - 1).is_some());
+        assert!(
+            rows.get("h", e, 10_000 + ROW_TTL_MS).is_none(),
+            "ttl passed"
+        );
+        assert!(rows.get("h", e, 9_999).is_none(), "a clock that went back");
+        assert!(rows.get("other", e, 10_000).is_none());
+        epoch.bump();
+        assert!(
+            rows.get("h", epoch.current(), 10_000).is_none(),
+            "an epoch bump"
+        );
+        rows.put("h".into(), row(1), epoch.current(), g, 10_000);
+        rows.invalidate();
+        assert!(
+            rows.get("h", epoch.current(), 10_000).is_none(),
+            "a write by the session code itself"
+        );
+    }
+
+    #[test]
+    fn a_row_read_before_a_bump_is_out_of_date_when_stored_after_it() {
+        let rows = SessionRows::with_capacity(10);
+        let epoch = AuthEpoch::default();
+        let (e, g) = (epoch.current(), rows.generation());
+        // The write commits and bumps while the read is in flight.
+        epoch.bump();
+        rows.put("h".into(), row(1), e, g, 10_000);
+        assert!(rows.get("h", epoch.current(), 10_000).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_drops_what_is_out_of_date_then_everything() {
+        let rows = SessionRows::with_capacity(4);
+        let g = rows.generation();
+        for i in 0..4 {
+            rows.put(format!("old{i}"), row(i), 0, g, 0);
+        }
+        assert_eq!(rows.len(), 4);
+        // At 5 s every held row is out of date: they go, the new one stays.
+        rows.put("new".into(), row(9), 0, g, 5_000);
+        assert_eq!(rows.len(), 1);
+        for i in 0..3 {
+            rows.put(format!("live{i}"), row(i), 0, g, 5_000);
+        }
+        assert_eq!(rows.len(), 4);
+        // All valid and full: cleared, so the bound holds whatever the load.
+        rows.put("more".into(), row(10), 0, g, 5_000);
+        assert_eq!(rows.len(), 1);
+        assert!(rows.get("more", 0, 5_000).is_some());
+        for i in 0..1_000 {
+            rows.put(format!("flood{i}"), row(i), 0, g, 5_000);
+            assert!(rows.len() <= 4);
+        }
+        assert_eq!(ROW_CAPACITY, 10_000);
     }
 }

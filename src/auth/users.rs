@@ -267,6 +267,8 @@ pub async fn update(
         user.disabled = disabled;
     }
     tx.commit().await?;
+    // After the commit: cached session rows still carry the old role or state.
+    ctx.auth_epoch.bump();
     Ok(user)
 }
 
@@ -386,6 +388,8 @@ pub async fn change_own_password(
     )
     .await?;
     tx.commit().await?;
+    // After the commit: the ended sessions may still be cached.
+    ctx.auth_epoch.bump();
     Ok(())
 }
 
@@ -447,6 +451,8 @@ pub async fn reset_password(
     )
     .await?;
     tx.commit().await?;
+    // After the commit: the ended sessions may still be cached.
+    ctx.auth_epoch.bump();
     Ok(())
 }
 

@@ -27,6 +27,12 @@ pub async fn authenticate(
         return Ok(next.call(req).await?.map_into_left_body());
     }
     let now = state.ctx.clock.now();
+    let unsafe_method = !matches!(
+        *req.method(),
+        actix_web::http::Method::GET
+            | actix_web::http::Method::HEAD
+            | actix_web::http::Method::OPTIONS
+    );
 
     // A bearer token that does not work is an error, never a silent fall back to anonymous.
     if let Some(auth) = req.headers().get(header::AUTHORIZATION) {
@@ -50,6 +56,9 @@ pub async fn authenticate(
             return Ok(req.into_response(res).map_into_right_body());
         };
         req.extensions_mut().insert(principal);
+        if unsafe_method {
+            state.ctx.auth_epoch.bump();
+        }
         return Ok(next.call(req).await?.map_into_left_body());
     }
 
@@ -66,17 +75,19 @@ pub async fn authenticate(
             idle: state.ctx.settings.session_idle,
             absolute: state.ctx.settings.session_absolute,
         };
-        principal = sessions::resolve(&state.ctx.pool, &state.sessions, cookie.value(), now, life)
-            .await
-            .map_err(internal)?;
+        principal = sessions::resolve(
+            &state.ctx.pool,
+            &state.ctx.auth_epoch,
+            &state.sessions,
+            cookie.value(),
+            now,
+            life,
+        )
+        .await
+        .map_err(internal)?;
     }
 
-    if !matches!(
-        *req.method(),
-        actix_web::http::Method::GET
-            | actix_web::http::Method::HEAD
-            | actix_web::http::Method::OPTIONS
-    ) {
+    if unsafe_method {
         // A genuine token proves only that someone fetched our page; the browser's word on
         // who sent the request catches a harvested token planted in a victim's browser.
         if let Err(why) = request_site(&req, tls) {
@@ -109,6 +120,15 @@ pub async fn authenticate(
     }
     if let Some(p) = principal {
         req.extensions_mut().insert(p);
+    }
+    if unsafe_method {
+        // Belt and braces for the session-row cache: the operations that change sessions or
+        // users bump the epoch after their commit, which is what makes a change seen at once.
+        // This bump, before any handler runs, is for a writer that one day forgets to: its
+        // change then stays hidden only from lookups racing its own request, never for the
+        // cache's whole validity. It cannot replace the operations' bump (it comes before the
+        // commit, and the CLI and background loops have no request).
+        state.ctx.auth_epoch.bump();
     }
     Ok(next.call(req).await?.map_into_left_body())
 }

@@ -37,6 +37,7 @@ mod sandbox;
 mod scraper;
 mod secrets;
 mod series;
+mod session_cache;
 mod sessions;
 mod settings;
 mod telemetry;
