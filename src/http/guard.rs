@@ -118,16 +118,17 @@ pub async fn authenticate(
             return Ok(req.into_response(res).map_into_right_body());
         }
     }
+    // Belt and braces for the session-row cache: the operations that change sessions or
+    // users bump the epoch after their commit, which is what makes a change seen at once.
+    // This bump, before the handler runs, limits what a writer that one day forgets its own
+    // bump could hide to the cache's validity (`ROW_TTL_MS`). Only for a signed-in caller:
+    // an anonymous request changes no session or user (logging in creates a new row, which
+    // no cached lookup can hold), and bumping for it would let anyone keep the cache cold.
+    let signed_in = principal.is_some();
     if let Some(p) = principal {
         req.extensions_mut().insert(p);
     }
-    if unsafe_method {
-        // Belt and braces for the session-row cache: the operations that change sessions or
-        // users bump the epoch after their commit, which is what makes a change seen at once.
-        // This bump, before any handler runs, is for a writer that one day forgets to: its
-        // change then stays hidden only from lookups racing its own request, never for the
-        // cache's whole validity. It cannot replace the operations' bump (it comes before the
-        // commit, and the CLI and background loops have no request).
+    if unsafe_method && signed_in {
         state.ctx.auth_epoch.bump();
     }
     Ok(next.call(req).await?.map_into_left_body())

@@ -304,3 +304,26 @@ async fn the_row_cache_never_holds_more_than_its_capacity_or_unknown_tokens() {
     // `auth::sessions::row_cache_tests::a_full_cache_drops_what_is_out_of_date_then_everything`.
     assert!(app.state.sessions.rows().len() <= sessions::ROW_CAPACITY);
 }
+
+/// Anonymous requests cannot keep the cache cold: only a signed-in caller's unsafe request
+/// bumps the auth epoch in the guard (anonymous ones change no session or user).
+#[tokio::test]
+async fn anonymous_unsafe_requests_leave_the_cached_rows_alone() {
+    let app = TestApp::spawn().await;
+    let viewer = cached_viewer(&app, "vera").await;
+    let before = app.state.ctx.auth_epoch.current();
+    for _ in 0..5 {
+        assert_eq!(
+            app.post_login("nobody", "wrong password 123")
+                .await
+                .status(),
+            401
+        );
+    }
+    assert_eq!(app.state.ctx.auth_epoch.current(), before);
+    assert_eq!(dashboard(&app, &viewer).await, 200);
+    // A signed-in caller's unsafe request does bump it (the guard's safety net).
+    let res = app.post_form("/account/password", &viewer, &[]).await;
+    assert!(res.status().is_client_error(), "{}", res.status());
+    assert!(app.state.ctx.auth_epoch.current() > before);
+}
