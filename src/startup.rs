@@ -76,18 +76,24 @@ impl Application {
         if state.ctx.settings.simulated_provider {
             crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
         }
-        // Deficits a crash left without their restore proposal are filed before the scraper
-        // starts (and after the catalogue their plans are priced from), so a recovery it sees
-        // next always finds the proposal to supersede. A failure is logged, never fatal: the
-        // deficits stay open and are retried at the next start.
+        // Deficits a crash left without their restore proposal are filed, and ended ones left
+        // unsettled are settled, before the scraper starts (and after the catalogue their
+        // plans are priced from), so a recovery it sees next always finds the proposal to
+        // supersede. A failure is logged, never fatal: the scraper supervisor retries on
+        // every pass.
         // A standby instance (scraping off) leaves deficits to the active one.
         if state.ctx.settings.scrape_enabled {
             match crate::headroom::deficit::resume(&state.ctx).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(deficits = n, "filed restore proposals left unfiled"),
+                Ok(done) if done == Default::default() => {}
+                Ok(done) => tracing::info!(
+                    proposals = done.filed,
+                    settlements = done.settled,
+                    failed = done.failed,
+                    "finished deficit work a previous run left undone"
+                ),
                 Err(e) => tracing::error!(
                     error = format!("{e:#}"),
-                    "resuming deficit proposals failed"
+                    "resuming deficit work failed; the scraper retries it"
                 ),
             }
         }

@@ -58,7 +58,8 @@ fn ms(d: Duration) -> i64 {
 pub const ACTIVITY_CAPACITY: usize = 50_000;
 
 /// One session's activity held in memory. `created_at` tells a session apart from a later
-/// one that reused its row id (SQLite reuses the highest id after a delete).
+/// one on the same row id: ids are never reused since migration 0013 (`AUTOINCREMENT`), and
+/// the check stays as a second guard that costs nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
     created_at: UnixMillis,
@@ -130,7 +131,7 @@ impl Activity {
                 if s.created_at == created_at {
                     s.at = s.at.max(at);
                 } else {
-                    // A new session on a reused row id: the old one's time is meaningless.
+                    // Another session on this row id (see `Seen`): the old time is meaningless.
                     *s = Seen { created_at, at };
                 }
                 true

@@ -45,6 +45,9 @@ pub struct DeficitRow {
     pub earlier_provisions: Vec<i64>,
     /// When its latest proposal was settled; `None` before the first.
     pub proposed_at: Option<UnixMillis>,
+    /// When its end was settled (`deficit::recovered`); `None` while open, and on an ended
+    /// deficit whose settlement a crash or an error cut off (`resume` finishes it).
+    pub settled_at: Option<UnixMillis>,
 }
 
 /// A stored JSON array of request ids; anything else (never written) reads as none.
@@ -76,7 +79,7 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
     let row = sqlx::query(
         "SELECT d.id, d.fleet_id, f.name, d.started_at, d.detected_at, d.spare, d.required,
                 d.provision_id, d.note, d.evidence, d.ended_at, d.proposal_due_at,
-                d.earlier_provisions, d.proposed_at
+                d.earlier_provisions, d.proposed_at, d.settled_at
          FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id WHERE d.id = ?",
     )
     .bind(id)
@@ -98,6 +101,7 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
             proposal_due_at: r.try_get(11)?,
             earlier_provisions: ids(r.try_get(12)?),
             proposed_at: r.try_get(13)?,
+            settled_at: r.try_get(14)?,
         })
     })
     .transpose()
@@ -139,6 +143,34 @@ pub async fn end(conn: &mut SqliteConnection, id: i64, at: UnixMillis) -> sqlx::
     .await
     .map(|_| ())
 }
+
+/// Records that an ended deficit's end was settled at `at`; `false` when it was not ended or
+/// already settled, so two settlers racing (a sample's follow-up and `resume`) settle once.
+pub async fn mark_settled(
+    conn: &mut SqliteConnection,
+    id: i64,
+    at: UnixMillis,
+) -> sqlx::Result<bool> {
+    sqlx::query(
+        "UPDATE fleet_deficits SET settled_at = max(?, ended_at)
+         WHERE id = ? AND ended_at IS NOT NULL AND settled_at IS NULL",
+    )
+    .bind(at)
+    .bind(id)
+    .execute(conn)
+    .await
+    .map(|r| r.rows_affected() > 0)
+}
+
+/// Ended deficits whose settlement a crash or an error cut off, oldest first. Read through
+/// the partial index `fleet_deficits_unsettled`, which holds only such rows (normally none).
+pub async fn unsettled(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(UNSETTLED_SQL).fetch_all(conn).await
+}
+
+/// The statement of [`unsettled`], public so a test can pin its plan.
+pub const UNSETTLED_SQL: &str = "SELECT id FROM fleet_deficits INDEXED BY fleet_deficits_unsettled
+     WHERE ended_at IS NOT NULL AND settled_at IS NULL ORDER BY id";
 
 /// Releases an open deficit's deferred proposal once it fell due (`due_by` or earlier): clears
 /// the cool-down note and due time, so `deficit::propose` files it like any new deficit (and
@@ -195,9 +227,10 @@ pub async fn superseded_since(
     Ok(row.map(|(provision_id, at)| Superseded { provision_id, at }))
 }
 
-/// Deletes at most `limit` deficits that ended before `before` (open ones are never deleted);
-/// returns how many. Found through `fleet_deficits_ended`, so a batch reads only what it
-/// deletes. The request a deficit filed keeps its own `evidence` line.
+/// Deletes at most `limit` deficits that ended before `before` (open ones, and ended ones not
+/// yet settled, are never deleted); returns how many. Found through `fleet_deficits_ended`, so
+/// a batch reads what it deletes and the unsettled ones among them (normally none). The
+/// request a deficit filed keeps its own `evidence` line.
 pub async fn prune_ended(
     conn: &mut SqliteConnection,
     before: UnixMillis,
@@ -205,7 +238,8 @@ pub async fn prune_ended(
 ) -> sqlx::Result<u64> {
     sqlx::query(
         "DELETE FROM fleet_deficits WHERE id IN
-            (SELECT id FROM fleet_deficits WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT ?)",
+            (SELECT id FROM fleet_deficits
+             WHERE ended_at IS NOT NULL AND ended_at < ? AND settled_at IS NOT NULL LIMIT ?)",
     )
     .bind(before)
     .bind(limit)

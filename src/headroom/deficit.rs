@@ -2,7 +2,8 @@
 //! `system`) for the machines missing, through the same `provisioning::requests::create` every
 //! request goes through (so it renders with the fleet's secret sources and waits for a human
 //! approver under four-eyes); `recovered` supersedes a proposal nobody approved yet; `resume`
-//! files what a crash or an error left unfiled (at start and on every scraper pass).
+//! settles and files what a crash or an error left undone (at start and on every scraper
+//! pass).
 //! Entering and leaving are announced by webhook.
 //!
 //! A deficit that outlives its proposal (rejected, expired, failed, cancelled, or a restore
@@ -276,6 +277,21 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
         // Another proposer settled it first (a resume racing a late filing): keep theirs.
         return Ok(Proposal::Settled);
     }
+    // The deficit ended while this filing ran (a resume racing the fleet's own samples) and
+    // its end was already settled without seeing the request: nobody else will supersede it,
+    // and "entered" must not follow the "left" already sent. (Ended but not yet settled, the
+    // settlement finds the request recorded here and supersedes it.)
+    let settled_meanwhile = fleet_deficits::get(&mut tx, d.id)
+        .await?
+        .is_some_and(|now_d| now_d.settled_at.is_some());
+    if settled_meanwhile {
+        if let Proposal::Filed(id) = outcome {
+            supersede_unapproved(&mut tx, ctx, now, id, d.id).await?;
+        }
+        tx.commit().await?;
+        ctx.board.invalidate();
+        return Ok(Proposal::Settled);
+    }
     if let Proposal::Filed(id) = outcome {
         let evidence: serde_json::Value =
             serde_json::from_str(&d.evidence).unwrap_or(serde_json::Value::Null);
@@ -378,46 +394,41 @@ fn earlier(ids: &[i64]) -> String {
     format!("; earlier requests {}", list.join(", "))
 }
 
-/// Settles a deficit that was left: its own proposal, still awaiting approval, is superseded
-/// (nobody needs it any more); one already approved or running goes on, since a person chose
-/// it. An operator's request that stood in for the proposal is never touched. Sends
-/// `fleet.deficit_left` in the same transaction.
+/// Settles a deficit that was left: headroom's proposal it points at, still awaiting approval,
+/// is superseded (nobody needs it any more); one already approved or running goes on, since a
+/// person chose it. An operator's request that stood in for the proposal is never touched. Sends
+/// `fleet.deficit_left` and records the settlement (`settled_at`) in the same transaction, so
+/// it happens once: a deficit not ended, or already settled, is left alone, and one whose
+/// settlement failed is settled by the next `resume`. A late settlement (by `resume`) that
+/// finds the fleet in a newer deficit only records itself: the proposal may stand for the
+/// newer deficit, and a receiver told of that deficit must not now hear "left". `true` when
+/// this call settled it.
 #[tracing::instrument(skip_all, fields(deficit.id = deficit_id), err)]
-pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<()> {
+pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<bool> {
     let now = ctx.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     let Some(d) = fleet_deficits::get(&mut tx, deficit_id).await? else {
-        return Ok(());
+        return Ok(false);
     };
-    if let (Some(pid), true) = (d.provision_id, d.note.is_empty()) {
-        let p = requests::load(&mut tx, pid)
-            .await
-            .map_err(|e| anyhow::anyhow!("provision {pid}: {e}"))?;
-        if let Some(p) = p.filter(|p| {
-            p.state == ProvisionState::PendingApproval && p.requester == Actor::System.name()
-        }) {
-            transition::apply(
-                &mut tx,
-                ctx,
-                now,
-                Transition {
-                    provision_id: p.id,
-                    from: p.state,
-                    to: ProvisionState::Superseded,
-                    actor: &Actor::System,
-                    reason: RECOVERED_REASON,
-                    details: json!({ "deficit_id": d.id }),
-                },
-            )
-            .await?;
-        }
+    // The sample's follow-up and `resume` may both get here; the first one settles.
+    if !fleet_deficits::mark_settled(&mut tx, d.id, now).await? {
+        return Ok(false);
     }
+    let open_now = db::fleet_status::tracker(&mut tx, d.fleet_id)
+        .await?
+        .open_deficit_id;
     // A deficit that ended inside the cool-down filed nothing and announced nothing (a
     // flapping fleet): announcing only its end would be noise.
-    if d.provision_id.is_none() && d.proposal_due_at.is_some() {
+    let flapped = d.provision_id.is_none() && d.proposal_due_at.is_some();
+    if open_now.is_some_and(|open| open != d.id) || flapped {
         tx.commit().await?;
         ctx.board.invalidate();
-        return Ok(());
+        return Ok(true);
+    }
+    // Its own proposal, or headroom's earlier one it found open ("already open"): either
+    // stood for this deficit and is no longer needed. A person's request is never touched.
+    if let Some(pid) = d.provision_id {
+        supersede_unapproved(&mut tx, ctx, now, pid, d.id).await?;
     }
     let now_row = db::fleet_status::board_one(&mut tx, &d.fleet).await?;
     let numbers = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
@@ -436,26 +447,92 @@ pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<()> {
     .await?;
     tx.commit().await?;
     ctx.board.invalidate();
+    Ok(true)
+}
+
+/// Supersedes request `pid` for ended deficit `deficit_id` if it is headroom's own and still
+/// awaits approval; anything else (approved, running, over, or a person's) is left alone.
+async fn supersede_unapproved(
+    tx: &mut sqlx::SqliteConnection,
+    ctx: &Ctx,
+    now: UnixMillis,
+    pid: i64,
+    deficit_id: i64,
+) -> anyhow::Result<()> {
+    let p = requests::load(&mut *tx, pid)
+        .await
+        .map_err(|e| anyhow::anyhow!("provision {pid}: {e}"))?;
+    if let Some(p) = p.filter(|p| {
+        p.state == ProvisionState::PendingApproval && p.requester == Actor::System.name()
+    }) {
+        transition::apply(
+            tx,
+            ctx,
+            now,
+            Transition {
+                provision_id: p.id,
+                from: p.state,
+                to: ProvisionState::Superseded,
+                actor: &Actor::System,
+                reason: RECOVERED_REASON,
+                details: json!({ "deficit_id": deficit_id }),
+            },
+        )
+        .await?;
+    }
     Ok(())
 }
 
-/// Files the proposals of open deficits left unfiled (committed or released for a follow-up,
-/// never settled: a crash, or an error while filing); returns how many it settled. Called at
-/// start, before the scraper runs, and on every scraper supervisor pass; one indexed read when
-/// nothing is due (`fleet_deficits::unfiled`).
+/// Finishes what a crash or an error left undone after a sample's commit: settles the ended
+/// deficits whose settlement did not happen ([`recovered`]), then files the proposals of open
+/// deficits left unfiled (committed or released for a follow-up, never settled). One deficit
+/// that fails is logged and counted, and the others are still handled; it is tried again on
+/// the next call. Called at start, before the scraper runs, and on every scraper supervisor
+/// pass; two indexed reads that find nothing when nothing is due
+/// (`fleet_deficits::unsettled`, `fleet_deficits::unfiled`).
 #[tracing::instrument(skip_all, err)]
-pub async fn resume(ctx: &Ctx) -> anyhow::Result<usize> {
-    let ids = {
+pub async fn resume(ctx: &Ctx) -> anyhow::Result<Resumed> {
+    let (unsettled, unfiled) = {
         let mut conn = ctx.pool.acquire().await?;
-        fleet_deficits::unfiled(&mut conn).await?
+        (
+            fleet_deficits::unsettled(&mut conn).await?,
+            fleet_deficits::unfiled(&mut conn).await?,
+        )
     };
-    let mut settled = 0;
-    for id in ids {
-        if propose(ctx, id).await? != Proposal::Settled {
-            settled += 1;
+    let mut done = Resumed::default();
+    // Settlements first: the older deficit's end is told before a newer one's proposal.
+    for id in unsettled {
+        match recovered(ctx, id).await {
+            Ok(true) => done.settled += 1,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(deficit.id = id, error = ?e, "deficit end not settled yet");
+                done.failed += 1;
+            }
         }
     }
-    Ok(settled)
+    for id in unfiled {
+        match propose(ctx, id).await {
+            Ok(Proposal::Settled) => {}
+            Ok(_) => done.filed += 1,
+            Err(e) => {
+                tracing::warn!(deficit.id = id, error = ?e, "restore proposal not filed yet");
+                done.failed += 1;
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// What one [`resume`] finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resumed {
+    /// Open deficits whose proposal was settled (filed, found open, or refused with a note).
+    pub filed: usize,
+    /// Ended deficits whose end was settled (proposal superseded, `fleet.deficit_left` sent).
+    pub settled: usize,
+    /// Deficits whose filing or settlement failed again (logged; tried on the next call).
+    pub failed: usize,
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The one writer of headroom history: each scrape tick's sample, its rollups, the fleet's
 //! status row and the deficit tracker land in one transaction, so the board, the charts and
 //! the deficit rule never disagree about what was seen. Filing a restore renders templates,
-//! so it happens after the commit (`deficit::propose`); a crash or an error in between leaves
-//! the deficit unfiled, and `deficit::resume` (at start and on every scraper pass) files it.
+//! so it happens after the commit (`deficit::propose`), and so does settling a deficit that
+//! was left (`deficit::recovered`); a crash or an error in between leaves the deficit unfiled
+//! or unsettled, and `deficit::resume` (at start and on every scraper pass) finishes it.
 
 use super::deficit;
 use crate::context::Ctx;
@@ -25,7 +26,7 @@ enum FollowUp {
 /// deficit outlives its proposal, samples below required count towards a follow-up proposal
 /// (`deficit::followup`). A fleet deleted while it was being scraped is not an error: nothing
 /// is written. Once the sample is committed, a proposal or settlement that fails is logged,
-/// not returned: the sample is stored, and `resume` retries an unfiled proposal.
+/// not returned: the sample is stored, and `resume` retries either.
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<()> {
     let mut tx = db::begin_write(&ctx.pool).await?;
@@ -141,7 +142,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
             if let Err(e) = deficit::recovered(ctx, id).await {
                 tracing::warn!(
                     deficit.id = id, error = ?e,
-                    "sample recorded; the ended deficit's proposal was not settled"
+                    "sample recorded; the deficit's end not settled yet (the next resume retries it)"
                 );
             }
         }

@@ -3,7 +3,8 @@
 //! (the longest chart that could annotate them), deleted in small batches so the scraper's
 //! writes never wait behind one long delete.
 //!
-//! An open deficit is never deleted. A deleted deficit's `evidence` line on the request it
+//! An open deficit is never deleted, nor an ended one whose settlement is still due
+//! (`deficit::resume` finishes it first). A deleted deficit's `evidence` line on the request it
 //! filed stays with that request (requests are the audit trail and are not pruned here); it
 //! is bounded like the deficit's own copy (`deficit::EVIDENCE_MAX_BYTES`).
 

@@ -70,10 +70,10 @@ pub async fn run_until_stopped(
                 tracing::warn!(error = %e, "scraper could not list fleets; keeping its loops")
             }
         }
-        // Proposals whose filing failed after their sample committed are retried here, not
-        // only at the next start (one indexed read over the fleets in deficit when none is).
+        // Proposals and settlements that failed after their sample committed are retried
+        // here, not only at the next start (two indexed reads that find nothing when none is).
         if let Err(e) = crate::headroom::deficit::resume(&ctx).await {
-            tracing::warn!(error = ?e, "unfiled restore proposals not filed yet; retried next pass");
+            tracing::warn!(error = ?e, "deficit work left undone; retried next pass");
         }
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() { break },

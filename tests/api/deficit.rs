@@ -506,7 +506,7 @@ async fn resume_files_the_proposal_a_crash_left_unfiled() {
         .unwrap();
     assert!(provisions(&app, "prod").await.is_empty());
 
-    assert_eq!(deficit::resume(&ctx).await.unwrap(), 1);
+    assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 1);
     let filed = provisions(&app, "prod").await;
     assert_eq!(filed.len(), 1);
     assert_eq!((filed[0].1.as_str(), filed[0].3), ("system", 2));
@@ -516,7 +516,7 @@ async fn resume_files_the_proposal_a_crash_left_unfiled() {
     );
 
     // Settled deficits are not filed again.
-    assert_eq!(deficit::resume(&ctx).await.unwrap(), 0);
+    assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 0);
     assert_eq!(provisions(&app, "prod").await.len(), 1);
 }
 
@@ -584,7 +584,7 @@ async fn a_proposal_that_cannot_be_filed_notes_why_and_never_panics() {
         d[0].note
     );
     // A settled refusal is not retried by resume (the fleet page shows the note instead).
-    assert_eq!(deficit::resume(&ctx).await.unwrap(), 0);
+    assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 0);
     let now = board::now(&ctx, &caller("vera", Role::Viewer), "broken")
         .await
         .unwrap();
@@ -730,7 +730,7 @@ async fn a_deficit_inside_the_cooldown_notes_the_flapping_and_files_once_it_last
         Health::Deficit
     );
     // A crash now must not file it early: resume leaves a deferred deficit to `record`.
-    assert_eq!(deficit::resume(&ctx).await.unwrap(), 0);
+    assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 0);
 
     // The first sample at the due time (a failed one counts: the deficit is still open) files.
     feed(&app, &ctx, "prod", "F").await;
@@ -885,12 +885,13 @@ async fn retention_deletes_ended_deficits_in_batches() {
         .await
         .unwrap();
     let n = 2 * headroom::headroom::retention::BATCH + 7;
-    // Old ended deficits, one young ended one at the cutoff's edge, written directly.
+    // Old ended (and settled) deficits, one young ended one at the cutoff's edge, written
+    // directly.
     sqlx::query(
         "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
          INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
-                                     ended_at)
-         SELECT ?, i, i, 0, 1, '{}', i + 1 FROM k",
+                                     ended_at, settled_at)
+         SELECT ?, i, i, 0, 1, '{}', i + 1, i + 1 FROM k",
     )
     .bind(n)
     .bind(fleet_id)
@@ -900,12 +901,13 @@ async fn retention_deletes_ended_deficits_in_batches() {
     let cutoff = ctx.now() - i64::try_from(ctx.settings.retention.hour.as_millis()).unwrap();
     sqlx::query(
         "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
-                                     ended_at)
-         VALUES (?, ?, ?, 0, 1, '{}', ?)",
+                                     ended_at, settled_at)
+         VALUES (?, ?, ?, 0, 1, '{}', ?, ?)",
     )
     .bind(fleet_id)
     .bind(cutoff - 10)
     .bind(cutoff - 10)
+    .bind(cutoff)
     .bind(cutoff)
     .execute(&app.pool)
     .await
@@ -1110,7 +1112,7 @@ async fn resume_adopts_its_own_request_when_recording_it_failed() {
         .await
         .unwrap();
 
-    assert_eq!(deficit::resume(&ctx).await.unwrap(), 1);
+    assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 1);
     assert_eq!(provisions(&app, "prod").await.len(), 1, "no second request");
     let d = &deficits(&ctx, "prod").await[0];
     assert_eq!(
@@ -1153,4 +1155,231 @@ async fn unfiled_is_driven_from_the_fleets_in_deficit() {
         "{steps:?}"
     );
     assert!(!steps.iter().any(|s| s.starts_with("SCAN")), "{steps:?}");
+}
+
+/// The `fleet.*` webhook deliveries queued, by event.
+async fn fleet_events(app: &TestApp) -> Vec<(String, i64)> {
+    sqlx::query_as(
+        "SELECT event, count(*) FROM webhook_deliveries WHERE event LIKE 'fleet.%'
+         GROUP BY event ORDER BY event",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn resume_settles_the_end_an_error_left_unsettled_exactly_once() {
+    let receiver = MockServer::start().await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    feed(&app, &ctx, "prod", "BBB").await;
+    let id = provisions(&app, "prod").await[0].0;
+    // Every settlement fails after the sample that left the deficit has committed (as a
+    // full disk or a crash at that moment would leave it).
+    sqlx::query(
+        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
+         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    feed(&app, &ctx, "prod", "GGG").await;
+
+    // The sample is stored and the deficit ended, but nothing was settled.
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!(d[0].restored_at, Some(ctx.now()));
+    assert_eq!(
+        detail(&ctx, id).await.provision.state,
+        ProvisionState::PendingApproval
+    );
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![("fleet.deficit_entered".to_owned(), 1)]
+    );
+    // Retention keeps an unsettled deficit however old it gets.
+    app.clock.advance(ctx.settings.retention.hour * 2);
+    assert_eq!(
+        headroom::headroom::retention::prune_once(&ctx)
+            .await
+            .unwrap()
+            .deficits,
+        0
+    );
+    // While the failure lasts, resume counts it and settles nothing.
+    assert_eq!(deficit::resume(&ctx).await.unwrap().failed, 1);
+    assert_eq!(
+        detail(&ctx, id).await.provision.state,
+        ProvisionState::PendingApproval
+    );
+
+    sqlx::query("DROP TRIGGER settlement_fails")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    // Two resumes at once (the start and a supervisor pass): one settles, once.
+    let (a, b) = tokio::join!(deficit::resume(&ctx), deficit::resume(&ctx));
+    assert_eq!(a.unwrap().settled + b.unwrap().settled, 1);
+    let r = detail(&ctx, id).await.provision;
+    assert_eq!(r.state, ProvisionState::Superseded);
+    assert!(r.state_reason.contains("recovered"), "{}", r.state_reason);
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![
+            ("fleet.deficit_entered".to_owned(), 1),
+            ("fleet.deficit_left".to_owned(), 1),
+        ]
+    );
+    assert_eq!(deficit::resume(&ctx).await.unwrap(), Default::default());
+    // Settled now, so retention may delete it.
+    assert_eq!(
+        headroom::headroom::retention::prune_once(&ctx)
+            .await
+            .unwrap()
+            .deficits,
+        1
+    );
+}
+
+#[tokio::test]
+async fn unsettled_reads_only_its_partial_index() {
+    let (app, _ctx) = setup(|_| {}).await;
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN QUERY PLAN {}",
+        headroom::db::fleet_deficits::UNSETTLED_SQL
+    )))
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let steps: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+    // A scan of the partial index, which holds only the unsettled rows.
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert!(
+        steps[0].starts_with("SCAN fleet_deficits USING ")
+            && steps[0].ends_with("INDEX fleet_deficits_unsettled"),
+        "{steps:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_late_settlement_leaves_the_proposal_a_newer_deficit_stands_on() {
+    let receiver = MockServer::start().await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    feed(&app, &ctx, "prod", "BBB").await;
+    let id = provisions(&app, "prod").await[0].0;
+    sqlx::query(
+        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
+         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    // The first deficit ends unsettled, and the fleet falls into a second one, which finds
+    // the first one's proposal still open and stands on it.
+    feed(&app, &ctx, "prod", "GGG BBB").await;
+    assert_eq!(provisions(&app, "prod").await.len(), 1);
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!((d.len(), d[0].provision_id), (2, Some(id)));
+    sqlx::query("DROP TRIGGER settlement_fails")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+    // The late settlement of the first deficit neither supersedes the request the second
+    // one needs nor tells the receiver the fleet left a deficit it is in.
+    assert_eq!(deficit::resume(&ctx).await.unwrap().settled, 1);
+    assert_eq!(
+        detail(&ctx, id).await.provision.state,
+        ProvisionState::PendingApproval
+    );
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![("fleet.deficit_entered".to_owned(), 2)]
+    );
+    // When the second deficit ends, the proposal it stood on is superseded and "left" sent.
+    feed(&app, &ctx, "prod", "GGG").await;
+    assert_eq!(
+        detail(&ctx, id).await.provision.state,
+        ProvisionState::Superseded
+    );
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![
+            ("fleet.deficit_entered".to_owned(), 2),
+            ("fleet.deficit_left".to_owned(), 1),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_proposal_filed_while_its_deficit_ended_and_settled_is_superseded_unannounced() {
+    let receiver = MockServer::start().await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    feed(&app, &ctx, "prod", "BB").await;
+    // An open deficit left unfiled (as a crash leaves it) ...
+    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = 'prod'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let now = ctx.now();
+    let deficit_id: i64 = sqlx::query_scalar(
+        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
+         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
+    )
+    .bind(fleet_id)
+    .bind(now - 15_000)
+    .bind(now)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE fleet_status SET open_deficit_id = ? WHERE fleet_id = ?")
+        .bind(deficit_id)
+        .bind(fleet_id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    // ... whose fleet's own loop ends and settles it at the moment resume's filing commits
+    // (between the filing and its recording on the deficit).
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TRIGGER ended_meanwhile AFTER INSERT ON provisions
+         BEGIN
+           UPDATE fleet_deficits SET ended_at = detected_at, settled_at = detected_at
+            WHERE id = {deficit_id};
+           UPDATE fleet_status SET open_deficit_id = NULL WHERE fleet_id = {fleet_id};
+         END"
+    )))
+    .execute(&app.pool)
+    .await
+    .unwrap();
+
+    let done = deficit::resume(&ctx).await.unwrap();
+    assert_eq!((done.filed, done.failed), (0, 0), "{done:?}");
+    let filed = provisions(&app, "prod").await;
+    assert_eq!(filed.len(), 1);
+    assert_eq!(
+        filed[0].2, "superseded",
+        "nobody is left to supersede it later"
+    );
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![],
+        "no \"entered\" after the end"
+    );
 }

@@ -152,3 +152,95 @@ async fn six_hour_rollups_filled_by_the_migration_equal_those_written_with_each_
         .await
         .unwrap();
 }
+
+/// Migration 0013 keeps every session, takes deficits that had ended as settled, and from then
+/// on a session id is never handed out twice (a row cached for a second by another process's
+/// deletion can no longer name a newcomer's session).
+#[tokio::test]
+async fn sessions_survive_0013_and_their_ids_are_never_reused_after_it() {
+    let mut conn = migrated_to(12).await;
+    sqlx::raw_sql(
+        "INSERT INTO users (id, username, role, password_hash, created_at, updated_at)
+             VALUES (1, 'alice', 'admin', 'x', 0, 0);
+         INSERT INTO sessions (id, token_hash, user_id, created_at, last_seen_at, flash)
+             VALUES (5, 'h5', 1, 10, 20, 'saved'), (9, 'h9', 1, 11, 21, NULL);
+         INSERT INTO fleets (id, name, spec, restore_machine_config, created_at, updated_at,
+                             updated_by)
+             VALUES (1, 'prod', '{}', 'spare-fsn1', 0, 0, 'alice');
+         INSERT INTO fleet_deficits (id, fleet_id, started_at, detected_at, spare, required,
+                                     evidence, ended_at)
+             VALUES (1, 1, 100, 150, 0, 1, '{}', 900), (2, 1, 1000, 1050, 0, 1, '{}', NULL);",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    apply(&mut conn, 13).await;
+
+    let kept: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
+        "SELECT id, token_hash, created_at, last_seen_at, flash FROM sessions ORDER BY id",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        kept,
+        vec![
+            (5, "h5".into(), 10, 20, Some("saved".into())),
+            (9, "h9".into(), 11, 21, None),
+        ]
+    );
+    // The rebuilt table keeps its index and its unique token hash, and every reference holds.
+    let indexes: Vec<(String, bool)> =
+        sqlx::query_as("SELECT name, \"unique\" FROM pragma_index_list('sessions') ORDER BY name")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(
+        indexes.contains(&("sessions_user".into(), false)),
+        "{indexes:?}"
+    );
+    assert!(indexes.iter().any(|(_, unique)| *unique), "{indexes:?}");
+    let duplicate = sqlx::query(
+        "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at)
+         VALUES ('h5', 1, 40, 40)",
+    )
+    .execute(&mut conn)
+    .await;
+    assert!(duplicate.is_err(), "token hashes stay unique");
+    let broken: Vec<(String,)> = sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert!(broken.is_empty(), "{broken:?}");
+    // Before 0013 the highest id, once deleted, was handed out again.
+    sqlx::query("DELETE FROM sessions WHERE id = 9")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let next: i64 = sqlx::query_scalar(
+        "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at)
+         VALUES ('h-new', 1, 30, 30) RETURNING id",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(next, 10, "never 9 again");
+    // Deficits that had ended are taken as settled at their end; the open one is not.
+    let settled: Vec<(i64, Option<i64>)> =
+        sqlx::query_as("SELECT id, settled_at FROM fleet_deficits ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(settled, vec![(1, Some(900)), (2, None)]);
+    // Cascades still apply.
+    sqlx::query("DELETE FROM users WHERE id = 1")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM sessions")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
