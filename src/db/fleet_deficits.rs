@@ -386,6 +386,38 @@ pub async fn open_request(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Res
     .await
 }
 
+/// The fleet's requests filed by headroom (`requester` `system`, a reserved username) still
+/// awaiting approval, oldest first (`provisions_by_fleet_state`: reads only those).
+pub async fn pending_proposals(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(
+        "SELECT id FROM provisions
+         WHERE fleet = ? AND state = 'pending_approval' AND requester = ? ORDER BY id",
+    )
+    .bind(fleet)
+    .bind(crate::domain::Actor::System.name())
+    .fetch_all(conn)
+    .await
+}
+
+/// Whether the fleet has a deficit detected after deficit `id` (which was detected at
+/// `detected_at`): a range on `fleet_deficits_fleet_detected`.
+pub async fn newer_exists(
+    conn: &mut SqliteConnection,
+    fleet_id: i64,
+    id: i64,
+    detected_at: UnixMillis,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM fleet_deficits
+                        WHERE fleet_id = ? AND detected_at >= ? AND id > ?)",
+    )
+    .bind(fleet_id)
+    .bind(detected_at)
+    .bind(id)
+    .fetch_one(conn)
+    .await
+}
+
 /// An open deficit's latest proposal, as the follow-up rule needs it (one read by primary
 /// keys: the deficit, then its request).
 #[derive(Debug, Clone, PartialEq, Eq)]

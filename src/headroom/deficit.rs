@@ -55,7 +55,8 @@ pub enum Proposal {
     AlreadyOpen(i64),
     /// Filing was refused; the deficit's note says why.
     NotFiled(String),
-    /// Nothing to do: the deficit is gone, already settled, or already over.
+    /// Nothing to do: the deficit is gone, already settled, or already over (a request filed
+    /// while it ended and was settled is superseded, see [`propose`]).
     Settled,
 }
 
@@ -280,14 +281,13 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
     // The deficit ended while this filing ran (a resume racing the fleet's own samples) and
     // its end was already settled without seeing the request: nobody else will supersede it,
     // and "entered" must not follow the "left" already sent. (Ended but not yet settled, the
-    // settlement finds the request recorded here and supersedes it.)
+    // settlement finds the request and supersedes it.)
     let settled_meanwhile = fleet_deficits::get(&mut tx, d.id)
         .await?
-        .is_some_and(|now_d| now_d.settled_at.is_some());
-    if settled_meanwhile {
-        if let Proposal::Filed(id) = outcome {
-            supersede_unapproved(&mut tx, ctx, now, id, d.id).await?;
-        }
+        .filter(|now_d| now_d.settled_at.is_some());
+    if let Some(ended) = settled_meanwhile {
+        // Unless a newer deficit is open by now (it may stand on this request).
+        supersede_if_healthy(&mut tx, ctx, now, &ended).await?;
         tx.commit().await?;
         ctx.board.invalidate();
         return Ok(Proposal::Settled);
@@ -394,15 +394,15 @@ fn earlier(ids: &[i64]) -> String {
     format!("; earlier requests {}", list.join(", "))
 }
 
-/// Settles a deficit that was left: headroom's proposal it points at, still awaiting approval,
-/// is superseded (nobody needs it any more); one already approved or running goes on, since a
-/// person chose it. An operator's request that stood in for the proposal is never touched. Sends
-/// `fleet.deficit_left` and records the settlement (`settled_at`) in the same transaction, so
-/// it happens once: a deficit not ended, or already settled, is left alone, and one whose
-/// settlement failed is settled by the next `resume`. A late settlement (by `resume`) that
-/// finds the fleet in a newer deficit only records itself: the proposal may stand for the
-/// newer deficit, and a receiver told of that deficit must not now hear "left". `true` when
-/// this call settled it.
+/// Settles a deficit that was left, once: records `settled_at`, then (in the same
+/// transaction) — unless the fleet is in a newer deficit by now — supersedes every proposal of
+/// headroom's for the fleet still awaiting approval (its own, one it found open, or one whose
+/// recording a crash cut off: the fleet is healthy, nobody needs them); one already approved
+/// or running goes on, since a person chose it, and a person's request is never touched. It
+/// sends `fleet.deficit_left` only when the deficit's entering was announced and no newer
+/// deficit of the fleet exists (a late settlement must not say "left" after a newer
+/// "entered"). A deficit not ended, or already settled, is left alone; one whose settlement
+/// failed is settled by the next `resume`. `true` when this call settled it.
 #[tracing::instrument(skip_all, fields(deficit.id = deficit_id), err)]
 pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<bool> {
     let now = ctx.now();
@@ -414,57 +414,57 @@ pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<bool> {
     if !fleet_deficits::mark_settled(&mut tx, d.id, now).await? {
         return Ok(false);
     }
-    let open_now = db::fleet_status::tracker(&mut tx, d.fleet_id)
-        .await?
-        .open_deficit_id;
-    // A deficit that ended inside the cool-down filed nothing and announced nothing (a
-    // flapping fleet): announcing only its end would be noise.
-    let flapped = d.provision_id.is_none() && d.proposal_due_at.is_some();
-    if open_now.is_some_and(|open| open != d.id) || flapped {
-        tx.commit().await?;
-        ctx.board.invalidate();
-        return Ok(true);
+    supersede_if_healthy(&mut tx, ctx, now, &d).await?;
+    // Entering is announced with the first proposal's settlement (`proposed_at`); a deficit
+    // that never got there (a flapping fleet's, ended inside the cool-down, or one whose
+    // filing never happened) announced nothing, and announcing only its end would be noise.
+    let announced = d.proposed_at.is_some();
+    let newer = fleet_deficits::newer_exists(&mut tx, d.fleet_id, d.id, d.detected_at).await?;
+    if announced && !newer {
+        let now_row = db::fleet_status::board_one(&mut tx, &d.fleet).await?;
+        let numbers = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
+        notify::enqueue_fleet_event(
+            &mut tx,
+            ctx,
+            now,
+            &FleetEvent::DeficitLeft {
+                fleet: &d.fleet,
+                spare: numbers(now_row.as_ref().and_then(|r| r.spare)),
+                required: numbers(now_row.as_ref().and_then(|r| r.required)),
+                since: d.started_at,
+                provision_id: d.provision_id,
+            },
+        )
+        .await?;
     }
-    // Its own proposal, or headroom's earlier one it found open ("already open"): either
-    // stood for this deficit and is no longer needed. A person's request is never touched.
-    if let Some(pid) = d.provision_id {
-        supersede_unapproved(&mut tx, ctx, now, pid, d.id).await?;
-    }
-    let now_row = db::fleet_status::board_one(&mut tx, &d.fleet).await?;
-    let numbers = |v: Option<i64>| v.and_then(|n| u32::try_from(n).ok());
-    notify::enqueue_fleet_event(
-        &mut tx,
-        ctx,
-        now,
-        &FleetEvent::DeficitLeft {
-            fleet: &d.fleet,
-            spare: numbers(now_row.as_ref().and_then(|r| r.spare)),
-            required: numbers(now_row.as_ref().and_then(|r| r.required)),
-            since: d.started_at,
-            provision_id: d.provision_id,
-        },
-    )
-    .await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(true)
 }
 
-/// Supersedes request `pid` for ended deficit `deficit_id` if it is headroom's own and still
-/// awaits approval; anything else (approved, running, over, or a person's) is left alone.
-async fn supersede_unapproved(
+/// Supersedes the fleet's proposals still awaiting approval, for ended deficit `d`, unless the
+/// fleet is in a newer deficit now (whose proposal one of them may be). Only headroom's own
+/// requests (`requester` `system`) are read, so a person's request, and anything approved or
+/// running, is never touched.
+async fn supersede_if_healthy(
     tx: &mut sqlx::SqliteConnection,
     ctx: &Ctx,
     now: UnixMillis,
-    pid: i64,
-    deficit_id: i64,
+    d: &DeficitRow,
 ) -> anyhow::Result<()> {
-    let p = requests::load(&mut *tx, pid)
-        .await
-        .map_err(|e| anyhow::anyhow!("provision {pid}: {e}"))?;
-    if let Some(p) = p.filter(|p| {
-        p.state == ProvisionState::PendingApproval && p.requester == Actor::System.name()
-    }) {
+    let open_now = db::fleet_status::tracker(&mut *tx, d.fleet_id)
+        .await?
+        .open_deficit_id;
+    if open_now.is_some_and(|open| open != d.id) {
+        return Ok(());
+    }
+    for pid in fleet_deficits::pending_proposals(&mut *tx, &d.fleet).await? {
+        let p = requests::load(&mut *tx, pid)
+            .await
+            .map_err(|e| anyhow::anyhow!("provision {pid}: {e}"))?;
+        let Some(p) = p.filter(|p| p.state == ProvisionState::PendingApproval) else {
+            continue;
+        };
         transition::apply(
             tx,
             ctx,
@@ -475,7 +475,7 @@ async fn supersede_unapproved(
                 to: ProvisionState::Superseded,
                 actor: &Actor::System,
                 reason: RECOVERED_REASON,
-                details: json!({ "deficit_id": deficit_id }),
+                details: json!({ "deficit_id": d.id }),
             },
         )
         .await?;

@@ -142,7 +142,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
             if let Err(e) = deficit::recovered(ctx, id).await {
                 tracing::warn!(
                     deficit.id = id, error = ?e,
-                    "sample recorded; the deficit's end not settled yet (the next resume retries it)"
+                    "sample recorded; deficit end not settled yet (the next resume retries it)"
                 );
             }
         }

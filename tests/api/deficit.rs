@@ -1383,3 +1383,99 @@ async fn a_proposal_filed_while_its_deficit_ended_and_settled_is_superseded_unan
         "no \"entered\" after the end"
     );
 }
+
+#[tokio::test]
+async fn recovery_supersedes_a_proposal_whose_recording_was_lost_before_resume_ran() {
+    let (app, ctx) = setup(|_| {}).await;
+    feed(&app, &ctx, "prod", "BBB").await;
+    let id = provisions(&app, "prod").await[0].0;
+    // Filing committed, recording it on the deficit did not, and the fleet recovers before
+    // any resume adopts it: the deficit ends with no request of its own.
+    sqlx::query("UPDATE fleet_deficits SET provision_id = NULL, note = '', proposed_at = NULL")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    feed(&app, &ctx, "prod", "GGG").await;
+    let r = detail(&ctx, id).await.provision;
+    assert_eq!(
+        r.state,
+        ProvisionState::Superseded,
+        "not left for an approver"
+    );
+    assert!(r.state_reason.contains("recovered"), "{}", r.state_reason);
+}
+
+#[tokio::test]
+async fn a_late_settlement_sends_no_left_after_a_newer_deficit_was_announced() {
+    let receiver = MockServer::start().await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    let failing = "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
+                   WHEN OLD.id = 1 BEGIN SELECT RAISE(ABORT, 'injected'); END";
+    sqlx::query(failing).execute(&app.pool).await.unwrap();
+    // The first deficit ends unsettled; a second one enters (standing on the first one's
+    // proposal) and ends, settled at once.
+    feed(&app, &ctx, "prod", "BBB GGG BBB GGG").await;
+    let d = deficits(&ctx, "prod").await;
+    assert_eq!(d.iter().map(|d| d.id).collect::<Vec<_>>(), vec![2, 1]);
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![
+            ("fleet.deficit_entered".to_owned(), 2),
+            ("fleet.deficit_left".to_owned(), 1),
+        ]
+    );
+    sqlx::query("DROP TRIGGER settlement_fails")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+    // The first deficit's late settlement says nothing: "left" after the newer one's
+    // "entered" and "left" would tell the receiver the fleet left a deficit twice.
+    assert_eq!(deficit::resume(&ctx).await.unwrap().settled, 1);
+    assert_eq!(
+        fleet_events(&app).await,
+        vec![
+            ("fleet.deficit_entered".to_owned(), 2),
+            ("fleet.deficit_left".to_owned(), 1),
+        ]
+    );
+    assert_eq!(provisions(&app, "prod").await[0].2, "superseded");
+}
+
+#[tokio::test]
+async fn resume_goes_on_past_a_deficit_that_fails_again() {
+    let (app, ctx) = setup(|_| {}).await;
+    fleet(&ctx, "edge", &[]).await;
+    sqlx::query(
+        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
+         BEGIN SELECT RAISE(ABORT, 'injected'); END",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    feed(&app, &ctx, "prod", "BBB GGG").await;
+    feed(&app, &ctx, "edge", "BBB GGG").await;
+    sqlx::query("DROP TRIGGER settlement_fails")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    // Now only prod's keeps failing (the first deficit, prod's, is tried first).
+    sqlx::query(
+        "CREATE TRIGGER prod_fails BEFORE UPDATE OF settled_at ON fleet_deficits
+         WHEN OLD.id = 1 BEGIN SELECT RAISE(ABORT, 'injected'); END",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+
+    let done = deficit::resume(&ctx).await.unwrap();
+    assert_eq!((done.settled, done.failed), (1, 1), "{done:?}");
+    assert_eq!(provisions(&app, "edge").await[0].2, "superseded");
+    assert_eq!(provisions(&app, "prod").await[0].2, "pending_approval");
+}
