@@ -118,6 +118,112 @@ async fn detail(ctx: &Ctx, id: i64) -> ProvisionDetail {
         .expect("request")
 }
 
+/// Undoes the recording of every deficit's proposal (the request stays), as a crash after the
+/// filing's commit and before its recording on the deficit leaves it.
+async fn lose_the_recording(app: &TestApp) {
+    sqlx::query("UPDATE fleet_deficits SET provision_id = NULL, note = '', proposed_at = NULL")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+}
+
+/// Ended deficits one retention pass deletes.
+async fn pruned_deficits(ctx: &Ctx) -> u64 {
+    headroom::headroom::retention::prune_once(ctx)
+        .await
+        .unwrap()
+        .deficits
+}
+
+/// SQLite's plan for `sql`, a step a line.
+async fn query_plan(app: &TestApp, sql: &str) -> Vec<String> {
+    let plan: Vec<(i64, i64, i64, String)> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    plan.into_iter().map(|r| r.3).collect()
+}
+
+/// `setup` with the webhook pointed at a receiver on loopback that answers 204 (keep it alive
+/// for the test's length).
+async fn setup_with_webhook() -> (MockServer, TestApp, Ctx) {
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/hook"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&receiver)
+        .await;
+    let url = format!("{}/hook", receiver.uri());
+    let (app, ctx) = setup(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
+        s.public_url = PUBLIC.into();
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await;
+    (receiver, app, ctx)
+}
+
+/// An open deficit of `fleet` (1 of 3 spare) stored without its proposal, as a crash between
+/// the deficit's commit and its filing leaves it; returns the fleet's id and the deficit's.
+async fn unfiled_deficit(app: &TestApp, ctx: &Ctx, fleet: &str) -> (i64, i64) {
+    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = ?")
+        .bind(fleet)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let now = ctx.now();
+    let deficit_id: i64 = sqlx::query_scalar(
+        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
+         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
+    )
+    .bind(fleet_id)
+    .bind(now - 15_000)
+    .bind(now)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE fleet_status SET open_deficit_id = ? WHERE fleet_id = ?")
+        .bind(deficit_id)
+        .bind(fleet_id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    (fleet_id, deficit_id)
+}
+
+/// Makes every settlement of a deficit's end fail (of deficit `only`, when given), as a full
+/// disk or a crash right after the sample's commit would; `heal_settlements` undoes it. The
+/// trigger is created once and switched by rows: a trigger dropped and created again through
+/// another pooled connection can meet that connection's stale schema ("already exists").
+async fn fail_settlements(app: &TestApp, only: Option<i64>) {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS injected_failures (deficit_id INTEGER);
+         CREATE TRIGGER IF NOT EXISTS settlement_fails
+         BEFORE UPDATE OF settled_at ON fleet_deficits
+         WHEN EXISTS (SELECT 1 FROM injected_failures f
+                      WHERE f.deficit_id IS NULL OR f.deficit_id = OLD.id)
+         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    heal_settlements(app).await;
+    sqlx::query("INSERT INTO injected_failures (deficit_id) VALUES (?)")
+        .bind(only)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+}
+
+async fn heal_settlements(app: &TestApp) {
+    sqlx::query("DELETE FROM injected_failures")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn spare_below_required_files_exactly_one_proposal_after_the_configured_samples() {
     let (app, ctx) = setup(|_| {}).await;
@@ -321,20 +427,7 @@ async fn failed_samples_neither_enter_nor_leave_a_deficit() {
 
 #[tokio::test]
 async fn entering_and_leaving_are_sent_to_the_webhook_with_a_link_to_the_fleet() {
-    let receiver = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/hook"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&receiver)
-        .await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.public_url = PUBLIC.into();
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
+    let (receiver, app, ctx) = setup_with_webhook().await;
 
     feed(&app, &ctx, "prod", "BBB GGG").await;
     let id = provisions(&app, "prod").await[0].0;
@@ -483,27 +576,7 @@ async fn resume_files_the_proposal_a_crash_left_unfiled() {
     feed(&app, &ctx, "prod", "BB").await;
     // A crash after the deficit's commit, before its filing: the row and the tracker exist,
     // no request does.
-    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = 'prod'")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-    let now = ctx.now();
-    let deficit_id: i64 = sqlx::query_scalar(
-        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
-         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
-    )
-    .bind(fleet_id)
-    .bind(now - 15_000)
-    .bind(now)
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE fleet_status SET open_deficit_id = ? WHERE fleet_id = ?")
-        .bind(deficit_id)
-        .bind(fleet_id)
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    unfiled_deficit(&app, &ctx, "prod").await;
     assert!(provisions(&app, "prod").await.is_empty());
 
     assert_eq!(deficit::resume(&ctx).await.unwrap().filed, 1);
@@ -759,19 +832,7 @@ async fn a_deficit_inside_the_cooldown_notes_the_flapping_and_files_once_it_last
 
 #[tokio::test]
 async fn a_deficit_ending_inside_the_cooldown_files_and_announces_nothing() {
-    let receiver = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/hook"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&receiver)
-        .await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
+    let (_receiver, app, ctx) = setup_with_webhook().await;
     let queued = || async {
         sqlx::query_as::<_, (String, i64)>(
             "SELECT event, count(*) FROM webhook_deliveries GROUP BY event ORDER BY event",
@@ -868,13 +929,7 @@ async fn retention_deletes_ended_deficits_and_keeps_the_requests_evidence() {
         .iter()
         .any(|e| e.kind == "evidence"));
     // Nothing more to delete.
-    assert_eq!(
-        headroom::headroom::retention::prune_once(&ctx)
-            .await
-            .unwrap()
-            .deficits,
-        0
-    );
+    assert_eq!(pruned_deficits(&ctx).await, 0);
 }
 
 #[tokio::test]
@@ -1102,10 +1157,7 @@ async fn resume_adopts_its_own_request_when_recording_it_failed() {
     feed(&app, &ctx, "prod", "BBB").await;
     let id = provisions(&app, "prod").await[0].0;
     // Filing committed, recording it on the deficit did not: the deficit looks unfiled.
-    sqlx::query("UPDATE fleet_deficits SET provision_id = NULL, note = '', proposed_at = NULL")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    lose_the_recording(&app).await;
     sqlx::query("DELETE FROM provision_events WHERE provision_id = ? AND kind = 'evidence'")
         .bind(id)
         .execute(&app.pool)
@@ -1136,14 +1188,8 @@ async fn resume_adopts_its_own_request_when_recording_it_failed() {
 #[tokio::test]
 async fn unfiled_is_driven_from_the_fleets_in_deficit() {
     let (app, _ctx) = setup(|_| {}).await;
-    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN QUERY PLAN {}",
-        headroom::db::fleet_deficits::UNFILED_SQL
-    )))
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
-    let steps: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+    let plan = query_plan(&app, headroom::db::fleet_deficits::UNFILED_SQL).await;
+    let steps: Vec<&str> = plan.iter().map(String::as_str).collect();
     assert!(
         steps[0].starts_with("SEARCH s USING COVERING INDEX fleet_status_open_deficit"),
         "{steps:?}"
@@ -1170,25 +1216,12 @@ async fn fleet_events(app: &TestApp) -> Vec<(String, i64)> {
 
 #[tokio::test]
 async fn resume_settles_the_end_an_error_left_unsettled_exactly_once() {
-    let receiver = MockServer::start().await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
+    let (_receiver, app, ctx) = setup_with_webhook().await;
     feed(&app, &ctx, "prod", "BBB").await;
     let id = provisions(&app, "prod").await[0].0;
     // Every settlement fails after the sample that left the deficit has committed (as a
     // full disk or a crash at that moment would leave it).
-    sqlx::query(
-        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
-         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    fail_settlements(&app, None).await;
     feed(&app, &ctx, "prod", "GGG").await;
 
     // The sample is stored and the deficit ended, but nothing was settled.
@@ -1204,13 +1237,7 @@ async fn resume_settles_the_end_an_error_left_unsettled_exactly_once() {
     );
     // Retention keeps an unsettled deficit however old it gets.
     app.clock.advance(ctx.settings.retention.hour * 2);
-    assert_eq!(
-        headroom::headroom::retention::prune_once(&ctx)
-            .await
-            .unwrap()
-            .deficits,
-        0
-    );
+    assert_eq!(pruned_deficits(&ctx).await, 0);
     // While the failure lasts, resume counts it and settles nothing.
     assert_eq!(deficit::resume(&ctx).await.unwrap().failed, 1);
     assert_eq!(
@@ -1218,10 +1245,7 @@ async fn resume_settles_the_end_an_error_left_unsettled_exactly_once() {
         ProvisionState::PendingApproval
     );
 
-    sqlx::query("DROP TRIGGER settlement_fails")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    heal_settlements(&app).await;
     // Two resumes at once (the start and a supervisor pass): one settles, once.
     let (a, b) = tokio::join!(deficit::resume(&ctx), deficit::resume(&ctx));
     assert_eq!(a.unwrap().settled + b.unwrap().settled, 1);
@@ -1237,26 +1261,14 @@ async fn resume_settles_the_end_an_error_left_unsettled_exactly_once() {
     );
     assert_eq!(deficit::resume(&ctx).await.unwrap(), Default::default());
     // Settled now, so retention may delete it.
-    assert_eq!(
-        headroom::headroom::retention::prune_once(&ctx)
-            .await
-            .unwrap()
-            .deficits,
-        1
-    );
+    assert_eq!(pruned_deficits(&ctx).await, 1);
 }
 
 #[tokio::test]
 async fn unsettled_reads_only_its_partial_index() {
     let (app, _ctx) = setup(|_| {}).await;
-    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN QUERY PLAN {}",
-        headroom::db::fleet_deficits::UNSETTLED_SQL
-    )))
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
-    let steps: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+    let plan = query_plan(&app, headroom::db::fleet_deficits::UNSETTLED_SQL).await;
+    let steps: Vec<&str> = plan.iter().map(String::as_str).collect();
     // A scan of the partial index, which holds only the unsettled rows.
     assert_eq!(steps.len(), 1, "{steps:?}");
     assert!(
@@ -1268,33 +1280,17 @@ async fn unsettled_reads_only_its_partial_index() {
 
 #[tokio::test]
 async fn a_late_settlement_leaves_the_proposal_a_newer_deficit_stands_on() {
-    let receiver = MockServer::start().await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
+    let (_receiver, app, ctx) = setup_with_webhook().await;
     feed(&app, &ctx, "prod", "BBB").await;
     let id = provisions(&app, "prod").await[0].0;
-    sqlx::query(
-        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
-         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    fail_settlements(&app, None).await;
     // The first deficit ends unsettled, and the fleet falls into a second one, which finds
     // the first one's proposal still open and stands on it.
     feed(&app, &ctx, "prod", "GGG BBB").await;
     assert_eq!(provisions(&app, "prod").await.len(), 1);
     let d = deficits(&ctx, "prod").await;
     assert_eq!((d.len(), d[0].provision_id), (2, Some(id)));
-    sqlx::query("DROP TRIGGER settlement_fails")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    heal_settlements(&app).await;
 
     // The late settlement of the first deficit neither supersedes the request the second
     // one needs nor tells the receiver the fleet left a deficit it is in.
@@ -1324,37 +1320,10 @@ async fn a_late_settlement_leaves_the_proposal_a_newer_deficit_stands_on() {
 
 #[tokio::test]
 async fn a_proposal_filed_while_its_deficit_ended_and_settled_is_superseded_unannounced() {
-    let receiver = MockServer::start().await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
+    let (_receiver, app, ctx) = setup_with_webhook().await;
     feed(&app, &ctx, "prod", "BB").await;
     // An open deficit left unfiled (as a crash leaves it) ...
-    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = 'prod'")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-    let now = ctx.now();
-    let deficit_id: i64 = sqlx::query_scalar(
-        "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
-         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
-    )
-    .bind(fleet_id)
-    .bind(now - 15_000)
-    .bind(now)
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE fleet_status SET open_deficit_id = ? WHERE fleet_id = ?")
-        .bind(deficit_id)
-        .bind(fleet_id)
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    let (fleet_id, deficit_id) = unfiled_deficit(&app, &ctx, "prod").await;
     // ... whose fleet's own loop ends and settles it at the moment resume's filing commits
     // (between the filing and its recording on the deficit).
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -1391,10 +1360,7 @@ async fn recovery_supersedes_a_proposal_whose_recording_was_lost_before_resume_r
     let id = provisions(&app, "prod").await[0].0;
     // Filing committed, recording it on the deficit did not, and the fleet recovers before
     // any resume adopts it: the deficit ends with no request of its own.
-    sqlx::query("UPDATE fleet_deficits SET provision_id = NULL, note = '', proposed_at = NULL")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    lose_the_recording(&app).await;
     feed(&app, &ctx, "prod", "GGG").await;
     let r = detail(&ctx, id).await.provision;
     assert_eq!(
@@ -1407,17 +1373,8 @@ async fn recovery_supersedes_a_proposal_whose_recording_was_lost_before_resume_r
 
 #[tokio::test]
 async fn a_late_settlement_sends_no_left_after_a_newer_deficit_was_announced() {
-    let receiver = MockServer::start().await;
-    let url = format!("{}/hook", receiver.uri());
-    let (app, ctx) = setup(move |s| {
-        s.webhook_url = Some(url.parse().unwrap());
-        s.webhook_secret = Some(secrecy::SecretString::from("whsec-deficit-test".to_owned()));
-        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
-    })
-    .await;
-    let failing = "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
-                   WHEN OLD.id = 1 BEGIN SELECT RAISE(ABORT, 'injected'); END";
-    sqlx::query(failing).execute(&app.pool).await.unwrap();
+    let (_receiver, app, ctx) = setup_with_webhook().await;
+    fail_settlements(&app, Some(1)).await;
     // The first deficit ends unsettled; a second one enters (standing on the first one's
     // proposal) and ends, settled at once.
     feed(&app, &ctx, "prod", "BBB GGG BBB GGG").await;
@@ -1430,10 +1387,7 @@ async fn a_late_settlement_sends_no_left_after_a_newer_deficit_was_announced() {
             ("fleet.deficit_left".to_owned(), 1),
         ]
     );
-    sqlx::query("DROP TRIGGER settlement_fails")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    heal_settlements(&app).await;
 
     // The first deficit's late settlement says nothing: "left" after the newer one's
     // "entered" and "left" would tell the receiver the fleet left a deficit twice.
@@ -1452,27 +1406,12 @@ async fn a_late_settlement_sends_no_left_after_a_newer_deficit_was_announced() {
 async fn resume_goes_on_past_a_deficit_that_fails_again() {
     let (app, ctx) = setup(|_| {}).await;
     fleet(&ctx, "edge", &[]).await;
-    sqlx::query(
-        "CREATE TRIGGER settlement_fails BEFORE UPDATE OF settled_at ON fleet_deficits
-         BEGIN SELECT RAISE(ABORT, 'injected'); END",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    fail_settlements(&app, None).await;
     feed(&app, &ctx, "prod", "BBB GGG").await;
     feed(&app, &ctx, "edge", "BBB GGG").await;
-    sqlx::query("DROP TRIGGER settlement_fails")
-        .execute(&app.pool)
-        .await
-        .unwrap();
+    heal_settlements(&app).await;
     // Now only prod's keeps failing (the first deficit, prod's, is tried first).
-    sqlx::query(
-        "CREATE TRIGGER prod_fails BEFORE UPDATE OF settled_at ON fleet_deficits
-         WHEN OLD.id = 1 BEGIN SELECT RAISE(ABORT, 'injected'); END",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    fail_settlements(&app, Some(1)).await;
 
     let done = deficit::resume(&ctx).await.unwrap();
     assert_eq!((done.settled, done.failed), (1, 1), "{done:?}");
