@@ -224,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
         "plan 90 d: {}",
         explain(
             &ctx,
-            headroom::db::fleet_samples::ROLLUP_BUCKETS_SQL,
+            headroom::db::fleet_samples::ROLLUP_ROWS_SQL,
             &[1, 21_600, NOW - 90 * DAY, NOW, 6 * HOUR]
         )
         .await?

@@ -228,11 +228,24 @@ pub const ROLLUP_BUCKETS_SQL: &str =
      WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
      GROUP BY k ORDER BY k";
 
+/// `rollup_buckets`' statement when the step is the rollup's own width (binds as
+/// [`ROLLUP_BUCKETS_SQL`]): each point is one stored row, so the rows are read in primary-key
+/// order as they are, without the temporary B-tree a `GROUP BY` on the computed bucket needs.
+pub const ROLLUP_ROWS_SQL: &str =
+    "SELECT (bucket - ?3) / ?5 AS k, spare_min, spare_max, required_max, ok_samples,
+            CASE WHEN ok_samples > 0
+                 THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
+                                    WHEN 'derived' THEN 1 ELSE 0 END END
+     FROM fleet_rollups
+     WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
+     ORDER BY bucket";
+
 /// The `resolution` rollups of fleet `fleet_id` whose buckets start in `[from, to)`, folded
 /// into buckets of `step` ms (a multiple of the rollup's width, `from` aligned to it), oldest
 /// first: the fewest and most spares, the highest requirement, the ok samples and the source
 /// of the newest ok sample (rollup buckets are disjoint, so the newest row with an ok sample
-/// holds it). A primary-key range, so the cost follows the range's width.
+/// holds it). A primary-key range, so the cost follows the range's width. When `step` is the
+/// rollup's width, rows are points as stored ([`ROLLUP_ROWS_SQL`]).
 pub async fn rollup_buckets(
     conn: &mut SqliteConnection,
     fleet_id: i64,
@@ -241,7 +254,12 @@ pub async fn rollup_buckets(
     to: UnixMillis,
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
-    sqlx::query(ROLLUP_BUCKETS_SQL)
+    let sql = if step == resolution.bucket_millis() {
+        ROLLUP_ROWS_SQL
+    } else {
+        ROLLUP_BUCKETS_SQL
+    };
+    sqlx::query(sql)
         .bind(fleet_id)
         .bind(resolution.bucket_millis() / 1000)
         .bind(from)

@@ -512,6 +512,16 @@ async fn a_series_reads_and_returns_the_same_points_with_1_day_or_30_days_of_his
         "{rollups}"
     );
     assert!(!rollups.contains("SCAN fleet_rollups"), "{rollups}");
+    // A step of the rollup's own width reads its rows in key order, with nothing to sort.
+    let rows = plan(
+        store::ROLLUP_ROWS_SQL,
+        vec![2, 21_600, now - 90 * DAY, now, 6 * HOUR],
+    )
+    .await;
+    assert_eq!(
+        rows,
+        "SEARCH fleet_rollups USING PRIMARY KEY (fleet_id=? AND resolution=? AND bucket>? AND bucket<?)"
+    );
     let recent = plan(store::RECENT_SQL, vec![2, 20]).await;
     assert!(
         recent.contains("SEARCH fleet_samples USING INDEX fleet_samples_fleet_at (fleet_id=?)"),
