@@ -78,11 +78,11 @@ fn obs(spare: u32, required: u32) -> Observation {
         spare,
         required,
         leader_id: Some(1),
-        leader_url: Some("http://10.0.0.1:7443".into()),
+        leader_url: Some("http://127.0.0.1:7443".into()),
         term: Some(7),
         members: vec![Member {
             id: 1,
-            addr: "10.0.0.1:7443".into(),
+            addr: "127.0.0.1:7443".into(),
             voter: true,
         }],
         evidence: json!({ "headroom": { "spare": spare, "required": required } }),

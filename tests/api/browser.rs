@@ -651,22 +651,22 @@ async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
                 spare,
                 required,
                 leader_id: Some(1),
-                leader_url: Some("http://10.0.0.1:7443".into()),
+                leader_url: Some("http://127.0.0.1:7443".into()),
                 term: Some(3),
                 members: vec![
                     Member {
                         id: 1,
-                        addr: "10.0.0.1:7443".into(),
+                        addr: "127.0.0.1:7443".into(),
                         voter: true,
                     },
                     Member {
                         id: 2,
-                        addr: "10.0.0.2:7443".into(),
+                        addr: "127.0.0.2:7443".into(),
                         voter: true,
                     },
                     Member {
                         id: 3,
-                        addr: "10.0.0.3:7443".into(),
+                        addr: "127.0.0.3:7443".into(),
                         voter: false,
                     },
                 ],

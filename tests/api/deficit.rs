@@ -17,15 +17,14 @@ use headroom::headroom::{board, deficit, record::record};
 use headroom::provider::fake::Fake;
 use headroom::provisioning::{notify, requests, runner, ProvisionDetail};
 use serde_json::{json, Value};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 use crate::helpers::TestApp;
 use crate::runner::{caller, console, ctx_with, file, fleet};
 
 const INTERVAL: Duration = Duration::from_secs(15);
 const PUBLIC: &str = "https://console.example.test";
-const LEADER: &str = "http://10.0.0.1:7443";
+const LEADER: &str = "http://127.0.0.1:7443";
 
 /// A console with the demo config, fleet `prod` (restoring `spare-fsn1`), enter and leave
 /// after 3 samples.
@@ -55,12 +54,12 @@ fn observation(spare: u32, required: u32) -> Observation {
         members: vec![
             Member {
                 id: 1,
-                addr: "10.0.0.1:7443".into(),
+                addr: "127.0.0.1:7443".into(),
                 voter: true,
             },
             Member {
                 id: 4,
-                addr: "10.0.0.4:7443".into(),
+                addr: "127.0.0.4:7443".into(),
                 voter: false,
             },
         ],
@@ -148,12 +147,7 @@ async fn query_plan(app: &TestApp, sql: &str) -> Vec<String> {
 /// `setup` with the webhook pointed at a receiver on loopback that answers 204 (keep it alive
 /// for the test's length).
 async fn setup_with_webhook() -> (MockServer, TestApp, Ctx) {
-    let receiver = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/hook"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&receiver)
-        .await;
+    let receiver = crate::webhooks::ok_receiver().await;
     let url = format!("{}/hook", receiver.uri());
     let (app, ctx) = setup(move |s| {
         s.webhook_url = Some(url.parse().unwrap());

@@ -48,7 +48,7 @@ fn observation(spare: u32, required: u32, leader: &str, addr: &str) -> Observati
             },
             Member {
                 id: 4,
-                addr: "10.0.0.4:7443".into(),
+                addr: "127.0.0.4:7443".into(),
                 voter: false,
             },
         ],
@@ -62,8 +62,8 @@ async fn feed(app: &TestApp, ctx: &Ctx, fleet: &str, seq: &str, error: &str) {
     for kind in seq.chars() {
         app.clock.advance(INTERVAL);
         let outcome = match kind {
-            'G' => Ok(observation(3, 2, "http://10.0.0.1:7443", "10.0.0.1:7443")),
-            'B' => Ok(observation(1, 2, "http://10.0.0.1:7443", "10.0.0.1:7443")),
+            'G' => Ok(observation(3, 2, "http://127.0.0.1:7443", "127.0.0.1:7443")),
+            'B' => Ok(observation(1, 2, "http://127.0.0.1:7443", "127.0.0.1:7443")),
             'F' => Err(error.to_owned()),
             other => panic!("unknown sample kind {other}"),
         };
@@ -136,7 +136,7 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
     assert_eq!(texts(&html, "#now .badge.status"), ["healthy"]);
     assert_eq!(texts(&html, "#now .nk"), ["N+1"]);
     assert!(
-        html.contains("<code>http://10.0.0.1:7443</code> (id 1)"),
+        html.contains("<code>http://127.0.0.1:7443</code> (id 1)"),
         "{html}"
     );
     let members = texts(&html, "#now ul.members li");

@@ -490,6 +490,16 @@ async fn a_link_local_leader_address_is_refused_by_the_policy() {
     // The follower names a leader on the cloud metadata range: the policy refuses it before
     // any connect, so no packet is sent there.
     let members = [(1, addr(&n1)), (2, "169.254.169.254:80".to_owned())];
+    // The pure decision first: if the policy ever let it through, the test fails here,
+    // before `scrape_once` could send anything there.
+    let leader = url::Url::parse("http://169.254.169.254:80/raft/status").unwrap();
+    assert!(headroom::outbound::policy::check_url(
+        headroom::outbound::policy::Purpose::Scrape,
+        &app.state.ctx.settings.outbound_allow,
+        &leader,
+        headroom::outbound::policy::Hop::First,
+    )
+    .is_err());
     serve_status(&n1, status(1, Some(2), 3, &members, Some(Value::Null))).await;
     let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
     assert_eq!(err(&sample), "leader 2: refused: link-local address");

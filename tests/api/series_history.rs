@@ -92,7 +92,7 @@ pub fn as_sample(t: &Tick) -> Sample {
                 members: (1..=3 + u64::from(spare))
                     .map(|id| Member {
                         id,
-                        addr: format!("10.0.0.{id}:7443"),
+                        addr: format!("127.0.0.{id}:7443"),
                         voter: id <= 3,
                     })
                     .collect(),

@@ -196,7 +196,8 @@ fn hmac_hex(body: &[u8]) -> String {
         .collect()
 }
 
-async fn ok_receiver() -> MockServer {
+/// A webhook receiver on loopback answering 204 at `/hook`.
+pub(crate) async fn ok_receiver() -> MockServer {
     let receiver = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/hook"))

@@ -594,21 +594,12 @@ fn data_table(m: &Model) -> Markup {
     }
 }
 
-/// `2026-12-03 09:30:00` (UTC, shown with a "UTC" suffix by the caller). Written from the
-/// date's fields in one allocation: a chart formats two of these per point.
+/// `2026-12-03 09:30:00` (UTC, shown with a "UTC" suffix by the caller).
 fn utc(at: UnixMillis) -> String {
-    let Ok(t) = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000) else {
-        return at.to_string();
-    };
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    crate::domain::clock::format_utc(at)
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_owned()
 }
 
 /// The `Range` a series of `width` covers: the series may start up to one step earlier than
