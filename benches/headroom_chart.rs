@@ -52,12 +52,15 @@ async fn fill(ctx: &Ctx) -> anyhow::Result<Duration> {
     let raw_since = NOW - i64::try_from(ctx.settings.retention.raw.as_millis())?;
     for seed in 0..FLEETS {
         let name = format!("fleet-{seed}");
-        let spec = FleetSpec::parse(&FleetInput {
-            name: name.clone(),
-            endpoints: vec!["http://127.0.0.1:7443".into()],
-            restore_machine_config: "spare-fsn1".into(),
-            ..FleetInput::default()
-        })
+        let spec = FleetSpec::parse(
+            &FleetInput {
+                name: name.clone(),
+                endpoints: vec!["http://127.0.0.1:7443".into()],
+                restore_machine_config: "spare-fsn1".into(),
+                ..FleetInput::default()
+            },
+            &ctx.settings.secrets,
+        )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO fleets (name, spec, restore_machine_config, created_at, updated_at,

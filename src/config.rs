@@ -122,6 +122,9 @@ pub struct Settings {
     pub proposal_cooldown: Duration,
     /// How long samples and their rollups are kept.
     pub retention: Retention,
+    /// The render-time secrets fleets may refer to by name (names and sources; values are
+    /// read only when a payload is rendered).
+    pub secrets: crate::domain::secret::DeclaredSecrets,
 }
 
 /// How long each resolution of headroom history is kept.
@@ -298,6 +301,8 @@ keys! {
     rollups_minute_days: u64 = "7";
     /// Days per-hour rollups are kept (1–36500).
     rollups_hour_days: u64 = "365";
+    /// Render-time secrets fleets may name: `NAME = "env:VARIABLE"` or `"file:/path"`.
+    secrets: crate::domain::secret::DeclaredSecrets = "mesh-fsn=env:YUBABA_MESH_KEY_FSN,tunnel-prod=file:/etc/headroom/tunnel-prod";
 }
 
 impl PartialSettings {
@@ -313,6 +318,7 @@ impl PartialSettings {
             session_absolute_hours: Some(12),
             cookie_secure: Some(false),
             body_limit_bytes: Some(256 * 1024),
+            secrets: Some(crate::domain::secret::DeclaredSecrets::default()),
             throttle_account_failures: Some(5),
             throttle_address_failures: Some(20),
             throttle_base_delay_seconds: Some(2),
@@ -814,6 +820,7 @@ fn settle(
                     * rules.range(p.rollups_hour_days, "rollups_hour_days", 1, 36_500, "days")?,
             ),
         },
+        secrets: p.secrets.clone().unwrap_or_default(),
     })
 }
 

@@ -56,6 +56,7 @@ impl Application {
             );
         }
         let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;
+        crate::provisioning::plan::secret_digest_key(&pool, clock.now()).await?;
         let ctx = crate::context::Ctx::build(settings, pool, clock)?;
         ctx.renderer.probe().await?;
         let state = AppState {

@@ -339,7 +339,8 @@ pub struct FindingJson {
     pub line: Option<usize>,
 }
 
-/// A render: the redacted payload, the real payload's size and sha256, and the findings.
+/// A render: the payload as people see it (`«secret:NAME»` where each secret's value goes), its
+/// size and sha256 (empty when a finding blocks it), and the findings.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RenderResponse {
     pub ok: bool,
@@ -350,7 +351,7 @@ pub struct RenderResponse {
 }
 
 /// Renders and validates a template for a machine config (operator). Secrets are used for
-/// this render only and appear redacted in the answer.
+/// this render only and appear as `«secret:mesh_preauth_key»` / `«secret:tunnel_token»`.
 #[utoipa::path(post, path = "/api/v1/render", tag = "templates", request_body = RenderRequestJson,
     responses((status = 200, body = RenderResponse), (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn render(
@@ -383,7 +384,7 @@ pub async fn render(
     let r = result.rendered;
     Ok(Json(RenderResponse {
         ok: r.ok,
-        payload: r.redacted,
+        payload: r.shown,
         size_bytes: r.size_bytes,
         sha256: r.sha256,
         findings: r

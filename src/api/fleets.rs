@@ -1,5 +1,6 @@
-//! Fleets over JSON: list, create, read, replace, delete. Secrets appear only as their
-//! sources (`env:…`, `file:…`), never as values.
+//! Fleets over JSON: list, create, read, replace, delete. Secrets appear only as the declared
+//! names a fleet uses (or, for fleets saved before declarations, their old raw source), never as
+//! values.
 
 use std::borrow::Cow;
 
@@ -19,13 +20,13 @@ use crate::fleets::{self, Fleet};
 use crate::headroom::board;
 use crate::state::AppState;
 
-/// Where each render-time secret is read; an absent, null or empty source means none.
+/// Which declared secret each render-time secret is; absent, null or empty means none.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FleetSecretsRequest {
-    #[schema(value_type = rules::SecretSourceRule, inline)]
+    #[schema(value_type = rules::SecretRefRule, inline)]
     pub mesh_preauth_key: Option<String>,
-    #[schema(value_type = rules::SecretSourceRule, inline)]
+    #[schema(value_type = rules::SecretRefRule, inline)]
     pub tunnel_token: Option<String>,
 }
 
@@ -97,10 +98,10 @@ impl utoipa::ToSchema for FleetUpdate {
 /// The sources a fleet names (never the values).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct FleetSecretsJson {
-    /// `env:VARIABLE` or `file:/path`.
+    /// A declared secret's name (or, saved before declarations, the raw source it named).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mesh_preauth_key: Option<String>,
-    /// `env:VARIABLE` or `file:/path`.
+    /// A declared secret's name (or, saved before declarations, the raw source it named).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tunnel_token: Option<String>,
 }

@@ -14,6 +14,7 @@ pub mod me;
 pub mod provision_machines;
 pub mod provisions;
 pub mod rules;
+pub mod secrets;
 pub mod tokens;
 pub mod users;
 
@@ -47,6 +48,7 @@ pub mod paths {
     pub const FLEETS: &str = "/api/v1/fleets";
     pub const FLEET: &str = "/api/v1/fleets/{name}";
     pub const FLEET_HEADROOM: &str = "/api/v1/fleets/{name}/headroom";
+    pub const SECRETS: &str = "/api/v1/secrets";
     pub const PROVISION_MACHINE_DESTROY: &str = "/api/v1/provisions/{id}/machines/{idx}/destroy";
     pub const PROVISIONS: &str = "/api/v1/provisions";
     pub const PROVISION: &str = "/api/v1/provisions/{id}";
@@ -149,6 +151,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::GET, FLEET_HEADROOM, viewer, || {
             web::route().to(headroom::get)
         }),
+        Endpoint::new(Method::GET, SECRETS, viewer, || {
+            web::route().to(secrets::list)
+        }),
         Endpoint::new(
             Method::POST,
             PROVISION_MACHINE_DESTROY,
@@ -197,6 +202,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         history::export,
         fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete,
         headroom::get,
+        secrets::list,
         provision_machines::destroy,
         provisions::list, provisions::create, provisions::get, provisions::approve, provisions::reject, provisions::cancel,
         configs::list_configs, configs::create_config, configs::get_config, configs::put_config, configs::config_versions, configs::pin_check,
@@ -207,6 +213,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
         fleets::FleetJson, fleets::FleetDetailJson, crate::domain::headroom::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest,
+        secrets::SecretJson, secrets::SecretPageJson,
         headroom::HeadroomJson, headroom::HeadroomPointJson, crate::domain::headroom::Source, crate::domain::headroom::Resolution,
         provision_machines::DestroyedMachineJson,
         provisions::ProvisionJson, provisions::ProvisionMachineJson, provisions::PlanJson, provisions::ProvisionPageJson, provisions::ProvisionDetailJson,

@@ -27,8 +27,9 @@ const TAINT: &str = "^(?!(.*\\.)?hetzner\\.cloud/)([a-z0-9]([a-z0-9-]{0,61}[a-z0
 /// An https URL with a host and no credentials (the path may hold anything printable).
 const HTTPS_URL: &str =
     "^https://[^\\s/?#@\\\\:\\[\\]<>^|%\\u0000-\\u001F\\u007F]+(:[0-9]{1,5})?([/?#][^\\s]*)?$";
-/// Render-time secrets: empty (absent) or 8+ printable characters without spaces.
-const SECRET: &str = "^([^\\s\\u0000-\\u001F\\u007F-\\u009F]{8,})?$";
+/// Render-time secret values (`domain::secret::VALUE_RULE`): empty (absent) or 8 to 1024
+/// characters that need no escaping in YAML or shell.
+const SECRET: &str = "^([A-Za-z0-9+/=_.-]{8,1024})?$";
 /// Some visible text, no control characters (token labels, catalogue names).
 const VISIBLE_TEXT: &str =
     "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$";
@@ -196,7 +197,7 @@ rule!(
 );
 rule!(
     /// A render-time secret.
-    SecretRule => string(SECRET, Some(512), "8 to 512 printable characters without spaces; empty or null means none.")
+    SecretRule => string(SECRET, Some(1024), "8 to 1024 characters of A-Z a-z 0-9 + / = _ . - (base64, hex and tskey-… tokens fit); empty or null means none. Shown in the payload as «secret:<field>».")
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
 );
 rule!(
@@ -213,7 +214,8 @@ rule!(
 const ENDPOINT_URL: &str = "^https?://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#@\\\\:\\[\\]<>^|%\\u0000-\\u001F\\u007F-\\u009F]+)(:(0*(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?)?(/[^\\s?#\\\\\\u0000-\\u001F\\u007F-\\u009F]*)?$";
 /// A secret source: `env:VARIABLE` or `file:/absolute/path` without a `..` component, or
 /// empty (none).
-const SECRET_SOURCE: &str = "^(env:[A-Z_][A-Z0-9_]{0,127}|file:(?!.*/\\.\\.(/|$))/[^\\u0000-\\u001F\\u007F-\\u009F]{0,1023})?$";
+/// A declared secret's name (`domain::secret::LABEL_RULE`), or empty for none.
+const SECRET_LABEL: &str = "^([a-z0-9][a-z0-9_-]{0,62})?$";
 
 rule!(
     /// A fleet's yubaba base URLs.
@@ -243,7 +245,7 @@ rule!(
     RequiredOverrideRule => integer(0, Some(u64::from(crate::domain::fleet::REQUIRED_OVERRIDE_MAX)), true, "Spare nodes required; null or absent derives N+1 or N+2 from the fleet's regions.")
 );
 rule!(
-    /// Where a render-time secret is read.
-    SecretSourceRule => string(SECRET_SOURCE, None, "env:VARIABLE (A-Z, 0-9, _; at most 128) or file:/absolute/path (at most 1,024 characters, no ..); read when a payload is rendered, never stored. Empty or null means none.")
+    /// Which declared secret a render-time secret is.
+    SecretRefRule => string(SECRET_LABEL, Some(63), "The name of a secret the server declares (its `secrets` setting; GET /api/v1/secrets lists them). Raw env:/file: sources are refused. Empty or null means none.")
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
 );

@@ -4,6 +4,7 @@
 //! pin pre-flight.
 
 pub mod filters;
+pub mod identifiers;
 pub mod known_keys;
 pub mod lint;
 pub mod pin;
@@ -12,6 +13,7 @@ pub mod sample;
 pub mod sandbox;
 pub mod schema;
 pub mod secret_use;
+pub mod stand_in;
 pub mod validate;
 pub mod worker;
 

@@ -79,6 +79,19 @@ pub const ALLOWED_TESTS: &[&str] = &[
 /// Functions a template may call.
 pub const ALLOWED_FUNCTIONS: &[&str] = &["range"];
 
+/// The variables a render offers (README.md, "cloud-init templates"). A template may read
+/// these, names it binds itself (`set`, `for`) and `loop` inside a `for`; any other identifier
+/// is refused, above all the engine's own `__tera_context`, which dumps the whole context.
+pub const VARIABLES: &[&str] = &[
+    "hostname",
+    "machine",
+    "mesh_tags_csv",
+    "mesh_login_server",
+    "now",
+    "mesh_preauth_key",
+    "tunnel_token",
+];
+
 /// Tags a template may use (besides `{{ }}` and comments).
 pub const ALLOWED_TAGS: &str = "if, for, set, set_global, break, continue, raw";
 
@@ -306,6 +319,7 @@ fn capped_range(args: &HashMap<String, Value>, cap: usize) -> tera::Result<Value
 fn refusals(body: &str, ast: &[Node]) -> Vec<Refusal> {
     let mut found: Vec<(String, String)> = Vec::new();
     walk_nodes(ast, &mut found);
+    found.extend(super::identifiers::refusals(ast));
     found.extend(super::secret_use::refusals(ast));
     let mut seen = std::collections::HashSet::new();
     found

@@ -136,8 +136,8 @@ pub async fn run_job(
 /// loudly once instead of as a finding on every render.
 pub async fn probe(program: &Path) -> anyhow::Result<()> {
     let job = Job {
-        body: "{{ x | yaml }}".into(),
-        contexts: vec![serde_json::json!({"x": "ok"})],
+        body: "{{ hostname | yaml }}".into(),
+        contexts: vec![serde_json::json!({"hostname": "ok"})],
         limits: sandbox::EngineLimits::default(),
     };
     match run_job(program, &job, Duration::from_secs(10)).await {

@@ -28,6 +28,9 @@ pub enum Kind {
     Text,
     /// A TOML array of strings, e.g. `trusted_proxies = ["10.0.0.2"]`.
     List,
+    /// A TOML table of strings, e.g. `[secrets]` with `mesh-fsn = "env:MESH_KEY"`; the
+    /// variable lists `NAME=VALUE` entries, comma-separated.
+    Table,
 }
 
 impl Raw {
@@ -35,7 +38,7 @@ impl Raw {
     /// are one value.
     pub fn from_env(kind: Kind, text: &str) -> Raw {
         match kind {
-            Kind::List => Raw::List(
+            Kind::List | Kind::Table => Raw::List(
                 text.split(',')
                     .map(str::trim)
                     .filter(|e| !e.is_empty())
@@ -60,6 +63,18 @@ impl Raw {
                     V::String(s) => Ok(s.clone()),
                     other => Err(format!(
                         "must be an array of strings, but holds a {}",
+                        other.type_str()
+                    )),
+                })
+                .collect::<Result<_, _>>()
+                .map(Raw::List),
+            // Entries become `NAME=VALUE`, as the variable writes them.
+            (Kind::Table, V::Table(t)) => t
+                .iter()
+                .map(|(k, v)| match v {
+                    V::String(s) => Ok(format!("{k}={s}")),
+                    other => Err(format!(
+                        "must be a table of strings, but {k} is a {}",
                         other.type_str()
                     )),
                 })
@@ -96,6 +111,7 @@ impl Kind {
             Kind::Boolean => "true or false",
             Kind::Text => "a string",
             Kind::List => "an array of strings",
+            Kind::Table => "a table of strings",
         }
     }
 }
@@ -191,6 +207,16 @@ impl Value for Vec<String> {
     }
 }
 
+impl Value for crate::domain::secret::DeclaredSecrets {
+    const KIND: Kind = Kind::Table;
+    fn parse(raw: Raw) -> Result<Self, String> {
+        Self::parse_entries(&raw.list())
+    }
+    fn show(&self) -> String {
+        Self::show(self)
+    }
+}
+
 impl Value for Vec<IpAddr> {
     const KIND: Kind = Kind::List;
     fn parse(raw: Raw) -> Result<Self, String> {
@@ -247,6 +273,29 @@ mod tests {
             Raw::List(vec!["a".into(), "b".into()])
         );
         assert_eq!(Raw::from_env(Kind::Text, "a,b"), Raw::Text("a,b".into()));
+    }
+
+    #[test]
+    fn a_secrets_table_and_its_variable_take_the_same_parser() {
+        use crate::domain::secret::DeclaredSecrets;
+        let table: toml::Table =
+            toml::from_str("mesh-fsn = \"env:YUBABA_MESH_KEY_FSN\"\ntunnel = \"file:/etc/t\"\n")
+                .unwrap();
+        let from_file = Raw::from_toml(Kind::Table, &toml::Value::Table(table)).unwrap();
+        let from_env = Raw::from_env(
+            Kind::Table,
+            "mesh-fsn=env:YUBABA_MESH_KEY_FSN, tunnel=file:/etc/t",
+        );
+        let a = DeclaredSecrets::parse(from_file).unwrap();
+        assert_eq!(Some(a.clone()), DeclaredSecrets::parse(from_env).ok());
+        assert_eq!(
+            a.show(),
+            "mesh-fsn=env:YUBABA_MESH_KEY_FSN,tunnel=file:/etc/t"
+        );
+        let bad: toml::Table = toml::from_str("a = 1\n").unwrap();
+        assert!(Raw::from_toml(Kind::Table, &toml::Value::Table(bad))
+            .unwrap_err()
+            .contains("table of strings"));
     }
 
     #[test]

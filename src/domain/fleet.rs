@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::secret::{DeclaredSecrets, SecretRef};
+
 /// Approvals a fleet may require, at most.
 pub const APPROVALS_MAX: u8 = 5;
 /// Default approvals needed before a request runs.
@@ -154,8 +156,9 @@ pub struct FleetSpec {
     pub scrape_timeout_secs: u32,
     /// Spare nodes required, overriding the N+1 / N+2 rule (0–100).
     pub required_override: Option<u32>,
-    /// Where each render-time secret comes from.
-    pub secrets: BTreeMap<SecretName, SecretSource>,
+    /// Which declared secret each render-time secret is (raw sources only in specs stored
+    /// before secrets were declared by the server).
+    pub secrets: BTreeMap<SecretName, SecretRef>,
 }
 
 /// Base URLs a fleet may list, at most.
@@ -186,7 +189,7 @@ pub struct FleetInput {
     pub scrape_interval_secs: Option<serde_json::Value>,
     pub scrape_timeout_secs: Option<serde_json::Value>,
     pub required_override: Option<serde_json::Value>,
-    /// Secret name → source text; an empty source means none.
+    /// Secret name → the declared secret's name; empty means none.
     pub secrets: BTreeMap<String, String>,
 }
 
@@ -298,22 +301,23 @@ fn endpoints(errors: &mut super::FieldErrors, raw: &[String]) -> Option<Vec<Stri
 fn secrets(
     errors: &mut super::FieldErrors,
     raw: &BTreeMap<String, String>,
-) -> Option<BTreeMap<SecretName, SecretSource>> {
+    declared: &DeclaredSecrets,
+) -> Option<BTreeMap<SecretName, SecretRef>> {
     let mut out = BTreeMap::new();
     let mut ok = true;
-    for (key, source) in raw {
+    for (key, value) in raw {
         let Some(name) = SecretName::ALL.into_iter().find(|n| n.as_str() == key) else {
             // The key is not echoed: it is whatever a client sent.
             errors.push("secrets", "may name only mesh_preauth_key and tunnel_token");
             ok = false;
             continue;
         };
-        if source.trim().is_empty() {
+        if value.trim().is_empty() {
             continue;
         }
-        match SecretSource::parse(&format!("secrets.{key}"), source) {
-            Ok(s) => {
-                out.insert(name, s);
+        match SecretRef::parse_input(&format!("secrets.{key}"), value, declared) {
+            Ok(r) => {
+                out.insert(name, r);
             }
             Err(e) => {
                 errors.0.push(e);
@@ -327,7 +331,11 @@ fn secrets(
 impl FleetSpec {
     /// Checks every rule of `input`, collecting each broken one (named by its field). Whether
     /// the restore machine config exists is for the operation to check: it needs storage.
-    pub fn parse(input: &FleetInput) -> Result<FleetSpec, super::FieldErrors> {
+    /// Secrets may name only what the server `declared`.
+    pub fn parse(
+        input: &FleetInput,
+        declared: &DeclaredSecrets,
+    ) -> Result<FleetSpec, super::FieldErrors> {
         let mut e = super::FieldErrors::default();
         let name = e.check(super::machine::document_name("name", &input.name));
         let endpoints = endpoints(&mut e, &input.endpoints);
@@ -378,7 +386,7 @@ impl FleetSpec {
             (0, REQUIRED_OVERRIDE_MAX),
             None,
         );
-        let secrets = secrets(&mut e, &input.secrets);
+        let secrets = secrets(&mut e, &input.secrets, declared);
         match (
             name,
             endpoints,
@@ -441,12 +449,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn declared() -> DeclaredSecrets {
+        DeclaredSecrets::parse_entries(&["mesh-fsn=env:TS_KEY", "tunnel=file:/run/secrets/tunnel"])
+            .unwrap()
+    }
+
     fn input() -> FleetInput {
         FleetInput {
             name: "eu-prod".into(),
             endpoints: vec!["http://yubaba-1.example.com:8080/".into()],
             restore_machine_config: "spare-fsn1".into(),
-            secrets: [("mesh_preauth_key".to_owned(), "env:TS_KEY".to_owned())]
+            secrets: [("mesh_preauth_key".to_owned(), "mesh-fsn".to_owned())]
                 .into_iter()
                 .collect(),
             ..FleetInput::default()
@@ -454,7 +467,7 @@ mod tests {
     }
 
     fn fields(i: &FleetInput) -> Vec<String> {
-        FleetSpec::parse(i)
+        FleetSpec::parse(i, &declared())
             .unwrap_err()
             .0
             .into_iter()
@@ -481,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_minimal_input_parses_with_every_default() {
-        let s = FleetSpec::parse(&input()).unwrap();
+        let s = FleetSpec::parse(&input(), &declared()).unwrap();
         assert_eq!(s.endpoints, ["http://yubaba-1.example.com:8080"]);
         assert_eq!(s.approvals_required, 1);
         assert_eq!(s.approval_ttl_hours, 4);
@@ -489,10 +502,14 @@ mod tests {
         assert_eq!(s.scrape_timeout_secs, 5);
         assert_eq!(s.required_override, None);
         assert_eq!(
-            s.secrets[&SecretName::MeshPreauthKey],
-            SecretSource::Env("TS_KEY".into())
+            s.secrets[&SecretName::MeshPreauthKey].to_string(),
+            "mesh-fsn"
         );
-        assert_eq!(FleetSpec::parse(&s.to_input()).unwrap(), s, "round trip");
+        assert_eq!(
+            FleetSpec::parse(&s.to_input(), &declared()).unwrap(),
+            s,
+            "round trip"
+        );
     }
 
     #[test]
@@ -503,7 +520,7 @@ mod tests {
         i.scrape_interval_secs = Some(json!(" 60 "));
         i.scrape_timeout_secs = Some(json!(59));
         i.required_override = Some(json!("0"));
-        let s = FleetSpec::parse(&i).unwrap();
+        let s = FleetSpec::parse(&i, &declared()).unwrap();
         assert_eq!(
             (
                 s.approvals_required,
@@ -730,7 +747,7 @@ mod tests {
         i.endpoints = (0..10_000)
             .map(|n| format!("http://h{n}.example"))
             .collect();
-        let errors = FleetSpec::parse(&i).unwrap_err();
+        let errors = FleetSpec::parse(&i, &declared()).unwrap_err();
         assert_eq!(errors.0.len(), 1);
         assert_eq!(errors.0[0].message, "must list at most 16 URLs (got 10000)");
     }
@@ -752,12 +769,12 @@ mod tests {
             "http://a.example/".into(),
         ];
         assert_eq!(
-            FleetSpec::parse(&i).unwrap_err().0[0].message,
+            FleetSpec::parse(&i, &declared()).unwrap_err().0[0].message,
             "URL 3 repeats URL 1"
         );
         i.endpoints = vec!["http://a.example".into(), "javascript:alert(1)".into()];
         assert_eq!(
-            FleetSpec::parse(&i).unwrap_err().0[0].message,
+            FleetSpec::parse(&i, &declared()).unwrap_err().0[0].message,
             "URL 2: must start with http:// or https://"
         );
         assert_eq!(
@@ -773,13 +790,9 @@ mod tests {
     fn empty_secret_sources_mean_none() {
         let mut i = input();
         i.secrets.insert("mesh_preauth_key".into(), "  ".into());
-        i.secrets
-            .insert("tunnel_token".into(), "file:/run/secrets/tunnel".into());
-        let s = FleetSpec::parse(&i).unwrap();
+        i.secrets.insert("tunnel_token".into(), "tunnel".into());
+        let s = FleetSpec::parse(&i, &declared()).unwrap();
         assert_eq!(s.secrets.len(), 1);
-        assert_eq!(
-            s.secrets[&SecretName::TunnelToken].to_string(),
-            "file:/run/secrets/tunnel"
-        );
+        assert_eq!(s.secrets[&SecretName::TunnelToken].to_string(), "tunnel");
     }
 }

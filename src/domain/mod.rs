@@ -10,6 +10,7 @@ pub mod machine;
 pub mod password;
 pub mod provision;
 pub mod role;
+pub mod secret;
 pub mod textdiff;
 pub mod username;
 

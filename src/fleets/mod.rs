@@ -146,7 +146,7 @@ async fn write_audit(
 #[tracing::instrument(skip_all, fields(fleet.name = %input.name.trim()), err)]
 pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, FleetsError> {
     caller.require(Role::Operator)?;
-    let spec = FleetSpec::parse(input)?;
+    let spec = FleetSpec::parse(input, &ctx.settings.secrets)?;
     let content = spec_json(&spec)?;
     let now = ctx.clock.now();
     let by = caller.actor.name();
@@ -220,7 +220,7 @@ pub async fn update(
         .into());
     }
     // Rules first, so a refused body says why whether or not the fleet exists.
-    let spec = FleetSpec::parse(&input)?;
+    let spec = FleetSpec::parse(&input, &ctx.settings.secrets)?;
     let content = spec_json(&spec)?;
     let now = ctx.clock.now();
     let by = caller.actor.name();

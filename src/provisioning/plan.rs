@@ -1,7 +1,9 @@
 //! Planning a request: parse what a person asked for, render every machine's payload with the
-//! fleet's real secrets, price it from the cached catalogue and hash it. The plan hash covers
-//! every payload's sha256 (real secrets included), so a rotated secret, a new config version or
-//! a new template version yields a different plan — and voids approvals of the old one.
+//! fleet's secrets, price it from the cached catalogue and hash it. The plan hash covers every
+//! shown payload's sha256 (stand-ins, never values: see `cloud_init::render`) and a keyed digest
+//! of the secrets' values, so a rotated secret, a new config version or a new template version
+//! yields a different plan — and voids approvals of the old one — while nothing published lets
+//! anyone test a guess of a value.
 
 use secrecy::SecretString;
 use serde_json::json;
@@ -48,7 +50,7 @@ pub struct DraftPlan {
     pub approval_ttl_hours: u32,
     pub plan: Plan,
     pub plan_hash: String,
-    /// Each machine's payload with secrets replaced by «redacted», in plan order.
+    /// Each machine's payload as shown (`«secret:NAME»` where each value goes), in plan order.
     pub redacted_payloads: Vec<String>,
     /// The time the payloads were rendered at (offered to templates as `now`); the request
     /// keeps it as `created_at` so re-rendering later gives the same bytes.
@@ -158,8 +160,8 @@ pub async fn fleet_spec(
 
 /// Reads the fleet's secrets now, naming the secret and its source (never the value) when
 /// one cannot be read.
-fn secrets_for(fleet: &FleetSpec) -> Result<Secrets, FieldError> {
-    crate::fleets::secrets::resolve(fleet).map_err(|e| {
+fn secrets_for(ctx: &Ctx, fleet: &FleetSpec) -> Result<Secrets, FieldError> {
+    crate::fleets::secrets::resolve(fleet, &ctx.settings.secrets).map_err(|e| {
         FieldError::new(
             "fleet",
             format!(
@@ -224,8 +226,10 @@ pub struct HashInput<'a> {
     pub location: &'a str,
     pub server_type: &'a str,
     pub image: &'a str,
-    /// Each machine's name and the sha256 of its real payload, in plan order.
+    /// Each machine's name and the sha256 of its shown payload, in plan order.
     pub machines: &'a [(&'a str, &'a str)],
+    /// [`Secrets::keyed_digest`] of the render's secrets.
+    pub secrets_digest: &'a str,
 }
 
 /// sha256 hex of the canonical encoding: a JSON array (strings escaped, no whitespace, fixed
@@ -234,7 +238,7 @@ pub struct HashInput<'a> {
 pub fn plan_hash(h: &HashInput<'_>) -> String {
     let machines: Vec<[&str; 2]> = h.machines.iter().map(|(n, s)| [*n, *s]).collect();
     let canonical = json!([
-        "headroom.plan.v1",
+        "headroom.plan.v2",
         h.fleet,
         h.machine_config,
         h.config_version,
@@ -245,7 +249,8 @@ pub fn plan_hash(h: &HashInput<'_>) -> String {
         h.server_type,
         h.image,
         h.machines.len(),
-        machines
+        machines,
+        h.secrets_digest
     ]);
     sha256_hex(canonical.to_string().as_bytes())
 }
@@ -293,7 +298,7 @@ struct Sources {
     template: versions::Version,
 }
 
-/// One render per machine: (planned machine, redacted payload, real payload).
+/// One render per machine: (planned machine, shown payload, sent payload).
 async fn render_all(
     ctx: &Ctx,
     src: &Sources,
@@ -322,14 +327,35 @@ async fn render_all(
                 size_bytes: r.size_bytes,
                 findings: r.findings.iter().map(PlanFinding::from).collect(),
             },
-            r.redacted,
+            r.shown,
             r.payload,
         ));
     }
     out
 }
 
-fn hash_of(src: &Sources, machines: &[PlannedMachine]) -> String {
+/// `instance_keys.purpose` of the key secret digests are made with.
+const SECRET_DIGEST_KEY: &str = "secret_digest";
+
+/// The instance's key for secret digests, created from the OS random source the first time
+/// (start-up calls this, so planning never has to write).
+pub async fn secret_digest_key(
+    pool: &sqlx::SqlitePool,
+    now: UnixMillis,
+) -> anyhow::Result<Vec<u8>> {
+    let mut fresh = [0_u8; 32];
+    getrandom::getrandom(&mut fresh).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    let mut conn = pool.acquire().await?;
+    Ok(db::instance_keys::get_or_insert(&mut conn, SECRET_DIGEST_KEY, &fresh, now).await?)
+}
+
+/// The keyed digest of `secrets`' values, with the instance's key.
+async fn secrets_digest(ctx: &Ctx, secrets: &Secrets) -> anyhow::Result<String> {
+    let key = secret_digest_key(&ctx.pool, ctx.clock.now()).await?;
+    Ok(secrets.keyed_digest(&key))
+}
+
+fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> String {
     let pairs: Vec<(&str, &str)> = machines
         .iter()
         .map(|m| (m.name.as_str(), m.sha256.as_str()))
@@ -346,6 +372,7 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine]) -> String {
         server_type: &spec.server_type,
         image: &spec.image,
         machines: &pairs,
+        secrets_digest,
     })
 }
 
@@ -386,7 +413,9 @@ pub async fn plan(
         }
     };
     drop(conn);
-    let secrets = fleet.as_ref().and_then(|f| errors.check(secrets_for(f)));
+    let secrets = fleet
+        .as_ref()
+        .and_then(|f| errors.check(secrets_for(ctx, f)));
     let prices = match &config {
         Some(c) => prices(ctx, caller, &c.spec)
             .await?
@@ -415,7 +444,7 @@ pub async fn plan(
     let rendered = render_all(ctx, &src, &secrets, &names, now, caller.actor.name()).await;
     let (machines, redacted): (Vec<PlannedMachine>, Vec<String>) =
         rendered.into_iter().map(|(m, r, _)| (m, r)).unzip();
-    let plan_hash = hash_of(&src, &machines);
+    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
     let spec = &src.config.spec;
     Ok(DraftPlan {
         fleet: src.fleet.name.clone(),
@@ -480,7 +509,7 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, ProvisioningE
             p.fleet
         )));
     };
-    let secrets = match secrets_for(&fleet) {
+    let secrets = match secrets_for(ctx, &fleet) {
         Ok(s) => s,
         Err(e) => return Ok(Currency::Superseded(e.message)),
     };
@@ -513,7 +542,7 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, ProvisioningE
         .iter()
         .all(|(m, _, _)| !m.findings.iter().any(PlanFinding::is_error));
     let machines: Vec<PlannedMachine> = rendered.iter().map(|(m, _, _)| m.clone()).collect();
-    let plan_hash = hash_of(&src, &machines);
+    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
     if plan_hash != p.plan_hash {
         return Ok(Currency::Superseded(
             "the payloads rendered now differ from the approved plan (a secret or the fleet changed)"
@@ -580,6 +609,7 @@ mod tests {
             server_type: "cx22",
             image: "debian-12",
             machines,
+            secrets_digest: "d1",
         }
     }
 
@@ -592,11 +622,15 @@ mod tests {
             plan_hash(&input(&[("a-000001", "aa"), ("a-000002", "bb")]))
         );
         assert_eq!(base.len(), 64);
-        // A rotated secret changes one payload's sha256.
+        // A changed payload changes the plan.
         assert_ne!(
             base,
             plan_hash(&input(&[("a-000001", "aa"), ("a-000002", "bc")]))
         );
+        // A rotated secret changes the secrets' digest, not the shown payloads.
+        let mut rotated = input(&[("a-000001", "aa"), ("a-000002", "bb")]);
+        rotated.secrets_digest = "d2";
+        assert_ne!(base, plan_hash(&rotated));
         // Order of machines is part of the plan.
         assert_ne!(
             base,

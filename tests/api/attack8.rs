@@ -32,9 +32,11 @@ async fn api(
     (status, res.json().await.unwrap_or(Value::Null))
 }
 
-/// An operator (session + token) and a fleet `leaky` whose mesh key comes from `source`.
+/// An operator (session + token) and a fleet `leaky` whose mesh key is the declared secret
+/// `leaky-key`, read from `source`.
 async fn operator_world(source: &str) -> (TestApp, Session, String) {
-    let app = TestApp::spawn_with_config().await;
+    let declaration = format!("leaky-key={source}");
+    let app = TestApp::spawn_with_config_and(|s| crate::helpers::declare(s, &[&declaration])).await;
     let op = app.session_for(Role::Operator).await;
     let token = app.token_for("operator-user").await;
     let (status, body) = api(
@@ -44,7 +46,7 @@ async fn operator_world(source: &str) -> (TestApp, Session, String) {
         "/api/v1/fleets",
         json!({"name": "leaky", "endpoints": ["http://127.0.0.1:9/"],
                "restore_machine_config": "spare-fsn1",
-               "secrets": {"mesh_preauth_key": source}}),
+               "secrets": {"mesh_preauth_key": "leaky-key"}}),
     )
     .await;
     assert_eq!(status, 201, "operator creates the fleet: {body}");

@@ -422,7 +422,7 @@ async fn render_answers_the_documented_shape_and_flags_raw_insertions() {
             Some("secrets.mesh_preauth_key"),
         ),
         (
-            serde_json::json!({"machine_config": "spare-fsn1", "secrets": {"tunnel_token": "x".repeat(600)}}),
+            serde_json::json!({"machine_config": "spare-fsn1", "secrets": {"tunnel_token": "x".repeat(1100)}}),
             Some("secrets.tunnel_token"),
         ),
     ] {

@@ -359,7 +359,9 @@ async fn the_scraper_reads_the_simulated_fleets_natively_and_derived() {
 
 #[tokio::test]
 async fn pointing_an_existing_fleet_at_new_ports_keeps_what_an_operator_changed() {
-    let app = TestApp::spawn_with_config().await;
+    let app =
+        TestApp::spawn_with_config_and(|s| crate::helpers::declare(s, &["tunnel=env:DEMO_TUNNEL"]))
+            .await;
     let ctx = &app.state.ctx;
     headroom::sim::demo::seed_fleet(&app.state).await.unwrap();
     let caller = Caller::system();
@@ -371,9 +373,7 @@ async fn pointing_an_existing_fleet_at_new_ports_keeps_what_an_operator_changed(
         required_override: Some(serde_json::json!(3)),
         ..Default::default()
     };
-    input
-        .secrets
-        .insert("tunnel_token".into(), "env:DEMO_TUNNEL".into());
+    input.secrets.insert("tunnel_token".into(), "tunnel".into());
     headroom::fleets::update(ctx, &caller, "demo", &input)
         .await
         .unwrap();

@@ -55,8 +55,18 @@ impl Api<'_> {
     }
 }
 
+/// The secrets the server declares in these tests (never read: no payload is rendered).
+const DECLARED: &[&str] = &[
+    "ts-authkey=env:TS_AUTHKEY",
+    "tunnel=file:/run/secrets/tunnel",
+];
+
+async fn spawn_declared() -> TestApp {
+    TestApp::spawn_with_config_and(|s| crate::helpers::declare(s, DECLARED)).await
+}
+
 async fn setup(role: Role) -> (TestApp, String) {
-    let app = TestApp::spawn_with_config().await;
+    let app = spawn_declared().await;
     app.create_user("alice", role).await;
     let token = app.token_for("alice").await;
     (app, token)
@@ -120,8 +130,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     change["approvals_required"] = json!(2);
     change["approval_ttl_hours"] = json!(2);
     change["required_override"] = json!(3);
-    change["secrets"] =
-        json!({"mesh_preauth_key": "env:TS_AUTHKEY", "tunnel_token": "file:/run/secrets/tunnel"});
+    change["secrets"] = json!({"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"});
     change.as_object_mut().unwrap().remove("name");
     let (status, updated) = api.put("/api/v1/fleets/eu-prod", &change).await;
     assert_eq!(status, StatusCode::OK, "{updated}");
@@ -129,8 +138,8 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     assert_eq!(updated["required_override"], 3);
     assert_eq!(
         updated["secrets"],
-        json!({"mesh_preauth_key": "env:TS_AUTHKEY", "tunnel_token": "file:/run/secrets/tunnel"}),
-        "the API echoes the sources"
+        json!({"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"}),
+        "the API echoes the declared names"
     );
     assert_eq!(updated["created_at"], created["created_at"]);
 
@@ -182,7 +191,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     );
     assert_eq!(
         changed["secrets"]["after"]["mesh_preauth_key"],
-        "env:TS_AUTHKEY"
+        "ts-authkey"
     );
 
     // The name cannot change through PUT, and an unknown fleet is a 404.
@@ -392,7 +401,7 @@ async fn a_fleet_naming_a_missing_machine_config_is_refused_by_field() {
 
 #[tokio::test]
 async fn viewers_read_fleets_but_cannot_create_change_or_delete_them() {
-    let app = TestApp::spawn_with_config().await;
+    let app = spawn_declared().await;
     app.create_user("op", Role::Operator).await;
     app.create_user("view", Role::Viewer).await;
     let op = Api {
@@ -504,7 +513,7 @@ fn form<'a>(name: &'a str, endpoints: &'a str) -> Vec<(&'a str, &'a str)> {
         ("scrape_interval_secs", "30"),
         ("scrape_timeout_secs", "10"),
         ("required_override", ""),
-        ("secrets.mesh_preauth_key", "env:TS_AUTHKEY"),
+        ("secrets.mesh_preauth_key", "ts-authkey"),
         ("secrets.tunnel_token", ""),
     ]
 }
@@ -540,7 +549,7 @@ async fn operator(app: &TestApp) -> Session {
 
 #[tokio::test]
 async fn operators_create_and_edit_fleets_through_the_pages() {
-    let app = TestApp::spawn_with_config().await;
+    let app = spawn_declared().await;
     let s = operator(&app).await;
     let page = app.get("/fleets/new", &s).await;
     assert_eq!(page.status(), StatusCode::OK);
@@ -595,7 +604,7 @@ async fn operators_create_and_edit_fleets_through_the_pages() {
         "8",
         "30",
         "10",
-        "env:TS_AUTHKEY",
+        "ts-authkey",
     ] {
         assert!(
             codes.iter().any(|c| c == expected),
@@ -611,8 +620,11 @@ async fn operators_create_and_edit_fleets_through_the_pages() {
         .unwrap();
     assert_labelled(&edit);
     assert_eq!(
-        crate::helpers::input_value(&edit, "secrets.mesh_preauth_key").as_deref(),
-        Some("env:TS_AUTHKEY")
+        texts(
+            &edit,
+            "select[name=\"secrets.mesh_preauth_key\"] option[selected]"
+        ),
+        ["ts-authkey (env, not readable now)"]
     );
     assert_eq!(
         texts(&edit, "textarea[name=endpoints]"),
@@ -653,7 +665,7 @@ async fn operators_create_and_edit_fleets_through_the_pages() {
 
 #[tokio::test]
 async fn the_form_refuses_bad_values_next_to_their_fields() {
-    let app = TestApp::spawn_with_config().await;
+    let app = spawn_declared().await;
     let s = operator(&app).await;
     let before = app.snapshot().await;
     let mut bad = form("<script>alert(1)</script>", "javascript:alert(1)");
@@ -722,22 +734,34 @@ async fn a_secret_value_appears_in_no_page_api_answer_audit_row_or_database_row(
     let value = format!("tskey-auth-{nanos}-{}", std::process::id());
     let var = "FLEETS_TEST_MESH_KEY";
     std::env::set_var(var, &value);
-    let (app, token) = setup(Role::Admin).await;
-    let api = Api { app: &app, token };
+    let app = TestApp::spawn_with_config_and(|s| {
+        crate::helpers::declare(s, &[&format!("mesh-eu=env:{var}")])
+    })
+    .await;
+    app.create_user("alice", Role::Admin).await;
+    let api = Api {
+        app: &app,
+        token: app.token_for("alice").await,
+    };
     let mut b = body("eu-prod");
-    b["secrets"] = json!({"mesh_preauth_key": format!("env:{var}")});
+    b["secrets"] = json!({"mesh_preauth_key": "mesh-eu"});
     let (status, created) = api.post("/api/v1/fleets", &b).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
-    // The source resolves to the value when a payload is rendered…
+    // The declaration resolves to the value when a payload is rendered…
     let fleet = headroom::fleets::get(&app.state.ctx, &headroom::auth::Caller::system(), "eu-prod")
         .await
         .unwrap();
-    let secrets = headroom::fleets::secrets::resolve(&fleet.spec).unwrap();
-    use secrecy::ExposeSecret;
-    assert_eq!(secrets.mesh_preauth_key.unwrap().expose_secret(), value);
-    // …and shows up nowhere else.
+    let secrets =
+        headroom::fleets::secrets::resolve(&fleet.spec, &app.state.ctx.settings.secrets).unwrap();
+    assert_eq!(secrets.substitute("«secret:mesh-eu»"), value);
+    // …and shows up nowhere else; nor does the variable it is read from.
     let mut seen = vec![created.to_string()];
-    for path in ["/api/v1/fleets", "/api/v1/fleets/eu-prod", "/api/v1/audit"] {
+    for path in [
+        "/api/v1/fleets",
+        "/api/v1/fleets/eu-prod",
+        "/api/v1/audit",
+        "/api/v1/secrets",
+    ] {
         seen.push(api.get(path).await.1.to_string());
     }
     let s = app.session_for(Role::Admin).await;
@@ -753,10 +777,12 @@ async fn a_secret_value_appears_in_no_page_api_answer_audit_row_or_database_row(
     }
     for text in &seen {
         assert!(!text.contains(&value), "a secret value was shown");
+        assert!(!text.contains(var), "the secret's variable was shown");
     }
-    assert!(
-        seen[1].contains(&format!("env:{var}")),
-        "the source is shown"
+    assert!(seen[1].contains("mesh-eu"), "the declared name is shown");
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[4]).unwrap()["items"],
+        json!([{"name": "mesh-eu", "source_kind": "env", "readable": true}])
     );
     for (table, _, rows) in app.snapshot().await {
         assert!(

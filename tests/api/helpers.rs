@@ -33,6 +33,13 @@ pub struct Session {
 
 pub const PASSWORD: &str = "correct horse battery staple";
 
+/// Declares render-time secrets (`NAME=env:VAR`, `NAME=file:/path`), as the `secrets` setting
+/// does.
+pub fn declare(settings: &mut Settings, entries: &[&str]) {
+    settings.secrets =
+        headroom::domain::secret::DeclaredSecrets::parse_entries(entries).expect("declarations");
+}
+
 impl TestApp {
     /// Spawns with default settings.
     pub async fn spawn() -> TestApp {
@@ -42,7 +49,16 @@ impl TestApp {
     /// Spawns with the simulated provider's catalogue and the demo's machine config
     /// (`spare-fsn1`), as `headroom demo` has them.
     pub async fn spawn_with_config() -> TestApp {
-        let app = Self::spawn_with(|s| s.simulated_provider = true).await;
+        Self::spawn_with_config_and(|_| {}).await
+    }
+
+    /// [`TestApp::spawn_with_config`] after letting the test adjust settings.
+    pub async fn spawn_with_config_and(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let app = Self::spawn_with(|s| {
+            s.simulated_provider = true;
+            adjust(s);
+        })
+        .await;
         headroom::sim::demo::seed_config(&app.state)
             .await
             .expect("seed config");

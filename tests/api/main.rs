@@ -3,6 +3,7 @@
 mod helpers;
 
 mod api;
+mod approval_integrity;
 mod attack8;
 mod attack9;
 mod audit;

@@ -23,6 +23,17 @@ fn toml_literal(kind: Kind, example: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Kind::Table => format!(
+            "{{ {} }}",
+            example
+                .split(',')
+                .map(|e| {
+                    let (k, v) = e.split_once('=').unwrap();
+                    format!("{} = {}", quoted(k), quoted(v))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -40,9 +40,10 @@ async fn form_page(
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
     let configs = machine_configs::names(&state.ctx, &principal.caller()).await?;
+    let declared = fleets::secrets::declared(&state.ctx, &principal.caller())?;
     let title = editing.map_or_else(|| "New fleet".to_owned(), |n| format!("Edit fleet {n}"));
     let frame = Frame::load(state, principal, title, "fleets").await;
-    let body = || views::form_page(principal, editing, form, errors, &configs);
+    let body = || views::form_page(principal, editing, form, errors, &configs, &declared);
     Ok(respond(htmx, status, frame, body, body))
 }
 

@@ -9,6 +9,7 @@ use crate::domain::fleet::SecretName;
 use crate::domain::headroom::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
+use crate::fleets::secrets::DeclaredSecret;
 use crate::fleets::Fleet;
 use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
 use crate::web::paths;
@@ -183,16 +184,34 @@ fn choose(
     }
 }
 
-fn secret(name: SecretName, label: &str, value: &str, errors: &FieldErrors) -> Markup {
+/// A choice among the secrets the server declares. A stored value that is not one of them (a
+/// raw source from before declarations, or a name since removed) stays selected and marked, so
+/// saving says what to fix instead of silently dropping it.
+fn secret(
+    name: SecretName,
+    label: &str,
+    value: &str,
+    errors: &FieldErrors,
+    declared: &[DeclaredSecret],
+) -> Markup {
     let field_name = format!("secrets.{}", name.as_str());
     let id = format!("f-{field_name}");
     let (describedby, err_id) = described(&field_name, errors, Some("help"));
+    let known = value.is_empty() || declared.iter().any(|d| d.name == value);
     html! {
         div.field.invalid[err_id.is_some()] {
             label for=(id) { (label) }
-            input id=(id) name=(field_name) type="text" value=(value) placeholder="env:TS_AUTHKEY or file:/run/secrets/…" autocomplete="off" spellcheck="false"
-                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby];
-            p.help id={ (id) "-help" } { "Where the value is read: env:VARIABLE (the server's environment) or file:/absolute/path. It is read when a payload is rendered and never stored or shown; leave empty for none." }
+            select id=(id) name=(field_name)
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby] {
+                option value="" selected[value.is_empty()] { "none" }
+                @for d in declared {
+                    option value=(d.name) selected[d.name == value] {
+                        (d.name) " (" (d.source_kind) @if !d.readable { ", not readable now" } ")"
+                    }
+                }
+                @if !known { option value=(value) selected { (value) " (not declared by the server)" } }
+            }
+            p.help id={ (id) "-help" } { "A secret the server declares (its `secrets` setting). Its value is put into the payload after rendering, where the template shows «secret:NAME», and is never stored or shown." }
             @if let (Some(e), Some(eid)) = (errors.for_field(&field_name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
         }
     }
@@ -205,6 +224,7 @@ pub fn form_page(
     f: &FleetForm,
     errors: &FieldErrors,
     configs: &[String],
+    declared: &[DeclaredSecret],
 ) -> Markup {
     let csrf = principal.csrf_token().unwrap_or("");
     let action = editing.map_or_else(
@@ -229,8 +249,8 @@ pub fn form_page(
             (num("scrape_interval_secs", "Scrape interval (seconds, 5–3600)", &f.scrape_interval_secs))
             (num("scrape_timeout_secs", "Scrape timeout (seconds, 1–60, below the interval)", &f.scrape_timeout_secs))
             (num("required_override", "Required spares override (0–100, empty derives N+1 / N+2)", &f.required_override))
-            (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key source", &f.mesh_preauth_key, errors))
-            (secret(SecretName::TunnelToken, "Tunnel token source", &f.tunnel_token, errors))
+            (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key", &f.mesh_preauth_key, errors, declared))
+            (secret(SecretName::TunnelToken, "Tunnel token", &f.tunnel_token, errors, declared))
             div.field.actions { button.primary type="submit" { @if editing.is_some() { "Save fleet" } @else { "Create fleet" } } }
         }
     }

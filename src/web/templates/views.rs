@@ -171,7 +171,11 @@ pub fn preview(p: &Preview) -> Markup {
             label for="size-gauge" { "Size " span #size-bytes { (r.size_bytes) } " of " (MAX_PAYLOAD_BYTES) " bytes (" (format!("{percent:.1}")) " %)" }
             meter #size-gauge min="0" max=(MAX_PAYLOAD_BYTES) low=(MAX_PAYLOAD_BYTES * 9 / 10) high=(MAX_PAYLOAD_BYTES) optimum="0" value=(r.size_bytes) {}
         }
-        p { "sha256 " code #payload-sha256 { (r.sha256) } }
+        @if r.sha256.is_empty() {
+            p { "sha256 " span #payload-sha256.muted { "none: a finding blocks this payload" } }
+        } @else {
+            p { "sha256 " code #payload-sha256 { (r.sha256) } }
+        }
         ul #findings.findings {
             @for f in &r.findings {
                 li class={ "finding " (f.severity.as_str()) } {
@@ -182,11 +186,11 @@ pub fn preview(p: &Preview) -> Markup {
             }
             @if r.findings.is_empty() { li.finding.info { "All checks passed." } }
         }
-        h3 { "Payload (secrets redacted)" }
-        ol #payload.payload { @for line in r.redacted.lines() { li { code { (line) } } } }
+        h3 { "Payload (each «secret:NAME» is where that secret's value goes)" }
+        ol #payload.payload { @for line in r.shown.lines() { li { code { (line) } } } }
         h3 { "Against the last successful provision" }
         @match &p.last_provisioned {
-            Some(prev) => (line_diff(&diff_lines(prev, &r.redacted))),
+            Some(prev) => (line_diff(&diff_lines(prev, &r.shown))),
             None => p.muted #last-provision { "No successful provision of this config yet." },
         }
     }
