@@ -70,9 +70,10 @@ pub fn validate(payload: &str, pin: &str, schema: Option<&jsonschema::Validator>
     leftovers(payload, &mut out);
     header(payload, &mut out);
     size(payload, &mut out);
-    // Anchors and aliases are refused before the document is built: the loader copies an
-    // aliased value at every use, so a few hundred bytes of nested aliases become gigabytes.
-    if aliases(payload, &mut out) {
+    // The document is built only once this event pass (which keeps its own stack and never
+    // recurses) has walked all of it: the loader, every check below and dropping the built
+    // `Yaml` all recurse once per level, and the loader copies an aliased value at every use.
+    if !shape_is_safe(payload, &mut out) {
         return cap_per_check(out);
     }
     let Some(doc) = parse(payload, &mut out) else {
@@ -116,35 +117,87 @@ fn cap_per_check(findings: Vec<Finding>) -> Vec<Finding> {
     kept
 }
 
-/// Flags the first anchor or alias (`&name`, `*name`); true when one was found.
-fn aliases(payload: &str, out: &mut Vec<Finding>) -> bool {
+/// Deepest nesting of collections a payload may have (the top-level mapping is level 1).
+/// Real cloud-config stays under ten (`write_files` → item → key; `apt.sources.<name>` …); 64
+/// leaves room for any hand-written structure, while every recursive step after parsing (the
+/// loader, known keys, the schema check and its JSON copy, dropping the document) stays a few
+/// hundred KiB of stack at most, far inside a 2 MiB blocking-pool thread. Beyond it a 128 KiB
+/// payload of `- - - …` reaches 65,000 levels and overflows the server's stack.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// Walks the payload's events once, before anything builds the document: flags the first
+/// syntax error, anchor or alias (`&name`, `*name`), or collection nested deeper than
+/// [`MAX_YAML_DEPTH`]. True when none was found, so the document may be built.
+fn shape_is_safe(payload: &str, out: &mut Vec<Finding>) -> bool {
     let mut parser = Parser::new_from_str(payload);
+    let mut depth = 0_usize;
     loop {
-        let Ok((event, mark)) = parser.next_token() else {
-            // Syntax errors are reported by the full parse.
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            // The scanner reads flow collections ahead and stops at its own limit (255 levels)
+            // before their events reach us: that is nesting deeper than ours too.
+            Err(e) if e.info() == SCANNER_DEPTH_LIMIT => {
+                out.push(finding(
+                    Severity::Error,
+                    "yaml",
+                    too_deep(),
+                    Some(e.marker().line()),
+                ));
+                return false;
+            }
+            Err(e) => {
+                out.push(finding(
+                    Severity::Error,
+                    "yaml",
+                    format!("not valid YAML: {}", e.info()),
+                    Some(e.marker().line()),
+                ));
+                return false;
+            }
+        };
+        let message = match event {
+            Event::StreamEnd => return true,
+            Event::SequenceEnd | Event::MappingEnd => {
+                depth = depth.saturating_sub(1);
+                continue;
+            }
+            Event::Alias(_) => Some(anchor_refusal("aliases (`*name`)")),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                depth += 1;
+                if anchor > 0 {
+                    Some(anchor_refusal("anchors (`&name`)"))
+                } else if depth > MAX_YAML_DEPTH {
+                    Some(too_deep())
+                } else {
+                    None
+                }
+            }
+            Event::Scalar(_, _, anchor, _) if anchor > 0 => {
+                Some(anchor_refusal("anchors (`&name`)"))
+            }
+            _ => None,
+        };
+        if let Some(message) = message {
+            out.push(finding(Severity::Error, "yaml", message, Some(mark.line())));
             return false;
-        };
-        let (anchored, alias) = match event {
-            Event::StreamEnd => return false,
-            Event::Alias(_) => (false, true),
-            Event::Scalar(_, _, anchor, _)
-            | Event::SequenceStart(anchor, _)
-            | Event::MappingStart(anchor, _) => (anchor > 0, false),
-            _ => (false, false),
-        };
-        if anchored || alias {
-            out.push(finding(
-                Severity::Error,
-                "yaml",
-                format!(
-                    "YAML {} are not allowed in payloads: cloud-config needs none, and a loader expands each use",
-                    if alias { "aliases (`*name`)" } else { "anchors (`&name`)" }
-                ),
-                Some(mark.line()),
-            ));
-            return true;
         }
     }
+}
+
+/// What yaml_rust2's scanner says when flow collections nest past 255 levels.
+const SCANNER_DEPTH_LIMIT: &str = "recursion limit exceeded";
+
+fn too_deep() -> String {
+    format!(
+        "the YAML is nested deeper than {MAX_YAML_DEPTH} levels; cloud-config needs a handful, and deeper documents are not parsed"
+    )
+}
+
+/// Why anchors and aliases are refused; `which` names the one found.
+fn anchor_refusal(which: &str) -> String {
+    format!(
+        "YAML {which} are not allowed in payloads: cloud-config needs none, and a loader expands each use"
+    )
 }
 
 fn leftovers(payload: &str, out: &mut Vec<Finding>) {
@@ -399,8 +452,9 @@ fn tarball_check(lines: &KeyLines, doc: &Yaml, pin: &str, out: &mut Vec<Finding>
     }
 }
 
-/// YAML as JSON, for the schema check.
-pub fn to_json(y: &Yaml) -> serde_json::Value {
+/// YAML as JSON, for the schema check. Recursive, so private: it only ever sees a document
+/// that passed [`shape_is_safe`].
+fn to_json(y: &Yaml) -> serde_json::Value {
     use serde_json::Value;
     match y {
         Yaml::String(s) => Value::String(s.clone()),
@@ -499,6 +553,146 @@ mod tests {
         assert!(validate(&alias_only, PIN, None)
             .iter()
             .any(|f| f.check == "yaml"));
+    }
+
+    /// A payload whose value `x` nests `levels` collections of one kind below the top-level
+    /// mapping (so the document is `levels + 1` deep), all on line 3 but for indented mappings.
+    fn nested(kind: &str, levels: usize) -> String {
+        let body = match kind {
+            "block-seq" => format!("{}1", "- ".repeat(levels)),
+            "flow-seq" => format!("  {}1{}", "[".repeat(levels), "]".repeat(levels)),
+            "flow-map" => format!("  {}1{}", "{a: ".repeat(levels), "}".repeat(levels)),
+            "block-map" => (0..levels)
+                .map(|i| format!("{}a:", "  ".repeat(i + 1)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => panic!("unknown kind {other}"),
+        };
+        format!("#cloud-config\nx:\n{body}\n")
+    }
+
+    const KINDS: [&str; 4] = ["block-seq", "flow-seq", "flow-map", "block-map"];
+
+    fn yaml_findings(payload: &str, schema: Option<&jsonschema::Validator>) -> Vec<Finding> {
+        validate(payload, PIN, schema)
+            .into_iter()
+            .filter(|f| f.check == "yaml")
+            .collect()
+    }
+
+    /// Runs `f` on a thread with a `kib` KiB stack, as the server's blocking pool would (with
+    /// far less than its 2 MiB): an overflow aborts the test binary.
+    fn on_small_stack<T: Send + 'static>(kib: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new()
+            .stack_size(kib * 1024)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn nesting_at_the_bound_passes_every_check_and_one_level_more_is_refused_with_its_line() {
+        let schema = jsonschema::draft4::options()
+            .build(&serde_json::json!({"type": "object"}))
+            .unwrap();
+        for kind in KINDS {
+            // The top-level mapping is the first level.
+            let at_bound = nested(kind, MAX_YAML_DEPTH - 1);
+            assert_eq!(yaml_findings(&at_bound, Some(&schema)), [], "{kind}");
+            // Parsed and checked like any payload: `x` is reported as unknown.
+            assert!(
+                checks(&at_bound).contains(&"unknown-key"),
+                "{kind}: {:?}",
+                checks(&at_bound)
+            );
+
+            let over = nested(kind, MAX_YAML_DEPTH);
+            let found = yaml_findings(&over, Some(&schema));
+            assert_eq!(found.len(), 1, "{kind}: {found:?}");
+            assert_eq!(
+                found[0].message,
+                "the YAML is nested deeper than 64 levels; cloud-config needs a handful, and deeper documents are not parsed"
+            );
+            let line = if kind == "block-map" {
+                MAX_YAML_DEPTH + 2
+            } else {
+                3
+            };
+            assert_eq!(found[0].line, Some(line), "{kind}");
+            // Nothing after the refusal looked at the document.
+            assert!(!checks(&over).contains(&"unknown-key"), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_document_at_the_bound_is_checked_within_a_quarter_of_a_blocking_thread_stack() {
+        let found = on_small_stack(512, || {
+            let schema = jsonschema::draft4::options()
+                .build(&serde_json::json!({"type": "object", "additionalProperties": {"type": "array"}}))
+                .unwrap();
+            KINDS.map(|kind| validate(&nested(kind, MAX_YAML_DEPTH - 1), PIN, Some(&schema)))
+        });
+        for findings in found {
+            assert!(findings.iter().all(|f| f.check != "yaml"), "{findings:?}");
+        }
+    }
+
+    #[test]
+    fn the_event_parser_walks_100_000_levels_without_recursing() {
+        let (starts, flow_errors) = on_small_stack(128, || {
+            let mut starts = 0;
+            let payload = nested("block-seq", 100_000);
+            let mut parser = Parser::new_from_str(&payload);
+            loop {
+                match parser.next_token().expect("valid YAML").0 {
+                    Event::SequenceStart(..) => starts += 1,
+                    Event::StreamEnd => break,
+                    _ => {}
+                }
+            }
+            // Flow collections end in the scanner's own limit (255 levels), as an error.
+            let flow_errors = ["flow-seq", "flow-map"].map(|kind| {
+                let payload = nested(kind, 100_000);
+                let mut parser = Parser::new_from_str(&payload);
+                loop {
+                    match parser.next_token() {
+                        Err(e) => return e.info().to_owned(),
+                        Ok((Event::StreamEnd, _)) => return "no error".to_owned(),
+                        Ok(_) => {}
+                    }
+                }
+            });
+            (starts, flow_errors)
+        });
+        assert_eq!(starts, 100_000);
+        assert_eq!(flow_errors, [SCANNER_DEPTH_LIMIT; 2]);
+    }
+
+    #[test]
+    fn hostile_nesting_is_refused_on_a_small_stack_before_anything_recurses() {
+        let found = on_small_stack(128, || {
+            let mut found = Vec::new();
+            for kind in KINDS {
+                // Indented mappings grow quadratically: 300 levels already take 90 KB.
+                let sizes: &[usize] = if kind == "block-map" {
+                    &[300]
+                } else {
+                    &[20_000, 100_000]
+                };
+                for &levels in sizes {
+                    found.push((kind, levels, yaml_findings(&nested(kind, levels), None)));
+                }
+            }
+            found
+        });
+        for (kind, levels, f) in found {
+            assert_eq!(f.len(), 1, "{kind} {levels}: {f:?}");
+            assert!(
+                f[0].message.contains("nested deeper than 64 levels"),
+                "{kind} {levels}: {f:?}"
+            );
+        }
     }
 
     #[test]

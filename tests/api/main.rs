@@ -46,3 +46,4 @@ mod throttle;
 mod tokens;
 mod users;
 mod webhooks;
+mod yaml_bombs;
