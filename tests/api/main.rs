@@ -14,6 +14,7 @@ mod crash;
 mod csrf;
 mod deficit;
 mod demo_loop;
+mod demo_provider;
 mod docs;
 mod fake_hetzner;
 mod fleet_metrics;
