@@ -41,6 +41,7 @@ mod series;
 mod session_cache;
 mod sessions;
 mod settings;
+mod slow_clients;
 mod telemetry;
 mod throttle;
 mod tokens;
