@@ -35,12 +35,23 @@ fn report(e: AccountError) -> ExitCode {
 /// `headroom serve` (and the server half of `demo`): runs until SIGINT/SIGTERM; the
 /// application starts and stops its own background loops.
 pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::Result<()> {
+    let settings = if demo {
+        crate::sim::demo::simulated_only(settings)
+    } else {
+        settings
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut app = Application::build(settings, pool, clock).await?;
     if demo {
         app.seed_demo().await?;
+        tracing::info!(
+            port = app.port(),
+            "headroom is listening (demo: simulated provider only; HETZNER_API_TOKEN and \
+             HETZNER_API_TOKEN_FILE are ignored)"
+        );
+    } else {
+        tracing::info!(port = app.port(), "headroom is listening");
     }
-    tracing::info!(port = app.port(), "headroom is listening");
     app.run_until_stopped().await?;
     tracing::info!("headroom stopped");
     Ok(())

@@ -69,6 +69,10 @@ pub struct Settings {
     pub cookie_secure: bool,
     /// Largest accepted request body.
     pub body_limit: usize,
+    /// Deadline for a request's head, and again for its body once the head has arrived.
+    pub client_timeout: Duration,
+    /// Connections open at once across all workers (each worker takes its share).
+    pub max_connections: usize,
     /// Login throttling.
     pub throttle: ThrottleSettings,
     /// Password hashes/verifications (argon2, ~19 MiB each) allowed at once in the process.
@@ -240,6 +244,10 @@ keys! {
     cookie_secure: bool = "true";
     /// Largest request body in bytes (4096–268435456).
     body_limit_bytes: usize = "524288";
+    /// Seconds a client has to send a request's head, and again its body (1–300).
+    client_timeout_seconds: u64 = "20";
+    /// Connections open at once, across all workers (at least `workers`, at most 65536).
+    max_connections: usize = "512";
     /// Failed logins per account before delays start (1–1000).
     throttle_account_failures: u32 = "7";
     /// Failed logins per client address before delays start (1–100000).
@@ -319,6 +327,12 @@ impl PartialSettings {
             cookie_secure: Some(false),
             body_limit_bytes: Some(256 * 1024),
             secrets: Some(crate::domain::secret::DeclaredSecrets::default()),
+            // A browser on a slow link sends a form in well under a second; ten is generous
+            // and still frees a stalled client's descriptor quickly.
+            client_timeout_seconds: Some(10),
+            // Well under the usual 1024 descriptors a process may hold, leaving room for the
+            // database, render workers and outbound fetches.
+            max_connections: Some(256),
             throttle_account_failures: Some(5),
             throttle_address_failures: Some(20),
             throttle_base_delay_seconds: Some(2),
@@ -632,6 +646,22 @@ fn settle(
             format!("hetzner_api_url must be an http or https URL, not {hetzner_api_url:?}"),
         ));
     }
+    // Each worker takes an equal share, so fewer connections than workers would leave one
+    // with none.
+    let workers = rules.range(p.workers, "workers", 1, 256, "threads")?;
+    let max_connections = rules.range(
+        p.max_connections,
+        "max_connections",
+        1,
+        65_536,
+        "connections",
+    )?;
+    if max_connections < workers {
+        return Err(rules.broken(
+            "max_connections",
+            format!("max_connections must be at least workers ({workers}), not {max_connections}"),
+        ));
+    }
     let outbound_allow = crate::outbound::AllowList::parse(
         &rules.required(p.outbound_allow.clone(), "outbound_allow")?,
     )
@@ -667,6 +697,14 @@ fn settle(
             268_435_456,
             "bytes",
         )?,
+        client_timeout: Duration::from_secs(rules.range(
+            p.client_timeout_seconds,
+            "client_timeout_seconds",
+            1,
+            300,
+            "seconds",
+        )?),
+        max_connections,
         throttle: ThrottleSettings {
             account_failures: rules.range(
                 p.throttle_account_failures,
@@ -1045,6 +1083,18 @@ mod tests {
             (
                 "pin_timeout_seconds = 0",
                 "pin_timeout_seconds must be between 1 and 3600",
+            ),
+            (
+                "client_timeout_seconds = 0",
+                "client_timeout_seconds must be between 1 and 300 (seconds), not 0",
+            ),
+            (
+                "max_connections = 0",
+                "max_connections must be between 1 and 65536 (connections), not 0",
+            ),
+            (
+                "workers = 4\nmax_connections = 3",
+                "max_connections must be at least workers (4), not 3",
             ),
             (
                 "throttle_base_delay_seconds = 60\nthrottle_max_lock_seconds = 30",

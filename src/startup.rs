@@ -14,7 +14,9 @@ use tracing_actix_web::TracingLogger;
 use crate::config::Settings;
 use crate::domain::Clock;
 use crate::http::span::HeadroomRootSpan;
-use crate::http::{guard, is_api_path, metrics, security_headers, Endpoint, Problem};
+use crate::http::{
+    body_deadline, guard, is_api_path, metrics, security_headers, Endpoint, Problem,
+};
 use crate::state::AppState;
 use crate::{api, web as pages};
 
@@ -199,6 +201,9 @@ impl Application {
 fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
     let workers = state.ctx.settings.workers.max(1);
     let limit = state.ctx.settings.body_limit;
+    let client_timeout = state.ctx.settings.client_timeout;
+    // actix counts connections per worker; settings guarantee at least one each.
+    let connections_per_worker = (state.ctx.settings.max_connections / workers).max(1);
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new()
@@ -224,12 +229,20 @@ fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
             .default_service(web::to(not_found))
             .wrap(from_fn(guard::authenticate))
             .wrap(HtmxMiddleware)
+            // Outside the guard, which reads form bodies for their CSRF token: every read of
+            // a body, whoever makes it, has the deadline.
+            .wrap(from_fn(move |req, next| {
+                body_deadline::apply(client_timeout, req, next)
+            }))
             // Outside the guard, so its refusals and errors carry the headers too.
             .wrap(from_fn(security_headers::apply))
             .wrap(from_fn(metrics::record))
             .wrap(TracingLogger::<HeadroomRootSpan>::new())
     })
     .workers(workers)
+    // The head's deadline; the body's is the middleware's above, counted from the head.
+    .client_request_timeout(client_timeout)
+    .max_connections(connections_per_worker)
     .shutdown_timeout(10)
     .listen(listener)?
     .run();

@@ -2,6 +2,7 @@
 //! entry type, the authentication/CSRF/role guard, problem+json, request metrics, the client
 //! address and the browser-hardening headers.
 
+pub mod body_deadline;
 pub mod client;
 pub mod endpoint;
 pub mod guard;

@@ -34,14 +34,15 @@ pub const RAFT_NOT_CONFIGURED: &str = "raft not configured";
 pub struct RaftStatus {
     /// This node's raft id.
     pub node_id: u64,
-    /// `Leader`, `Follower`, `Candidate`, `Learner`, `Shutdown` (kept as sent; empty when the
-    /// key is absent).
+    /// `Leader`, `Follower`, `Candidate`, `Learner`, `Shutdown` (kept as sent, cleaned; empty
+    /// when the key is absent).
     pub state: String,
     /// The leader this node knows of.
     pub current_leader: Option<u64>,
     /// The raft term, when sent.
     pub current_term: Option<u64>,
-    /// Every member with its address; voters first, then by id (at most `MAX_MEMBERS`).
+    /// Every member with its address (cleaned: a hidden character shows as U+FFFD); voters
+    /// first, then by id (at most `MAX_MEMBERS`).
     pub members: Vec<Member>,
     /// The voter sets of `configs` as sent (at most `MAX_VOTER_SETS` of at most `MAX_MEMBERS`
     /// ids each), kept for the evidence.
@@ -49,7 +50,8 @@ pub struct RaftStatus {
     /// The `headroom` section: absent (older builds), null (followers, or before the first
     /// evaluation) or the leader's last verdict.
     pub headroom: HeadroomSection,
-    /// The whole body as parsed, kept as evidence.
+    /// The whole body as parsed, every string and key cleaned (`text::clean_json`), kept as
+    /// evidence.
     pub raw: Value,
 }
 
@@ -153,8 +155,12 @@ pub fn parse_answer(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(StatusError::Empty);
     }
-    let raw: Value =
-        serde_json::from_slice(body).map_err(|e| StatusError::NotJson(position(&e)))?;
+    // Cleaned before anything is read from it: every string this status holds (state,
+    // member addresses, the evidence) comes out of this one value, so none can carry a
+    // control, bidi or zero-width character or run longer than `text::FIELD_CAP_CHARS`.
+    let raw: Value = text::clean_json(
+        serde_json::from_slice(body).map_err(|e| StatusError::NotJson(position(&e)))?,
+    );
     let top = raw
         .as_object()
         .ok_or_else(|| field_err("(body)", RULE_OBJECT))?;

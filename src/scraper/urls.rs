@@ -13,12 +13,17 @@ pub fn trimmed(base: &str) -> &str {
 /// configured with (`given_base`). An unspecified address (`0.0.0.0:…`, `[::]:…`: a node
 /// without an advertise address) is not reachable, so the given base stands in for it.
 /// `None` when `addr` is not a plain `host:port` (a path, credentials or a query smuggled into
-/// it would change what is fetched).
+/// it would change what is fetched), or carries the cleaner's marks: an address that held a
+/// hidden character, or was cut, is not the one the node published.
 pub fn member_base(addr: &str, given_base: &str) -> Option<String> {
     let given = Url::parse(given_base).ok()?;
     if addr.is_empty()
         || addr.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '/' | '@' | '?' | '#' | '\\')
+            c.is_whitespace()
+                || c.is_control()
+                || matches!(c, '/' | '@' | '?' | '#' | '\\')
+                || c == super::text::REPLACED
+                || c == super::text::CUT
         })
     {
         return None;
@@ -72,7 +77,17 @@ mod tests {
     fn an_address_that_is_not_host_port_is_refused() {
         let given = "http://10.0.0.1:7443";
         for bad in [
-            "", "a@b:1", "h:1/x", "h:1?q", "h:1#f", "h 1:2", "h:99999", "h:1\\x",
+            "",
+            "a@b:1",
+            "h:1/x",
+            "h:1?q",
+            "h:1#f",
+            "h 1:2",
+            "h:99999",
+            "h:1\\x",
+            // The cleaner's marks: a hidden character was replaced, or the address was cut.
+            "10.0.0.2:74\u{FFFD}43",
+            "node-2.mesh…",
         ] {
             assert_eq!(member_base(bad, given), None, "{bad:?}");
         }

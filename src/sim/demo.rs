@@ -14,7 +14,7 @@ use super::yubaba::{SimFleet, SimFleetOptions};
 use crate::auth::users::{self, NewUserInput};
 use crate::auth::AccountError;
 use crate::auth::Caller;
-use crate::config::PartialSettings;
+use crate::config::{PartialSettings, Settings};
 use crate::context::Ctx;
 use crate::domain::fleet::{FleetInput, FleetSpec};
 use crate::domain::Role;
@@ -42,6 +42,15 @@ pub fn default_settings() -> PartialSettings {
         database_url: Some("sqlite:headroom-demo.db".into()),
         ..PartialSettings::defaults()
     }
+}
+
+/// The settings `headroom demo` runs with: the simulated cloud and no other. A Hetzner token
+/// in the environment (or its file) is dropped, so no catalogue fetch, server or cost at a
+/// real provider can come from trying the demo; the Hetzner URL is then never used.
+pub fn simulated_only(mut settings: Settings) -> Settings {
+    settings.simulated_provider = true;
+    settings.hetzner_api_token = None;
+    settings
 }
 
 /// One seeded account and its new password.
@@ -358,6 +367,16 @@ mod tests {
         }
         // Over 40,000 draws every symbol shows up, so none is unreachable.
         assert_eq!(seen.len(), PASSWORD_ALPHABET.len());
+    }
+
+    #[test]
+    fn the_demo_keeps_no_provider_token() {
+        let settings = Settings {
+            hetzner_api_token: Some(secrecy::SecretString::from("t".to_owned())),
+            ..Settings::default()
+        };
+        let demo = simulated_only(settings);
+        assert!(demo.hetzner_api_token.is_none() && demo.simulated_provider);
     }
 
     #[tokio::test]

@@ -858,3 +858,151 @@ async fn evidence_keeps_the_reduced_status_and_is_bounded() {
             "node_id": 1, "current_leader": 1, "current_term": 9})
     );
 }
+
+/// The characters a node must not get in front of a reader: bidi overrides and isolates, a
+/// zero-width space, NUL and ESC (as themselves, or as JSON writes them).
+const HIDDEN: [char; 5] = ['\u{202e}', '\u{2066}', '\u{200b}', '\u{0}', '\u{1b}'];
+
+/// What of `HIDDEN` (or a run of the 10 KB filler) `text` carries, raw or JSON-escaped.
+fn hidden_in(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = HIDDEN
+        .iter()
+        .filter(|c| text.contains(**c))
+        .map(|c| format!("U+{:04X}", u32::from(*c)))
+        .collect();
+    for escaped in [
+        "\\u0000", "\\u001b", "\\u001B", "\\u202e", "\\u2066", "\\u200b",
+    ] {
+        if text.contains(escaped) {
+            found.push(escaped.to_owned());
+        }
+    }
+    if text.contains(&"W".repeat(1_000)) {
+        found.push("the 10 KB string".to_owned());
+    }
+    found
+}
+
+/// Every value of every table, as text.
+async fn every_stored_value(pool: &sqlx::SqlitePool) -> Vec<(String, String)> {
+    use sqlx::Row;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         AND name NOT LIKE '_sqlx_%'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut values = Vec::new();
+    for table in tables {
+        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?)")
+            .bind(&table)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        for column in columns {
+            // Names read from the schema itself, not from input.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT CAST(\"{column}\" AS BLOB) FROM \"{table}\""
+            )))
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            for row in rows {
+                let bytes: Option<Vec<u8>> = row.get(0);
+                if let Some(bytes) = bytes {
+                    values.push((
+                        format!("{table}.{column}"),
+                        String::from_utf8_lossy(&bytes).into_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    values
+}
+
+#[tokio::test]
+async fn hidden_characters_in_scraped_strings_reach_no_table_page_or_answer() {
+    let app = console(|_| {}).await;
+    let ctx = app.state.ctx.clone();
+    let leader = MockServer::start().await;
+    let filler = "W".repeat(10 * 1024);
+    let members = [
+        (1, addr(&leader)),
+        (2, "127.0.0.1:1\u{202e}7442".to_owned()),
+        (3, "\u{2066}10.0.0.3\u{200b}:7443\u{0}\u{1b}[31m".to_owned()),
+        (4, format!("{filler}:7443")),
+    ];
+    let mut body = status(
+        1,
+        Some(1),
+        3,
+        &members,
+        Some(json!({"spare": 0, "required": 1, "zone": "fsn1\u{202e}cba"})),
+    );
+    body["state"] = json!("Leader\u{2066}");
+    body["note\u{202e}"] = json!(format!("\u{1b}]0;owned\u{7}{filler}"));
+    serve_status(&leader, body).await;
+    let input = FleetInput {
+        name: "prod".into(),
+        endpoints: vec![leader.uri()],
+        restore_machine_config: "spare-fsn1".into(),
+        scrape_timeout_secs: Some(json!(3)),
+        ..FleetInput::default()
+    };
+    headroom::fleets::create(&ctx, &headroom::auth::Caller::system(), &input)
+        .await
+        .unwrap();
+    let fleet = headroom::fleets::get(&ctx, &headroom::auth::Caller::system(), "prod")
+        .await
+        .unwrap()
+        .spec;
+
+    // Enough samples below the requirement to open a deficit, whose evidence is stored.
+    for _ in 0..ctx.settings.deficit.enter_after {
+        let sample = scrape_once(&ctx, &fleet).await;
+        let o = ok(&sample);
+        assert_eq!(o.members.len(), 4, "every member is kept, cleaned");
+        headroom::headroom::record::record(&ctx, "prod", &sample)
+            .await
+            .unwrap();
+    }
+    assert_eq!(app.count("fleet_deficits").await, 1);
+
+    let stored: Vec<_> = every_stored_value(&app.pool)
+        .await
+        .into_iter()
+        .filter_map(|(at, text)| {
+            let found = hidden_in(&text);
+            (!found.is_empty()).then_some((at, found))
+        })
+        .collect();
+    assert!(stored.is_empty(), "stored uncleaned: {stored:?}");
+
+    let viewer = app.session_for(Role::Viewer).await;
+    let page = app.get("/fleets/prod", &viewer).await;
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("127.0.0.1:1"), "the members are on the page");
+    assert_eq!(hidden_in(&page), Vec::<String>::new(), "the fleet page");
+
+    app.create_user("vera", Role::Viewer).await;
+    let token = app.token_for("vera").await;
+    for path in [
+        "/api/v1/fleets/prod",
+        "/api/v1/fleets/prod/headroom",
+        "/api/v1/provisions?fleet=prod",
+    ] {
+        let answer = app
+            .client
+            .get(app.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        let answer = answer.text().await.unwrap();
+        assert_eq!(hidden_in(&answer), Vec::<String>::new(), "{path}: {answer}");
+    }
+}
