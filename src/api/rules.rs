@@ -243,6 +243,10 @@ rule!(
     RequiredOverrideRule => integer(0, Some(u64::from(crate::domain::fleet::REQUIRED_OVERRIDE_MAX)), true, "Spare nodes required; null or absent derives N+1 or N+2 from the fleet's regions.")
 );
 rule!(
+    /// Most machines one restore proposal asks for.
+    MaxRestoreMachinesRule => integer(1, Some(u64::from(crate::domain::fleet::MAX_RESTORE_MACHINES_MAX)), true, "Most machines one restore proposal of headroom's asks for (1-20); null or absent means 2. A larger deficit gets follow-up proposals.")
+);
+rule!(
     /// Where a render-time secret is read.
     SecretSourceRule => string(SECRET_SOURCE, None, "env:VARIABLE (A-Z, 0-9, _; at most 128) or file:/absolute/path (at most 1,024 characters, no ..); read when a payload is rendered, never stored. Empty or null means none.")
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))

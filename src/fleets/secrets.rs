@@ -206,6 +206,7 @@ mod tests {
             scrape_timeout_secs: 5,
             required_override: None,
             secrets: secrets.iter().cloned().collect::<BTreeMap<_, _>>(),
+            max_restore_machines: 2,
         }
     }
 
