@@ -146,9 +146,12 @@ pub fn endpoints() -> Vec<Endpoint> {
         }),
         // An approver's: deleting and creating again would replace a policy an operator may
         // only tighten.
-        Endpoint::new(Method::DELETE, FLEET, Access::AtLeast(Role::Approver), || {
-            web::route().to(fleets::delete)
-        }),
+        Endpoint::new(
+            Method::DELETE,
+            FLEET,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(fleets::delete),
+        ),
         Endpoint::new(Method::GET, FLEET_HISTORY, viewer, || {
             web::route().to(fleets::history)
         }),

@@ -25,14 +25,16 @@ pub async fn insert(
     kind: &str,
     changes: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO fleet_changes (fleet, at, actor, kind, changes) VALUES (?, ?, ?, ?, ?)")
-        .bind(fleet)
-        .bind(at)
-        .bind(actor)
-        .bind(kind)
-        .bind(changes)
-        .execute(conn)
-        .await?;
+    sqlx::query(
+        "INSERT INTO fleet_changes (fleet, at, actor, kind, changes) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(fleet)
+    .bind(at)
+    .bind(actor)
+    .bind(kind)
+    .bind(changes)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -818,7 +818,10 @@ mod tests {
     #[test]
     fn a_spec_stored_before_the_restore_cap_loads_with_the_default() {
         let mut stored = serde_json::to_value(FleetSpec::parse(&input()).unwrap()).unwrap();
-        stored.as_object_mut().unwrap().remove("max_restore_machines");
+        stored
+            .as_object_mut()
+            .unwrap()
+            .remove("max_restore_machines");
         let s: FleetSpec = serde_json::from_value(stored).unwrap();
         assert_eq!(s.max_restore_machines, MAX_RESTORE_MACHINES_DEFAULT);
     }

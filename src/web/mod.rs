@@ -272,9 +272,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             web::route().to(fleets::handlers::update)
         }),
         // An approver's: see `fleets::delete`.
-        Endpoint::new(Method::POST, FLEET_DELETE, Access::AtLeast(Role::Approver), || {
-            web::route().to(fleets::handlers::delete)
-        }),
+        Endpoint::new(
+            Method::POST,
+            FLEET_DELETE,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(fleets::handlers::delete),
+        ),
         Endpoint::new(Method::GET, FLEET_CHART, viewer, || {
             web::route().to(fleets::handlers::chart)
         }),

@@ -913,7 +913,9 @@ async fn an_endpoint_another_fleet_lists_is_refused_naming_that_fleet() {
     assert!(problem["errors"][0]["message"]
         .as_str()
         .unwrap()
-        .starts_with("URL 2 (http://yubaba-1.example.com:8080) is already watched by fleet eu-prod"));
+        .starts_with(
+            "URL 2 (http://yubaba-1.example.com:8080) is already watched by fleet eu-prod"
+        ));
     let mut same = body("eu-prod");
     same["approval_ttl_hours"] = json!(2);
     assert_eq!(

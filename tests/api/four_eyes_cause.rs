@@ -151,9 +151,13 @@ async fn an_approver_who_set_the_required_override_cannot_approve_the_proposal_a
 #[tokio::test]
 async fn a_proposal_asks_for_at_most_the_fleets_cap_of_machines() {
     let (app, ctx) = setup().await;
-    headroom::fleets::create(&ctx, &Caller::system(), &input("prod", "http://127.0.0.1:7443"))
-        .await
-        .unwrap();
+    headroom::fleets::create(
+        &ctx,
+        &Caller::system(),
+        &input("prod", "http://127.0.0.1:7443"),
+    )
+    .await
+    .unwrap();
     let id = proposal(&app, &ctx, "prod", 0, 25).await;
     assert_eq!(count_of(&app, id).await, 2, "the default cap is 2");
 }
@@ -268,12 +272,18 @@ async fn whoever_last_changed_any_setting_a_proposal_was_computed_from_cannot_ap
         ("endpoints", |i| {
             i.endpoints = vec!["http://127.0.0.1:7999".into()];
         }),
-        ("required_override", |i| i.required_override = Some(json!(3))),
+        ("required_override", |i| {
+            i.required_override = Some(json!(3))
+        }),
         ("restore_machine_config", |i| {
             i.restore_machine_config = "spare-hel1".into();
         }),
-        ("approvals_required", |i| i.approvals_required = Some(json!(2))),
-        ("approval_ttl_hours", |i| i.approval_ttl_hours = Some(json!(2))),
+        ("approvals_required", |i| {
+            i.approvals_required = Some(json!(2))
+        }),
+        ("approval_ttl_hours", |i| {
+            i.approval_ttl_hours = Some(json!(2))
+        }),
         ("max_restore_machines", |i| {
             i.max_restore_machines = Some(json!(5));
         }),
@@ -352,9 +362,13 @@ async fn the_rule_is_per_field_and_as_of_filing() {
 #[tokio::test]
 async fn deleting_and_recreating_a_fleet_makes_the_recreator_its_cause() {
     let (app, ctx) = setup().await;
-    headroom::fleets::create(&ctx, &Caller::system(), &input("prod", "http://127.0.0.1:7443"))
-        .await
-        .unwrap();
+    headroom::fleets::create(
+        &ctx,
+        &Caller::system(),
+        &input("prod", "http://127.0.0.1:7443"),
+    )
+    .await
+    .unwrap();
     headroom::fleets::delete(&ctx, &caller("ann", Role::Approver), "prod")
         .await
         .unwrap();
@@ -389,14 +403,23 @@ async fn deleting_and_recreating_a_fleet_makes_the_recreator_its_cause() {
         .collect();
     assert_eq!(
         kinds,
-        [("created", "abe"), ("deleted", "ann"), ("created", "system")]
+        [
+            ("created", "abe"),
+            ("deleted", "ann"),
+            ("created", "system")
+        ]
     );
     assert_eq!(
         history["items"][0]["changes"]["required_override"],
         json!({ "before": null, "after": 9 })
     );
     let session = app.quick_session("vera").await;
-    let html = app.get("/fleets/prod", &session).await.text().await.unwrap();
+    let html = app
+        .get("/fleets/prod", &session)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(
         texts(&html, "#history th[scope=col]"),
         ["When", "Who", "Change", "What changed"]

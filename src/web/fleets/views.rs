@@ -74,12 +74,7 @@ pub use super::headroom::chart_panel;
 
 /// One fleet: headroom now, the chart with its range buttons, recent samples, time to
 /// restore, then its settings, secret sources, and links to its provisions.
-pub fn show(
-    principal: &Principal,
-    f: &Fleet,
-    h: &Headroom<'_>,
-    changes: &[FleetChange],
-) -> Markup {
+pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[FleetChange]) -> Markup {
     let s = &f.spec;
     let name = s.name.as_str();
     let can_edit = principal.role.includes(Role::Operator);
