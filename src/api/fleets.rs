@@ -31,7 +31,7 @@ pub struct FleetSecretsRequest {
 }
 
 /// A fleet to create. Omitted numbers take their defaults (approvals 1, TTL 4 h, scrape every
-/// 15 s with a 5 s timeout, no required override).
+/// 15 s with a 5 s timeout, no required override, at most 2 machines per restore proposal).
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FleetRequest {
@@ -55,6 +55,8 @@ pub struct FleetRequest {
     pub required_override: Option<serde_json::Value>,
     #[schema(inline)]
     pub secrets: FleetSecretsRequest,
+    #[schema(value_type = rules::MaxRestoreMachinesRule, inline)]
+    pub max_restore_machines: Option<serde_json::Value>,
 }
 
 impl From<FleetRequest> for FleetInput {
@@ -76,6 +78,7 @@ impl From<FleetRequest> for FleetInput {
             scrape_timeout_secs: r.scrape_timeout_secs,
             required_override: r.required_override,
             secrets,
+            max_restore_machines: r.max_restore_machines,
         }
     }
 }
@@ -118,6 +121,8 @@ pub struct FleetJson {
     pub scrape_timeout_secs: u32,
     pub required_override: Option<u32>,
     pub secrets: FleetSecretsJson,
+    /// Most machines one restore proposal of headroom's asks for.
+    pub max_restore_machines: u32,
     /// RFC 3339, UTC.
     pub created_at: String,
     /// RFC 3339, UTC.
@@ -143,6 +148,7 @@ impl From<Fleet> for FleetJson {
             scrape_timeout_secs: s.scrape_timeout_secs,
             required_override: s.required_override,
             secrets,
+            max_restore_machines: s.max_restore_machines,
             created_at: format_utc(f.created_at),
             updated_at: format_utc(f.updated_at),
             updated_by: f.updated_by,
@@ -238,7 +244,48 @@ pub async fn put(
     Ok(Json(fleet.into()))
 }
 
-/// Deletes a fleet (operator); refused with 409 while one of its requests is open.
+/// One change of a fleet's settings.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetChangeJson {
+    /// RFC 3339, UTC.
+    pub at: String,
+    /// Who changed it (`system` for the console itself).
+    pub actor: String,
+    /// `created`, `updated`, `deleted`, or `baseline` (stored before the history was kept).
+    pub kind: String,
+    /// Field → `{"before": …, "after": …}`; secrets as references, never values.
+    #[schema(value_type = Object)]
+    pub changes: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A fleet's change history, newest first (at most 200 entries).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetHistoryJson {
+    pub items: Vec<FleetChangeJson>,
+}
+
+/// Who changed a fleet's settings, when, and what (kept after a delete).
+#[utoipa::path(get, path = "/api/v1/fleets/{name}/history", tag = "fleets",
+    responses((status = 200, body = FleetHistoryJson), (status = 404, body = crate::http::Problem, content_type = "application/problem+json")))]
+pub async fn history(
+    state: web::Data<AppState>,
+    p: Principal,
+    name: web::Path<String>,
+) -> Result<Json<FleetHistoryJson>, ApiError> {
+    let items = fleets::history(&state.ctx, &p.caller(), &name)
+        .await?
+        .into_iter()
+        .map(|c| FleetChangeJson {
+            at: format_utc(c.at),
+            actor: c.actor,
+            kind: c.kind,
+            changes: c.changes,
+        })
+        .collect();
+    Ok(Json(FleetHistoryJson { items }))
+}
+
+/// Deletes a fleet (approver); refused with 409 while one of its requests is open.
 #[utoipa::path(delete, path = "/api/v1/fleets/{name}", tag = "fleets",
     responses((status = 204),
         (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),

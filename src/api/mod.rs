@@ -49,6 +49,7 @@ pub mod paths {
     pub const FLEET: &str = "/api/v1/fleets/{name}";
     pub const FLEET_HEADROOM: &str = "/api/v1/fleets/{name}/headroom";
     pub const SECRETS: &str = "/api/v1/secrets";
+    pub const FLEET_HISTORY: &str = "/api/v1/fleets/{name}/history";
     pub const PROVISION_MACHINE_DESTROY: &str = "/api/v1/provisions/{id}/machines/{idx}/destroy";
     pub const PROVISIONS: &str = "/api/v1/provisions";
     pub const PROVISION: &str = "/api/v1/provisions/{id}";
@@ -145,8 +146,16 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::PUT, FLEET, operator, || {
             web::route().to(fleets::put)
         }),
-        Endpoint::new(Method::DELETE, FLEET, operator, || {
-            web::route().to(fleets::delete)
+        // An approver's: deleting and creating again would replace a policy an operator may
+        // only tighten.
+        Endpoint::new(
+            Method::DELETE,
+            FLEET,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(fleets::delete),
+        ),
+        Endpoint::new(Method::GET, FLEET_HISTORY, viewer, || {
+            web::route().to(fleets::history)
         }),
         Endpoint::new(Method::GET, FLEET_HEADROOM, viewer, || {
             web::route().to(headroom::get)
@@ -200,7 +209,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         catalogue::show, catalogue::refresh,
         audit::list,
         history::export,
-        fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete,
+        fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete, fleets::history,
         headroom::get,
         secrets::list,
         provision_machines::destroy,
@@ -212,7 +221,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
-        fleets::FleetJson, fleets::FleetDetailJson, crate::domain::headroom::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest,
+        fleets::FleetJson, fleets::FleetDetailJson, crate::domain::headroom::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest, fleets::FleetChangeJson, fleets::FleetHistoryJson,
         secrets::SecretJson, secrets::SecretPageJson,
         headroom::HeadroomJson, headroom::HeadroomPointJson, crate::domain::headroom::Source, crate::domain::headroom::Resolution,
         provision_machines::DestroyedMachineJson,

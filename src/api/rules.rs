@@ -245,6 +245,10 @@ rule!(
     RequiredOverrideRule => integer(0, Some(u64::from(crate::domain::fleet::REQUIRED_OVERRIDE_MAX)), true, "Spare nodes required; null or absent derives N+1 or N+2 from the fleet's regions.")
 );
 rule!(
+    /// Most machines one restore proposal asks for.
+    MaxRestoreMachinesRule => integer(1, Some(u64::from(crate::domain::fleet::MAX_RESTORE_MACHINES_MAX)), true, "Most machines one restore proposal of headroom's asks for (1-20); null or absent means 2. A larger deficit gets follow-up proposals.")
+);
+rule!(
     /// Which declared secret a render-time secret is.
     SecretRefRule => string(SECRET_LABEL, Some(63), "The name of a secret the server declares (its `secrets` setting; GET /api/v1/secrets lists them). Raw env:/file: sources are refused. Empty or null means none.")
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))

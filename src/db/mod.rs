@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod catalogue;
+pub mod fleet_changes;
 pub mod fleet_deficits;
 pub mod fleet_samples;
 pub mod fleet_status;

@@ -18,6 +18,15 @@ pub const APPROVAL_TTL_HOURS_DEFAULT: u32 = 4;
 pub const SCRAPE_INTERVAL_SECS_DEFAULT: u32 = 15;
 /// Default seconds one scrape may take.
 pub const SCRAPE_TIMEOUT_SECS_DEFAULT: u32 = 5;
+/// Default machines one restore proposal may ask for.
+pub const MAX_RESTORE_MACHINES_DEFAULT: u32 = 2;
+/// Most machines a fleet may let one restore proposal ask for (a request's own maximum).
+pub const MAX_RESTORE_MACHINES_MAX: u32 = 20;
+
+/// Specs stored before `max_restore_machines` existed load with the default.
+fn max_restore_machines_default() -> u32 {
+    MAX_RESTORE_MACHINES_DEFAULT
+}
 
 /// The render-time secrets a fleet may name a source for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -159,6 +168,10 @@ pub struct FleetSpec {
     /// Which declared secret each render-time secret is (raw sources only in specs stored
     /// before secrets were declared by the server).
     pub secrets: BTreeMap<SecretName, SecretRef>,
+    /// Most machines one restore proposal of headroom's asks for (1–20): a scraped
+    /// `required` (or an override) can never turn into more than this many machines at once.
+    #[serde(default = "max_restore_machines_default")]
+    pub max_restore_machines: u32,
 }
 
 /// Base URLs a fleet may list, at most.
@@ -191,6 +204,7 @@ pub struct FleetInput {
     pub required_override: Option<serde_json::Value>,
     /// Secret name → the declared secret's name; empty means none.
     pub secrets: BTreeMap<String, String>,
+    pub max_restore_machines: Option<serde_json::Value>,
 }
 
 /// A whole number from `min` to `max`, `default` when absent or empty.
@@ -387,6 +401,13 @@ impl FleetSpec {
             None,
         );
         let secrets = secrets(&mut e, &input.secrets, declared);
+        let max_restore = bounded(
+            &mut e,
+            "max_restore_machines",
+            &input.max_restore_machines,
+            (1, MAX_RESTORE_MACHINES_MAX),
+            Some(MAX_RESTORE_MACHINES_DEFAULT),
+        );
         match (
             name,
             endpoints,
@@ -397,6 +418,7 @@ impl FleetSpec {
             timeout,
             required_override,
             secrets,
+            max_restore,
         ) {
             (
                 Some(name),
@@ -408,6 +430,7 @@ impl FleetSpec {
                 Some(Some(scrape_timeout_secs)),
                 Some(required_override),
                 Some(secrets),
+                Some(Some(max_restore_machines)),
             ) if e.is_empty() => Ok(FleetSpec {
                 name,
                 endpoints,
@@ -418,6 +441,7 @@ impl FleetSpec {
                 scrape_timeout_secs,
                 required_override,
                 secrets,
+                max_restore_machines,
             }),
             _ => Err(e),
         }
@@ -440,6 +464,7 @@ impl FleetSpec {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_owned(), v.to_string()))
                 .collect(),
+            max_restore_machines: Some(Value::from(self.max_restore_machines)),
         }
     }
 }
@@ -501,6 +526,7 @@ mod tests {
         assert_eq!(s.scrape_interval_secs, 15);
         assert_eq!(s.scrape_timeout_secs, 5);
         assert_eq!(s.required_override, None);
+        assert_eq!(s.max_restore_machines, 2);
         assert_eq!(
             s.secrets[&SecretName::MeshPreauthKey].to_string(),
             "mesh-fsn"
@@ -661,6 +687,26 @@ mod tests {
                 "required_override",
             ),
             (
+                |i| i.max_restore_machines = Some(json!(0)),
+                "max_restore_machines",
+            ),
+            (
+                |i| i.max_restore_machines = Some(json!(21)),
+                "max_restore_machines",
+            ),
+            (
+                |i| i.max_restore_machines = Some(json!(-1)),
+                "max_restore_machines",
+            ),
+            (
+                |i| i.max_restore_machines = Some(json!("x")),
+                "max_restore_machines",
+            ),
+            (
+                |i| i.max_restore_machines = Some(json!(1e9)),
+                "max_restore_machines",
+            ),
+            (
                 |i| i.required_override = Some(json!("-1")),
                 "required_override",
             ),
@@ -784,6 +830,18 @@ mod tests {
                 .count(),
             2048
         );
+    }
+
+    #[test]
+    fn a_spec_stored_before_the_restore_cap_loads_with_the_default() {
+        let mut stored =
+            serde_json::to_value(FleetSpec::parse(&input(), &declared()).unwrap()).unwrap();
+        stored
+            .as_object_mut()
+            .unwrap()
+            .remove("max_restore_machines");
+        let s: FleetSpec = serde_json::from_value(stored).unwrap();
+        assert_eq!(s.max_restore_machines, MAX_RESTORE_MACHINES_DEFAULT);
     }
 
     #[test]

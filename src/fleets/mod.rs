@@ -73,6 +73,22 @@ impl TryFrom<FleetRow> for Fleet {
     }
 }
 
+/// One entry of a fleet's change history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetChange {
+    pub at: UnixMillis,
+    /// Who made the change (`system` for the console itself).
+    pub actor: String,
+    /// `created`, `updated`, `deleted`, or `baseline` (a fleet stored before the history was
+    /// kept: its last changer, taken to have set every field).
+    pub kind: String,
+    /// Field → `{"before": …, "after": …}`; secrets appear as references, never values.
+    pub changes: Map<String, Value>,
+}
+
+/// Changes a fleet's history shows, at most (newest first).
+pub const HISTORY_SHOWN_MAX: i64 = 200;
+
 /// Every fleet, by name (viewer and up).
 #[tracing::instrument(skip_all, err)]
 pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Fleet>, FleetsError> {
@@ -94,6 +110,113 @@ pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, Fleets
         .await?
         .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
         .try_into()
+}
+
+/// A fleet's change history, newest first, at most [`HISTORY_SHOWN_MAX`] entries (viewer and
+/// up). The history outlives a delete, so a deleted fleet's name still answers; a name that
+/// never had a fleet is not found.
+#[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
+pub async fn history(
+    ctx: &Ctx,
+    caller: &Caller,
+    name: &str,
+) -> Result<Vec<FleetChange>, FleetsError> {
+    caller.require(Role::Viewer)?;
+    let mut conn = ctx.pool.acquire().await?;
+    let rows = db::fleet_changes::for_fleet(&mut conn, name, HISTORY_SHOWN_MAX).await?;
+    if rows.is_empty() && db::fleets::get(&mut conn, name).await?.is_none() {
+        return Err(FleetsError::NotFound(format!("fleet {name}")));
+    }
+    rows.into_iter()
+        .map(|r| {
+            let changes = match serde_json::from_str(&r.changes) {
+                Ok(Value::Object(m)) => m,
+                _ => {
+                    return Err(FleetsError::Internal(anyhow::anyhow!(
+                        "fleet {name}: change {} is not a JSON object",
+                        r.id
+                    )))
+                }
+            };
+            Ok(FleetChange {
+                at: r.at,
+                actor: r.actor,
+                kind: r.kind,
+                changes,
+            })
+        })
+        .collect()
+}
+
+/// Refuses an endpoint another fleet already lists (inside the write transaction, so two
+/// concurrent creates cannot both take it): a second fleet in front of the same cluster could
+/// carry a looser approval policy. Compares the normalised URLs (`domain::fleet::endpoint`);
+/// a host reached under two names (an IP and a DNS name) is not caught here.
+async fn check_endpoints_unclaimed(
+    conn: &mut sqlx::SqliteConnection,
+    spec: &FleetSpec,
+) -> Result<(), FleetsError> {
+    let mut errors = FieldErrors::default();
+    for row in db::fleets::list(conn).await? {
+        if row.name == spec.name {
+            continue;
+        }
+        let other: Fleet = row.try_into()?;
+        for (i, url) in spec.endpoints.iter().enumerate() {
+            let taken = other.spec.endpoints.iter().any(|theirs| {
+                crate::domain::fleet::endpoint("endpoints", theirs)
+                    .is_ok_and(|theirs| theirs == *url)
+            });
+            if taken {
+                errors.push(
+                    "endpoints",
+                    format!(
+                        "URL {} ({url}) is already watched by fleet {}: an endpoint belongs \
+                         to one fleet, so change or delete that fleet first",
+                        i + 1,
+                        other.spec.name
+                    ),
+                );
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(FleetsError::Invalid(errors))
+    }
+}
+
+/// Appends one entry to the fleet's change history (in the caller's transaction).
+async fn write_history(
+    conn: &mut sqlx::SqliteConnection,
+    name: &str,
+    now: UnixMillis,
+    caller: &Caller,
+    kind: &str,
+    changes: &Map<String, Value>,
+) -> Result<(), FleetsError> {
+    let text = serde_json::to_string(changes).map_err(anyhow::Error::from)?;
+    db::fleet_changes::insert(conn, name, now, caller.actor.name(), kind, &text).await?;
+    Ok(())
+}
+
+/// Every field of `spec`, as set by a create (`before` null) or cleared by a delete.
+fn every_field(spec: &FleetSpec, created: bool) -> Map<String, Value> {
+    let Ok(Value::Object(fields)) = serde_json::to_value(spec) else {
+        return Map::new();
+    };
+    fields
+        .into_iter()
+        .map(|(k, v)| {
+            let change = if created {
+                json!({ "before": Value::Null, "after": v })
+            } else {
+                json!({ "before": v, "after": Value::Null })
+            };
+            (k, change)
+        })
+        .collect()
 }
 
 /// Refuses a restore config that does not exist (inside the write, so it cannot vanish
@@ -152,6 +275,7 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
     let by = caller.actor.name();
     let mut tx = db::begin_write(&ctx.pool).await?;
     check_restore_config(&mut tx, &spec).await?;
+    check_endpoints_unclaimed(&mut tx, &spec).await?;
     let write = FleetWrite {
         name: &spec.name,
         spec: &content,
@@ -173,6 +297,8 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
         details,
     )
     .await?;
+    let created = every_field(&spec, true);
+    write_history(&mut tx, &spec.name, now, caller, "created", &created).await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(Fleet {
@@ -230,6 +356,7 @@ pub async fn update(
         .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
         .try_into()?;
     check_restore_config(&mut tx, &spec).await?;
+    check_endpoints_unclaimed(&mut tx, &spec).await?;
     // The approval policy binds operators: an operator may tighten it, but loosening it
     // (fewer approvals, a longer window) is an approver's decision, or an operator could
     // lower the bar just before filing.
@@ -261,6 +388,7 @@ pub async fn update(
         json!({ "changed": changed }),
     )
     .await?;
+    write_history(&mut tx, name, now, caller, "updated", &changed).await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(Fleet {
@@ -271,11 +399,13 @@ pub async fn update(
     })
 }
 
-/// Deletes a fleet (operator and up), refused while any of its requests is awaiting
-/// approval, approved or executing: those still need the fleet's policy and secrets.
+/// Deletes a fleet (approver and up), refused while any of its requests is awaiting
+/// approval, approved or executing: those still need the fleet's policy and secrets. An
+/// approver's decision because deleting and creating the fleet again would otherwise let an
+/// operator replace a policy they may only tighten (see `update`).
 #[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
 pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), FleetsError> {
-    caller.require(Role::Operator)?;
+    caller.require(Role::Approver)?;
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     let current: Fleet = db::fleets::get(&mut tx, name)
@@ -292,6 +422,8 @@ pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), Fleets
     db::fleets::delete(&mut tx, name).await?;
     let details = serde_json::to_value(&current.spec).map_err(anyhow::Error::from)?;
     write_audit(&mut tx, caller, now, Action::FleetDeleted, name, details).await?;
+    let cleared = every_field(&current.spec, false);
+    write_history(&mut tx, name, now, caller, "deleted", &cleared).await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(())

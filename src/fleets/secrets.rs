@@ -266,6 +266,7 @@ mod tests {
                 .iter()
                 .map(|(n, l)| (*n, SecretRef::try_from((*l).to_owned()).unwrap()))
                 .collect::<BTreeMap<_, _>>(),
+            max_restore_machines: 2,
         }
     }
 

@@ -83,15 +83,20 @@ pub fn streak_len(policy: DeficitPolicy, below_streak: u32) -> u32 {
 /// JSON of at most `EVIDENCE_MAX_BYTES` less the timeline's wrapper. A status body too big
 /// for that (the scraper caps what it reads, but re-serialised numbers can grow) is replaced
 /// by the numbers and ids seen, with `"truncated": true`.
-pub fn evidence(obs: &Observation, streak: &[StreakSample]) -> String {
+pub fn evidence(obs: &Observation, streak: &[StreakSample], cap: u32) -> String {
     let limit = EVIDENCE_MAX_BYTES - TIMELINE_WRAPPER_BYTES;
-    let full = json!({ "status": obs.evidence, "samples": streak }).to_string();
+    let suspicious = suspicious(obs.required, obs.members.len(), cap);
+    let mut full = json!({ "status": obs.evidence, "samples": streak });
+    if let Some(s) = &suspicious {
+        full["suspicious"] = s.clone();
+    }
+    let full = full.to_string();
     if full.len() <= limit {
         return full;
     }
     // Our own numbers: at most STREAK_EVIDENCE_MAX samples of six bounded fields each, a few
     // KiB at worst (the unit test below pins it with every field at its widest).
-    json!({
+    let mut reduced = json!({
         "truncated": true,
         "status": {
             "source": obs.source.as_str(),
@@ -101,8 +106,11 @@ pub fn evidence(obs: &Observation, streak: &[StreakSample]) -> String {
             "term": obs.term,
         },
         "samples": streak,
-    })
-    .to_string()
+    });
+    if let Some(s) = suspicious {
+        reduced["suspicious"] = s;
+    }
+    reduced.to_string()
 }
 
 /// A deficit deferred by the cool-down: when its proposal falls due, and the note saying so.
@@ -133,12 +141,31 @@ pub fn deferral(at: UnixMillis, last: Option<Superseded>, cooldown: Duration) ->
     })
 }
 
-/// Machines a restore asks for: the missing spares, at least one and at most a request's
-/// maximum (a larger gap stays a deficit once this restore has joined, and gets a follow-up
-/// proposal for the rest: see [`followup`]).
-pub fn restore_count(spare: i64, required: i64) -> u32 {
+/// Machines a restore asks for: the missing spares, at least one and at most the fleet's
+/// `max_restore_machines` (`cap`, itself at most a request's maximum). A larger gap stays a
+/// deficit once this restore has joined, and gets a follow-up proposal (see [`followup`]), so
+/// a wrong or hostile `required` costs at most `cap` machines per approval.
+pub fn restore_count(spare: i64, required: i64, cap: u32) -> u32 {
     let missing = required.saturating_sub(spare).max(1);
-    u32::try_from(missing).unwrap_or(COUNT_MAX).min(COUNT_MAX)
+    let cap = cap.clamp(1, COUNT_MAX);
+    u32::try_from(missing).unwrap_or(cap).min(cap)
+}
+
+/// Whether a scraped `required` is beyond belief: more than every member of the cluster plus
+/// the most one proposal adds. It is still acted on (capped), but the evidence says so.
+pub fn suspicious(required: u32, members: usize, cap: u32) -> Option<serde_json::Value> {
+    let members = u32::try_from(members).unwrap_or(u32::MAX);
+    (required > members.saturating_add(cap)).then(|| {
+        json!({
+            "required": required,
+            "members": members,
+            "max_restore_machines": cap,
+            "why": format!(
+                "yubaba reported required {required}, above its {members} members + \
+                 max_restore_machines {cap}"
+            ),
+        })
+    })
 }
 
 /// How every reason headroom writes for deficit `id` begins: it names the deficit, so a
@@ -147,13 +174,31 @@ pub fn reason_prefix(id: i64) -> String {
     format!("headroom deficit #{id}:")
 }
 
-/// The request's reason, for the approver, with the numbers it was filed for.
-fn reason(d: &DeficitRow, spare: i64, required: i64) -> String {
+/// The request's reason, for the approver, with the numbers it was filed for and, when the
+/// fleet's cap cut the count, saying so.
+fn reason(d: &DeficitRow, spare: i64, required: i64, count: u32) -> String {
+    let missing = required.saturating_sub(spare).max(1);
+    let capped = if missing > i64::from(count) {
+        format!(
+            "; capped at {count} by the fleet's max_restore_machines ({missing} missing; a \
+             follow-up is proposed if the deficit lasts)"
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{} spare {spare} of required {required} (since {}); restore proposed by headroom",
+        "{} spare {spare} of required {required} (since {}); restore proposed by headroom{capped}",
         reason_prefix(d.id),
         format_utc(d.started_at)
     )
+}
+
+/// What the evidence line adds when the evidence calls the scraped `required` suspicious.
+fn suspicious_note(evidence: &serde_json::Value) -> String {
+    evidence["suspicious"]["why"]
+        .as_str()
+        .map(|why| format!("; suspicious: {why}"))
+        .unwrap_or_default()
 }
 
 /// What the follow-up rule says for an open deficit's newest sample below required.
@@ -313,7 +358,7 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
                 machine: None,
                 message: &format!(
                     "{} by headroom for deficit #{}: spare {spare_now} of required \
-                     {required_now}, in deficit since {}{}",
+                     {required_now}, in deficit since {}{}{}",
                     if followup {
                         "follow-up proposed"
                     } else {
@@ -321,7 +366,8 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
                     },
                     d.id,
                     format_utc(d.started_at),
-                    earlier(&d.earlier_provisions)
+                    earlier(&d.earlier_provisions),
+                    suspicious_note(&evidence)
                 ),
                 // yubaba's status answer and our own numbers: nothing from the fleet's secrets.
                 details: &details,
@@ -369,12 +415,13 @@ async fn file(
         Err(crate::fleets::FleetsError::NotFound(_)) => return Ok(Proposal::Settled),
         Err(e) => return Ok(Proposal::NotFiled(format!("no restore was filed: {e}"))),
     };
+    let count = restore_count(spare, required, spec.max_restore_machines);
     let request = NewRequest {
         fleet: d.fleet.clone(),
         machine_config: spec.restore_machine_config,
         template: None,
-        count: i64::from(restore_count(spare, required)),
-        reason: reason(d, spare, required),
+        count: i64::from(count),
+        reason: reason(d, spare, required, count),
     };
     Ok(
         match requests::create_unless_open(ctx, &Caller::system(), &request).await {
@@ -540,13 +587,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_restore_asks_for_the_missing_spares_within_one_request() {
-        assert_eq!(restore_count(1, 3), 2);
-        assert_eq!(restore_count(0, 1), 1);
+    fn a_restore_asks_for_the_missing_spares_within_the_fleets_cap() {
+        assert_eq!(restore_count(1, 3, 20), 2);
+        assert_eq!(restore_count(0, 1, 20), 1);
         // Never zero (the deficit exists, so at least one is missing) and never over the cap.
-        assert_eq!(restore_count(3, 3), 1);
-        assert_eq!(restore_count(0, 500), COUNT_MAX);
-        assert_eq!(restore_count(i64::MIN, i64::MAX), COUNT_MAX);
+        assert_eq!(restore_count(3, 3, 20), 1);
+        assert_eq!(restore_count(0, 500, 20), COUNT_MAX);
+        assert_eq!(restore_count(i64::MIN, i64::MAX, 20), COUNT_MAX);
+        assert_eq!(restore_count(0, 10_000, 2), 2);
+        assert_eq!(restore_count(0, 3, 5), 3);
+        // A cap outside 1..=COUNT_MAX (never stored, but never trusted) is clamped.
+        assert_eq!(restore_count(0, 500, 0), 1);
+        assert_eq!(restore_count(0, 500, u32::MAX), COUNT_MAX);
+    }
+
+    #[test]
+    fn a_required_beyond_members_plus_the_cap_is_suspicious() {
+        assert!(suspicious(4, 2, 2).is_none());
+        let s = suspicious(5, 2, 2).unwrap();
+        assert_eq!(s["members"], 2);
+        assert!(s["why"].as_str().unwrap().contains("required 5"));
+        assert!(suspicious(u32::MAX, usize::MAX, u32::MAX).is_none());
     }
 
     fn observation(evidence: serde_json::Value) -> Observation {
@@ -578,7 +639,7 @@ mod tests {
     fn evidence_fits_the_timeline_bound_even_truncated_with_every_field_at_its_widest() {
         let streak = vec![widest(); STREAK_EVIDENCE_MAX as usize];
         let huge = json!({ "x": vec![1e15_f64; 10_000] });
-        let e = evidence(&observation(huge), &streak);
+        let e = evidence(&observation(huge), &streak, 2);
         assert!(
             e.len() + TIMELINE_WRAPPER_BYTES <= EVIDENCE_MAX_BYTES,
             "{}",
@@ -596,7 +657,7 @@ mod tests {
     #[test]
     fn evidence_that_fits_is_kept_whole() {
         let status = json!({ "headroom": { "spare": 0, "required": 1 }, "pad": "p".repeat(8000) });
-        let e = evidence(&observation(status.clone()), &[widest()]);
+        let e = evidence(&observation(status.clone()), &[widest()], u32::MAX);
         let v: serde_json::Value = serde_json::from_str(&e).unwrap();
         assert_eq!(v["status"], status);
         assert!(v.get("truncated").is_none());

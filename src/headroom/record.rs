@@ -10,7 +10,17 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
 use crate::db::fleet_status;
+use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
 use crate::domain::headroom::{DeficitChange, Sample};
+
+/// The fleet's `max_restore_machines` (the default if its stored spec cannot be read: the
+/// proposal, which reads it again, then says why it was not filed).
+async fn restore_cap(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::Result<u32> {
+    let spec = db::fleets::get(conn, fleet)
+        .await?
+        .and_then(|r| serde_json::from_str::<FleetSpec>(&r.spec).ok());
+    Ok(spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines))
+}
 
 /// What to do once the sample is committed.
 enum FollowUp {
@@ -45,7 +55,8 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
             let n = deficit::streak_len(policy, stored.tracker.below_streak);
             let streak = fleet_deficits::streak(&mut tx, fleet_id, i64::from(n)).await?;
             let started_at = streak.first().map_or(sample.at, |s| s.at.min(sample.at));
-            let evidence = deficit::evidence(obs, &streak);
+            let cap = restore_cap(&mut tx, fleet).await?;
+            let evidence = deficit::evidence(obs, &streak, cap);
             let cooldown = ctx.settings.proposal_cooldown;
             let since = sample
                 .at

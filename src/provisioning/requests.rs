@@ -29,6 +29,22 @@ pub const LIST_LIMIT_MAX: u32 = 200;
 const AUDIT_SHOWN_MAX: i64 = 500;
 const HOUR_MS: i64 = 3_600_000;
 
+/// The fleet settings a restore proposal of headroom's is computed from: which cluster is
+/// read (`endpoints`), how many spares it must keep (`required_override`), how many machines
+/// one proposal may ask for (`max_restore_machines`), what they are (`restore_machine_config`,
+/// `secrets`: which mesh and tunnel they join) and who must agree (`approvals_required`,
+/// `approval_ttl_hours`). Whoever last changed one of them before the proposal was filed caused
+/// it, and may not approve it. The scrape timings are left out: they change when, not what.
+pub const PROPOSAL_CAUSES: [&str; 7] = [
+    "endpoints",
+    "required_override",
+    "max_restore_machines",
+    "restore_machine_config",
+    "secrets",
+    "approvals_required",
+    "approval_ttl_hours",
+];
+
 /// Plans a request for the form's live preview: the plan, its cost and findings; nothing
 /// stored (operator and up).
 pub async fn plan(
@@ -126,6 +142,7 @@ async fn insert_request(
         },
     )
     .await?;
+    record_causes(&mut tx, id, &draft.fleet).await?;
     for (idx, (m, redacted)) in draft
         .plan
         .machines
@@ -203,6 +220,23 @@ async fn insert_request(
         .ok_or_else(|| anyhow::anyhow!("provision {id} vanished after insert").into())
 }
 
+/// Records, for request `id`, who last changed each of [`PROPOSAL_CAUSES`] of its fleet, read
+/// in the filing's own transaction: the request was computed from the fleet as it is now, so
+/// a change made after filing neither adds nor clears anyone. Kept for every request (a
+/// person's too), though only a proposal filed by `system` is refused on it (see `four_eyes`).
+async fn record_causes(
+    conn: &mut SqliteConnection,
+    id: i64,
+    fleet: &str,
+) -> Result<(), ProvisioningError> {
+    for field in PROPOSAL_CAUSES {
+        if let Some((by, at)) = db::fleet_changes::last_changer(conn, fleet, field).await? {
+            db::fleet_changes::insert_cause(conn, id, field, &by, at).await?;
+        }
+    }
+    Ok(())
+}
+
 /// A stored request as the operations see it (no role check: for the runner and the other
 /// provisioning modules, which act as the system).
 pub async fn load(
@@ -251,7 +285,12 @@ fn not_found(id: i64) -> ProvisioningError {
     ProvisioningError::NotFound(format!("provision {id}"))
 }
 
-/// The four-eyes rule: who may not approve (or reject) a request, and why.
+/// The four-eyes rule: who may not approve (or reject) a request, and why. Besides the
+/// requester and the authors of the config and template versions, a proposal filed by
+/// `system` may not be approved by whoever last changed (before it was filed) a fleet setting
+/// it was computed from: `system` is no person, so that person is the one asking. A person's
+/// request is not held to this: its requester chose the count and is already the second pair
+/// of eyes beside the approver.
 async fn four_eyes(
     conn: &mut SqliteConnection,
     p: &Provision,
@@ -271,6 +310,17 @@ async fn four_eyes(
     }
     if verb != "approve" {
         return Ok(());
+    }
+    if p.requester == Actor::System.name() {
+        let fields = db::fleet_changes::caused_by(conn, p.id, who).await?;
+        if !fields.is_empty() {
+            return Err(ProvisioningError::NotAllowed(format!(
+                "four-eyes: you last changed fleet {}'s {}, which this proposal was computed \
+                 from, so you cannot approve it; another approver must",
+                p.fleet,
+                fields.join(", ")
+            )));
+        }
     }
     let docs = [
         (

@@ -192,6 +192,7 @@ fn input_of(spec: &FleetSpec) -> FleetInput {
             .iter()
             .map(|(name, source)| (name.as_str().to_owned(), source.to_string()))
             .collect(),
+        max_restore_machines: Some(json!(spec.max_restore_machines)),
     }
 }
 

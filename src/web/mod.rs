@@ -271,9 +271,13 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::new(Method::POST, FLEET, operator, || {
             web::route().to(fleets::handlers::update)
         }),
-        Endpoint::new(Method::POST, FLEET_DELETE, operator, || {
-            web::route().to(fleets::handlers::delete)
-        }),
+        // An approver's: see `fleets::delete`.
+        Endpoint::new(
+            Method::POST,
+            FLEET_DELETE,
+            Access::AtLeast(Role::Approver),
+            || web::route().to(fleets::handlers::delete),
+        ),
         Endpoint::new(Method::GET, FLEET_CHART, viewer, || {
             web::route().to(fleets::handlers::chart)
         }),

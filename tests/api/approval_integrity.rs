@@ -212,7 +212,11 @@ async fn templates_reading_the_engines_context_are_refused_on_save_and_blocked_a
             .unwrap();
         let status = res.status();
         let problem: Value = res.json().await.unwrap_or(Value::Null);
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name}: {problem}");
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{name}: {problem}"
+        );
         assert_eq!(problem["errors"][0]["field"], "body", "{name}: {problem}");
         assert!(
             problem["errors"][0]["message"]
@@ -241,7 +245,10 @@ async fn templates_reading_the_engines_context_are_refused_on_save_and_blocked_a
         let text = res.text().await.unwrap();
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["ok"], false, "{name}: {v}");
-        assert_eq!(v["sha256"], "", "{name}: a blocked payload publishes no sha256");
+        assert_eq!(
+            v["sha256"], "",
+            "{name}: a blocked payload publishes no sha256"
+        );
         assert!(!text.contains("kFinding14x"), "{name}: {text}");
     }
 }

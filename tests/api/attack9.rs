@@ -46,6 +46,7 @@ fn spec(endpoints: &[String]) -> FleetSpec {
         scrape_timeout_secs: 5,
         required_override: None,
         secrets: BTreeMap::new(),
+        max_restore_machines: 2,
     }
 }
 

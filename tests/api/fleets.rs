@@ -16,6 +16,13 @@ fn body(name: &str) -> Value {
     })
 }
 
+/// `body(name)` in front of a cluster of its own (an endpoint belongs to one fleet).
+fn body_apart(name: &str) -> Value {
+    let mut b = body(name);
+    b["endpoints"] = json!([format!("http://{name}.example.com:8080")]);
+    b
+}
+
 struct Api<'a> {
     app: &'a TestApp,
     token: String,
@@ -105,6 +112,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         ("scrape_interval_secs", json!(15)),
         ("scrape_timeout_secs", json!(5)),
         ("required_override", Value::Null),
+        ("max_restore_machines", json!(2)),
         ("secrets", json!({})),
         ("updated_by", json!("alice")),
     ] {
@@ -150,7 +158,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     assert_eq!(app.count("audit_log").await, audit_before);
 
     assert_eq!(
-        api.post("/api/v1/fleets", &body("ap-prod")).await.0,
+        api.post("/api/v1/fleets", &body_apart("ap-prod")).await.0,
         StatusCode::CREATED
     );
     let (status, list) = api.get("/api/v1/fleets").await;
@@ -794,7 +802,8 @@ async fn a_secret_value_appears_in_no_page_api_answer_audit_row_or_database_row(
 
 #[tokio::test]
 async fn a_fleet_with_an_open_request_cannot_be_deleted() {
-    let (app, token) = setup(Role::Operator).await;
+    // Deleting takes an approver (see `deleting_a_fleet_takes_an_approver_on_the_page_too`).
+    let (app, token) = setup(Role::Approver).await;
     let api = Api { app: &app, token };
     assert_eq!(
         api.post("/api/v1/fleets", &body("eu-prod")).await.0,
@@ -815,7 +824,7 @@ async fn a_fleet_with_an_open_request_cannot_be_deleted() {
     let p = headroom::provisioning::requests::create(&app.state.ctx, &caller, &request)
         .await
         .expect("a request for the fleet");
-    let s = operator(&app).await;
+    let s = app.session_for(Role::Approver).await;
     let before = app.snapshot().await;
     let (status, problem) = api.delete("/api/v1/fleets/eu-prod").await;
     assert_eq!(status, StatusCode::CONFLICT, "{problem}");
@@ -852,7 +861,7 @@ async fn a_fleet_with_an_open_request_cannot_be_deleted() {
     );
     // The page's delete works the same way.
     assert_eq!(
-        api.post("/api/v1/fleets", &body("ap-prod")).await.0,
+        api.post("/api/v1/fleets", &body_apart("ap-prod")).await.0,
         StatusCode::CREATED
     );
     let res = app.post_form("/fleets/ap-prod/delete", &s, &[]).await;
@@ -897,4 +906,157 @@ async fn loosening_the_approval_policy_takes_an_approver() {
     let (status, b) = appr.put("/api/v1/fleets/eu-strict", &strict).await;
     assert_eq!(status, StatusCode::OK, "an approver loosens it: {b}");
     assert_eq!(b["approvals_required"], json!(2));
+}
+
+#[tokio::test]
+async fn an_endpoint_another_fleet_lists_is_refused_naming_that_fleet() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    assert_eq!(
+        api.post("/api/v1/fleets", &body("eu-prod")).await.0,
+        StatusCode::CREATED
+    );
+    // Another spelling of the same URL (case, default port, trailing slash) is the same URL.
+    let mut other = body("eu-shadow");
+    other["endpoints"] = json!(["https://YUBABA-2.example.com:443/"]);
+    let (status, problem) = api.post("/api/v1/fleets", &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert_eq!(fields(&problem), ["endpoints"]);
+    assert_eq!(
+        problem["errors"][0]["message"],
+        "URL 1 (https://yubaba-2.example.com) is already watched by fleet eu-prod: an endpoint \
+         belongs to one fleet, so change or delete that fleet first"
+    );
+    // An update cannot take it either; a fleet keeps its own endpoints on update.
+    other["endpoints"] = json!(["http://127.0.0.1:7601"]);
+    assert_eq!(
+        api.post("/api/v1/fleets", &other).await.0,
+        StatusCode::CREATED
+    );
+    other["endpoints"] = json!(["http://127.0.0.1:7601", "http://yubaba-1.example.com:8080"]);
+    let (status, problem) = api.put("/api/v1/fleets/eu-shadow", &other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert!(problem["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(
+            "URL 2 (http://yubaba-1.example.com:8080) is already watched by fleet eu-prod"
+        ));
+    let mut same = body("eu-prod");
+    same["approval_ttl_hours"] = json!(2);
+    assert_eq!(
+        api.put("/api/v1/fleets/eu-prod", &same).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn of_concurrent_creates_naming_one_endpoint_exactly_one_wins() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    // Spawned tasks, so the eight requests are in flight at once.
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..8 {
+        let mut b = body(&format!("race-{n}"));
+        b["endpoints"] = json!(["http://127.0.0.1:7777"]);
+        let req = app
+            .client
+            .post(app.url("/api/v1/fleets"))
+            .bearer_auth(&api.token)
+            .json(&b);
+        tasks.spawn(async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            (status, res.json::<Value>().await.unwrap_or(Value::Null))
+        });
+    }
+    let results = tasks.join_all().await;
+    let created = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .count();
+    assert_eq!(created, 1, "{results:?}");
+    for (status, problem) in results.iter().filter(|(s, _)| *s != StatusCode::CREATED) {
+        assert_eq!(*status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(fields(problem), ["endpoints"]);
+    }
+    assert_eq!(app.count("fleets").await, 1);
+}
+
+#[tokio::test]
+async fn hostile_restore_caps_are_refused_by_field_in_the_api_and_the_form() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    let huge = "9".repeat(100_000);
+    let hostile = [
+        json!(0),
+        json!(21),
+        json!(-1),
+        json!("x"),
+        json!(1e9),
+        json!(1.5),
+        json!([2]),
+        json!(huge),
+    ];
+    for v in &hostile {
+        let mut b = body("capped");
+        b["max_restore_machines"] = v.clone();
+        let (status, problem) = api.post("/api/v1/fleets", &b).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v:.40}");
+        assert_eq!(fields(&problem), ["max_restore_machines"], "{v:.40}");
+        assert_eq!(
+            problem["errors"][0]["message"],
+            "must be a whole number from 1 to 20"
+        );
+    }
+    let mut b = body("capped");
+    b["max_restore_machines"] = json!(20);
+    let (status, created) = api.post("/api/v1/fleets", &b).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["max_restore_machines"], 20);
+    assert_eq!(app.count("fleets").await, 1);
+
+    let s = operator(&app).await;
+    for v in ["0", "21", "-1", "x", "1e9", huge.as_str()] {
+        let res = app
+            .post_form(
+                "/fleets",
+                &s,
+                &[
+                    ("name", "formed"),
+                    ("endpoints", "http://127.0.0.1:7602"),
+                    ("restore_machine_config", "spare-fsn1"),
+                    ("max_restore_machines", v),
+                ],
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY, "{v:.40}");
+        let html = res.text().await.unwrap();
+        assert_eq!(
+            texts(&html, "#f-max_restore_machines-error"),
+            ["must be a whole number from 1 to 20"]
+        );
+    }
+    assert_eq!(app.count("fleets").await, 1);
+}
+
+#[tokio::test]
+async fn deleting_a_fleet_takes_an_approver_on_the_page_too() {
+    let app = TestApp::spawn_with_config().await;
+    headroom::sim::demo::seed_fleet(&app.state).await.unwrap();
+    let s = operator(&app).await;
+    let page = app.get("/fleets/demo", &s).await.text().await.unwrap();
+    assert!(texts(&page, "#delete").is_empty(), "no delete button");
+    let before = app.snapshot().await;
+    let res = app.post_form("/fleets/demo/delete", &s, &[]).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.snapshot().await, before, "nothing changed");
+
+    app.create_user("abe", Role::Approver).await;
+    let a = app.quick_session("abe").await;
+    let page = app.get("/fleets/demo", &a).await.text().await.unwrap();
+    assert_eq!(texts(&page, "#delete button"), ["Delete fleet demo"]);
+    let res = app.post_form("/fleets/demo/delete", &a, &[]).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(app.count("fleets").await, 0);
 }

@@ -20,6 +20,7 @@ mod docs;
 mod fake_hetzner;
 mod fleet_metrics;
 mod fleets;
+mod four_eyes_cause;
 mod headers;
 mod headroom_pages;
 mod hetzner;

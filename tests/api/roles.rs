@@ -104,11 +104,16 @@ fn provision_form(who: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A yubaba URL of fleet `name`'s own (an endpoint belongs to one fleet).
+fn endpoint_of(name: &str) -> String {
+    format!("http://{name}.yubaba.example.com:8080")
+}
+
 /// The page form of a valid fleet named `name`, restored with the demo's `spare-fsn1`.
 fn fleet_form(name: &str) -> Vec<(&'static str, String)> {
     vec![
         ("name", name.to_owned()),
-        ("endpoints", "http://yubaba.example.com:8080".into()),
+        ("endpoints", endpoint_of(name)),
         ("restore_machine_config", "spare-fsn1".into()),
     ]
 }
@@ -116,7 +121,7 @@ fn fleet_form(name: &str) -> Vec<(&'static str, String)> {
 /// The API body of a valid fleet named `name`.
 fn fleet_json(name: &str) -> serde_json::Value {
     serde_json::json!({
-        "name": name, "endpoints": ["http://yubaba.example.com:8080"],
+        "name": name, "endpoints": [endpoint_of(name)],
         "restore_machine_config": "spare-fsn1"
     })
 }
@@ -130,7 +135,7 @@ async fn restore_fleet(app: &TestApp) {
     {
         let input = headroom::domain::fleet::FleetInput {
             name: "spare-fsn1".into(),
-            endpoints: vec!["http://yubaba.example.com:8080".into()],
+            endpoints: vec![endpoint_of("spare-fsn1")],
             restore_machine_config: "spare-fsn1".into(),
             ..Default::default()
         };
@@ -320,7 +325,12 @@ fn expected_table() -> Vec<Row> {
             O,
             Form(|_| fleet_form("spare-fsn1")),
         ),
-        row("POST", "/fleets/{name}/delete", O, Empty),
+        row(
+            "POST",
+            "/fleets/{name}/delete",
+            Least::At(Role::Approver),
+            Empty,
+        ),
         row("POST", "/catalogue/{provider}/refresh", O, Empty),
         row("GET", "/healthz", P, Empty),
         row("GET", "/readyz", P, Empty),
@@ -442,7 +452,13 @@ fn expected_table() -> Vec<Row> {
             O,
             Json(|_| fleet_json("spare-fsn1")),
         ),
-        row("DELETE", "/api/v1/fleets/{name}", O, Empty),
+        row(
+            "DELETE",
+            "/api/v1/fleets/{name}",
+            Least::At(Role::Approver),
+            Empty,
+        ),
+        row("GET", "/api/v1/fleets/{name}/history", V, Empty),
     ]
 }
 
@@ -521,7 +537,7 @@ async fn seed_provisions(app: &TestApp, op: &crate::helpers::Session) -> Provisi
     let system = headroom::auth::Caller::system();
     let fleet = headroom::domain::fleet::FleetInput {
         name: PROVISION_FLEET.into(),
-        endpoints: vec!["http://yubaba.example.com:8080".into()],
+        endpoints: vec![endpoint_of(PROVISION_FLEET)],
         restore_machine_config: PIN_CONFIG.into(),
         approvals_required: Some(serde_json::json!(3)),
         ..Default::default()

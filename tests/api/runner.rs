@@ -51,12 +51,15 @@ pub(crate) async fn console(adjust: impl FnOnce(&mut headroom::config::Settings)
     app
 }
 
-/// Creates fleet `name` restoring `spare-fsn1`, with `secrets` (variable → declared secret).
+/// Creates fleet `name` restoring `spare-fsn1`, with `secrets` (variable → declared secret), at an
+/// endpoint of its own (one per fleet), letting a proposal ask for up to 20 machines (the
+/// deficit tests count what is missing; the default cap of 2 has tests of its own).
 pub(crate) async fn fleet(ctx: &Ctx, name: &str, secrets: &[(&str, &str)]) {
     let input = FleetInput {
         name: name.into(),
-        endpoints: vec!["http://127.0.0.1:7443".into()],
+        endpoints: vec![format!("http://127.0.0.1:7443/{name}")],
         restore_machine_config: "spare-fsn1".into(),
+        max_restore_machines: Some(serde_json::json!(20)),
         secrets: secrets
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

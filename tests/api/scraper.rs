@@ -93,6 +93,7 @@ fn spec(endpoints: &[String], timeout_secs: u32) -> FleetSpec {
         scrape_timeout_secs: timeout_secs,
         required_override: None,
         secrets: BTreeMap::new(),
+        max_restore_machines: 2,
     }
 }
 

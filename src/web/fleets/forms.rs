@@ -16,6 +16,7 @@ pub struct FleetForm {
     pub scrape_interval_secs: String,
     pub scrape_timeout_secs: String,
     pub required_override: String,
+    pub max_restore_machines: String,
     #[serde(rename = "secrets.mesh_preauth_key")]
     pub mesh_preauth_key: String,
     #[serde(rename = "secrets.tunnel_token")]
@@ -31,6 +32,7 @@ impl FleetForm {
             approval_ttl_hours: APPROVAL_TTL_HOURS_DEFAULT.to_string(),
             scrape_interval_secs: SCRAPE_INTERVAL_SECS_DEFAULT.to_string(),
             scrape_timeout_secs: SCRAPE_TIMEOUT_SECS_DEFAULT.to_string(),
+            max_restore_machines: MAX_RESTORE_MACHINES_DEFAULT.to_string(),
             ..FleetForm::default()
         }
     }
@@ -52,6 +54,7 @@ impl FleetForm {
             scrape_interval_secs: num(&i.scrape_interval_secs),
             scrape_timeout_secs: num(&i.scrape_timeout_secs),
             required_override: num(&i.required_override),
+            max_restore_machines: num(&i.max_restore_machines),
             mesh_preauth_key: secret(SecretName::MeshPreauthKey),
             tunnel_token: secret(SecretName::TunnelToken),
         }
@@ -78,6 +81,7 @@ impl From<&FleetForm> for FleetInput {
             scrape_interval_secs: opt(&f.scrape_interval_secs),
             scrape_timeout_secs: opt(&f.scrape_timeout_secs),
             required_override: opt(&f.required_override),
+            max_restore_machines: opt(&f.max_restore_machines),
             secrets: [
                 (SecretName::MeshPreauthKey, &f.mesh_preauth_key),
                 (SecretName::TunnelToken, &f.tunnel_token),

@@ -134,11 +134,12 @@ pub async fn show(
     let range = given.and_then(Range::parse).unwrap_or(Range::H1);
     let bad_range = given.filter(|g| Range::parse(g).is_none());
     let fleet = fleets::get(&state.ctx, &caller, &name).await?;
-    let (now, (series, annotations), samples, deficits) = tokio::try_join!(
+    let (now, (series, annotations), samples, deficits, changes) = tokio::try_join!(
         board::now(&state.ctx, &caller, &name),
         chart_data(&state, &caller, &name, range),
         series::recent_samples(&state.ctx, &caller, &name, PAGE_SAMPLES),
         board::deficits(&state.ctx, &caller, &name, PAGE_DEFICITS),
+        fleets::history(&state.ctx, &caller, &name),
     )?;
     let headroom = views::Headroom {
         now_ms: state.ctx.now(),
@@ -151,7 +152,7 @@ pub async fn show(
         deficits: &deficits,
     };
     let frame = Frame::load(&state, &principal, name.as_str(), "fleets").await;
-    let body = || views::show(&principal, &fleet, &headroom);
+    let body = || views::show(&principal, &fleet, &headroom, &changes);
     Ok(respond(&htmx, StatusCode::OK, frame, body, body))
 }
 

@@ -10,7 +10,7 @@ use crate::domain::headroom::{Annotation, DeficitTimeline, FleetNow, Range, Samp
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::secrets::DeclaredSecret;
-use crate::fleets::Fleet;
+use crate::fleets::{Fleet, FleetChange};
 use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
 use crate::web::paths;
 
@@ -75,10 +75,12 @@ pub use super::headroom::chart_panel;
 
 /// One fleet: headroom now, the chart with its range buttons, recent samples, time to
 /// restore, then its settings, secret sources, and links to its provisions.
-pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>) -> Markup {
+pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[FleetChange]) -> Markup {
     let s = &f.spec;
     let name = s.name.as_str();
     let can_edit = principal.role.includes(Role::Operator);
+    // Deleting takes an approver (the operation checks it too).
+    let can_delete = principal.role.includes(Role::Approver);
     let csrf = principal.csrf_token().unwrap_or("");
     let provisions = format!(
         "{}?fleet={}",
@@ -109,6 +111,7 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>) -> Markup {
                 dt { "scrape_interval_secs" } dd { code { (s.scrape_interval_secs) } }
                 dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs) } }
                 dt { "required_override" } dd { @match s.required_override { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
+                dt { "max_restore_machines" } dd { code { (s.max_restore_machines) } }
                 @for n in SecretName::ALL {
                     dt { "secrets." (n.as_str()) }
                     dd { @match s.secrets.get(&n) { Some(src) => code { (src) }, None => span.muted { "none" } } }
@@ -116,13 +119,53 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>) -> Markup {
             }
             p.muted { "Created " (time(f.created_at)) "; last changed " (time(f.updated_at)) " by " (f.updated_by) "." }
         }
-        @if can_edit {
+        (history_section(changes))
+        @if can_delete {
             section.card #delete {
                 h2 { "Delete" }
-                p.muted { "Refused while a request of this fleet is awaiting approval, approved or executing." }
+                p.muted { "Takes an approver. Refused while a request of this fleet is awaiting approval, approved or executing." }
                 form method="post" action=(paths::fill(paths::FLEET_DELETE, &[("name", name)])) {
                     (csrf_field(csrf))
                     button.danger type="submit" { "Delete fleet " (name) }
+                }
+            }
+        }
+    }
+}
+
+/// A value of the history as compact JSON (secrets are references, never values).
+fn history_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "—".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The fleet's change history: when, who, what changed (before → after), newest first.
+fn history_section(changes: &[FleetChange]) -> Markup {
+    html! {
+        section.card #history aria-labelledby="history-heading" {
+            h2 #history-heading { "Change history" }
+            table.data {
+                caption { "Every change to this fleet's settings, newest first. Approving a restore headroom proposed is refused to whoever last changed a setting it was computed from." }
+                thead { tr { th scope="col" { "When" } th scope="col" { "Who" } th scope="col" { "Change" } th scope="col" { "What changed" } } }
+                tbody {
+                    @for c in changes {
+                        tr {
+                            td { (time(c.at)) }
+                            td { (c.actor) }
+                            td { (c.kind) }
+                            td {
+                                ul.plain {
+                                    @for (field, change) in &c.changes {
+                                        li { code { (field) } ": " (history_value(&change["before"])) " → " (history_value(&change["after"])) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if changes.is_empty() { tr { td colspan="4" .muted { "No changes recorded." } } }
                 }
             }
         }
@@ -249,6 +292,7 @@ pub fn form_page(
             (num("scrape_interval_secs", "Scrape interval (seconds, 5–3600)", &f.scrape_interval_secs))
             (num("scrape_timeout_secs", "Scrape timeout (seconds, 1–60, below the interval)", &f.scrape_timeout_secs))
             (num("required_override", "Required spares override (0–100, empty derives N+1 / N+2)", &f.required_override))
+            (num("max_restore_machines", "Most machines one restore proposal asks for (1–20)", &f.max_restore_machines))
             (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key", &f.mesh_preauth_key, errors, declared))
             (secret(SecretName::TunnelToken, "Tunnel token", &f.tunnel_token, errors, declared))
             div.field.actions { button.primary type="submit" { @if editing.is_some() { "Save fleet" } @else { "Create fleet" } } }

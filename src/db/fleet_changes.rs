@@ -1,0 +1,122 @@
+//! The `fleet_changes` table (every create, update and delete of a fleet, by name, with the
+//! fields changed) and `provision_causes` (who last changed each setting a request was
+//! computed from, as of its filing).
+
+use sqlx::{Row, SqliteConnection};
+
+use crate::domain::UnixMillis;
+
+/// One change to a fleet; `changes` is JSON text (field → before/after).
+#[derive(Debug, Clone)]
+pub struct FleetChangeRow {
+    pub id: i64,
+    pub at: UnixMillis,
+    pub actor: String,
+    pub kind: String,
+    pub changes: String,
+}
+
+/// Appends one change of fleet `fleet`.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    at: UnixMillis,
+    actor: &str,
+    kind: &str,
+    changes: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO fleet_changes (fleet, at, actor, kind, changes) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(fleet)
+    .bind(at)
+    .bind(actor)
+    .bind(kind)
+    .bind(changes)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The newest `limit` changes of fleet `fleet`, newest first.
+pub async fn for_fleet(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<FleetChangeRow>> {
+    sqlx::query(
+        "SELECT id, at, actor, kind, changes FROM fleet_changes WHERE fleet = ?
+         ORDER BY id DESC LIMIT ?",
+    )
+    .bind(fleet)
+    .bind(limit)
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(FleetChangeRow {
+            id: r.try_get(0)?,
+            at: r.try_get(1)?,
+            actor: r.try_get(2)?,
+            kind: r.try_get(3)?,
+            changes: r.try_get(4)?,
+        })
+    })
+    .collect()
+}
+
+/// Who last changed `field` of fleet `fleet`, and when (a create sets every field; a delete
+/// clears them, and a create after it sets them again). `None` when no change names it.
+pub async fn last_changer(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    field: &str,
+) -> sqlx::Result<Option<(String, UnixMillis)>> {
+    // `field` is one of our own field names; bound, and quoted as a JSON path key.
+    sqlx::query_as(
+        "SELECT actor, at FROM fleet_changes
+         WHERE fleet = ? AND json_type(changes, '$.\"' || ? || '\"') IS NOT NULL
+         ORDER BY id DESC LIMIT 1",
+    )
+    .bind(fleet)
+    .bind(field)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Records who last changed `field` of the fleet request `provision_id` was computed from.
+pub async fn insert_cause(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+    field: &str,
+    changed_by: &str,
+    changed_at: UnixMillis,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO provision_causes (provision_id, field, changed_by, changed_at)
+         VALUES (?, ?, ?, ?)",
+    )
+    .bind(provision_id)
+    .bind(field)
+    .bind(changed_by)
+    .bind(changed_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The fields of request `provision_id` that `who` last changed before it was filed, by name.
+pub async fn caused_by(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+    who: &str,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT field FROM provision_causes WHERE provision_id = ? AND changed_by = ?
+         ORDER BY field",
+    )
+    .bind(provision_id)
+    .bind(who)
+    .fetch_all(conn)
+    .await
+}
