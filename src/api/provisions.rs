@@ -173,7 +173,8 @@ pub struct ProvisionDetailJson {
     #[serde(flatten)]
     pub provision: ProvisionJson,
     pub events: Vec<ProvisionEventJson>,
-    /// The payload with secrets replaced by «redacted» (machines differ only by name).
+    /// The payload as approved: `«secret:NAME»` where each secret's value goes (machines differ
+    /// only by name).
     pub redacted_payload: String,
     /// Audit entries whose target is this request, oldest first.
     pub audit: Vec<AuditEntryJson>,

@@ -302,6 +302,7 @@ pub async fn change_own_password(
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Viewer)?;
     let user_id = caller.user_id.ok_or(Forbidden {
+        rule: None,
         required: Role::Viewer,
     })?;
     let mut errors = FieldErrors::default();

@@ -28,6 +28,3 @@ pub const DEFAULT_TEMPLATE: &str = "yubaba-node";
 
 /// Its text, compiled in so the binary needs nothing beside it.
 pub const DEFAULT_TEMPLATE_BODY: &str = include_str!("../../templates/yubaba-node.yaml.tera");
-
-/// What stored and shown copies carry instead of a secret.
-pub const REDACTED: &str = "«redacted»";

@@ -1,10 +1,9 @@
-//! How templates may use render-time secrets. The payload's sha256 and size are of the real
-//! bytes (the plan hash binds approvals to them), so a template that could transform a secret
-//! (`truncate`, `length`, `starting_with`, `==`, slicing in a loop) would turn those published
-//! digests into an oracle: one plan per guessed character recovers the key. A secret may
-//! therefore only be inserted whole — alone or joined with `~` — through `| yaml` or
-//! `| shell`, or tested for presence with a plain `if`. Variables `set` from a secret are
-//! secrets too.
+//! How templates may use render-time secrets. A template sees only a secret's stand-in
+//! (`«secret:NAME»`, see `stand_in`), so no transform can reveal a value; but a transformed
+//! stand-in (`truncate`, `upper`, slicing in a loop) would no longer be replaced by the value
+//! and would send changed text. A secret may therefore only be inserted whole — alone or
+//! joined with `~` — through `| yaml` or `| shell`, or tested for presence with a plain `if`.
+//! Variables `set` from a secret are secrets too.
 
 use std::collections::HashSet;
 

@@ -82,14 +82,19 @@ fn unquoted(shown: &str, out: &mut Vec<Finding>) {
         };
         match event {
             Event::StreamEnd => return,
-            Event::Scalar(value, TScalarStyle::Plain, _, _) if value.contains(OPENING) => {
+            // A plain scalar's type is resolved from its text, and an explicit tag
+            // (`!!int "…"`) converts even a quoted one: either way the value could decide it.
+            Event::Scalar(value, style, _, tag)
+                if value.contains(OPENING) && (style == TScalarStyle::Plain || tag.is_some()) =>
+            {
                 if out.len() == MAX_FINDINGS_PER_CHECK {
                     return;
                 }
                 out.push(finding(
                     "secret-placement",
-                    "a secret's stand-in is in a plain (unquoted) YAML value, whose type could \
-                     change with the value; insert it through `| yaml` so it is quoted"
+                    "a secret's stand-in is in a plain (unquoted) or explicitly tagged YAML \
+                     value, whose type could change with the value; insert it through `| yaml` \
+                     so it is a quoted string, without a tag"
                         .to_owned(),
                     Some(mark.line()),
                 ));
@@ -135,6 +140,18 @@ mod tests {
             checks("#cloud-config\n«secret:tunnel»: 1\n"),
             [("secret-placement", Some(2))]
         );
+        // An explicit tag converts even a quoted scalar.
+        for tagged in [
+            "a: !!int \"«secret:tunnel»\"",
+            "a: !!float '«secret:tunnel»'",
+            "a: !!str \"«secret:tunnel»\"",
+        ] {
+            assert_eq!(
+                checks(&format!("#cloud-config\n{tagged}\n")),
+                [("secret-placement", Some(2))],
+                "{tagged}"
+            );
+        }
     }
 
     #[test]

@@ -26,3 +26,11 @@ pub async fn get_or_insert(
         .fetch_one(conn)
         .await
 }
+
+/// The key stored for `purpose`, if there is one (a read only).
+pub async fn get(conn: &mut SqliteConnection, purpose: &str) -> sqlx::Result<Option<Vec<u8>>> {
+    sqlx::query_scalar("SELECT key FROM instance_keys WHERE purpose = ?1")
+        .bind(purpose)
+        .fetch_optional(conn)
+        .await
+}

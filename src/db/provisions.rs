@@ -112,7 +112,7 @@ pub struct NewMachine<'a> {
     pub name: &'a str,
     pub sha256: &'a str,
     pub size_bytes: i64,
-    /// With secrets replaced by «redacted».
+    /// As shown and approved: `«secret:NAME»` where each secret's value goes.
     pub redacted_payload: &'a str,
 }
 
@@ -420,7 +420,10 @@ pub async fn approvable_by(
            AND NOT EXISTS (SELECT 1 FROM template_versions v
                            JOIN templates h ON h.id = v.template_id
                            WHERE h.name = p.template AND v.version = p.template_version
-                             AND v.author = ?1)",
+                             AND v.author = ?1)
+           AND NOT (p.requester = 'system'
+                    AND EXISTS (SELECT 1 FROM provision_causes c
+                                WHERE c.provision_id = p.id AND c.changed_by = ?1))",
     )
     .bind(user)
     .bind(now)

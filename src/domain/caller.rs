@@ -34,11 +34,23 @@ pub struct Caller {
     pub user_id: Option<i64>,
 }
 
-/// The caller lacks the role an operation needs.
+/// The caller lacks the role an operation needs, with the rule that asks for it when the role
+/// depends on what is being done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("this needs the {required} role")]
+#[error("this needs the {required} role{}", rule.map(|r| format!(": {r}")).unwrap_or_default())]
 pub struct Forbidden {
     pub required: Role,
+    pub rule: Option<&'static str>,
+}
+
+impl Forbidden {
+    /// Refused by `rule`, which needs `required`.
+    pub fn with_rule(required: Role, rule: &'static str) -> Self {
+        Self {
+            required,
+            rule: Some(rule),
+        }
+    }
 }
 
 impl Caller {
@@ -56,7 +68,10 @@ impl Caller {
         if self.role.includes(required) {
             Ok(())
         } else {
-            Err(Forbidden { required })
+            Err(Forbidden {
+                required,
+                rule: None,
+            })
         }
     }
 }

@@ -278,6 +278,46 @@ pub fn endpoint(field: &str, raw: &str) -> Result<String, super::FieldError> {
     Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
+/// What makes two base URLs the same yubaba server, for "an endpoint belongs to one fleet":
+/// the host (an IPv4-mapped IPv6 literal as its IPv4 address), the port (the scheme's default
+/// when absent; the scheme itself does not matter, one port serves one protocol) and the path
+/// with unreserved characters percent-decoded, repeated `/` collapsed and trailing `/` or `;`
+/// dropped. Names that resolve alike (`localhost`, DNS aliases) still differ: that takes
+/// resolution, which a save does not do.
+pub fn endpoint_identity(url: &str) -> String {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return url.to_owned();
+    };
+    let host = match parsed.host() {
+        Some(url::Host::Ipv6(v6)) => v6
+            .to_ipv4_mapped()
+            .map_or_else(|| format!("[{v6}]"), |v4| v4.to_string()),
+        Some(h) => h.to_string(),
+        None => String::new(),
+    };
+    let port = parsed.port_or_known_default().unwrap_or(0);
+    let mut path = String::new();
+    let raw = parsed.path().as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        let decoded = (raw[i] == b'%' && i + 2 < raw.len())
+            .then(|| std::str::from_utf8(raw.get(i + 1..i + 3)?).ok())
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            .filter(|b| b.is_ascii_alphanumeric() || b"-._~".contains(b));
+        let (c, step) = match decoded {
+            Some(b) => (char::from(b), 3),
+            None => (char::from(raw[i]), 1),
+        };
+        if !(c == '/' && path.ends_with('/')) {
+            path.push(c);
+        }
+        i += step;
+    }
+    let path = path.trim_end_matches(['/', ';']);
+    format!("{host}:{port}{path}")
+}
+
 fn endpoints(errors: &mut super::FieldErrors, raw: &[String]) -> Option<Vec<String>> {
     let field = "endpoints";
     if raw.iter().all(|e| e.trim().is_empty()) {
@@ -830,6 +870,29 @@ mod tests {
                 .count(),
             2048
         );
+    }
+
+    #[test]
+    fn spellings_of_one_server_share_an_identity() {
+        let id = |u: &str| endpoint_identity(&endpoint("e", u).unwrap());
+        let base = id("http://127.0.0.1:7443/y");
+        for same in [
+            "http://[::ffff:127.0.0.1]:7443/y",
+            "https://127.0.0.1:7443/y/",
+            "http://127.0.0.1:7443/%79",
+            "http://127.0.0.1:7443//y",
+            "http://127.0.0.1:7443/y;",
+        ] {
+            assert_eq!(id(same), base, "{same}");
+        }
+        for other in [
+            "http://127.0.0.1:7444/y",
+            "http://127.0.0.2:7443/y",
+            "http://127.0.0.1:7443/z",
+        ] {
+            assert_ne!(id(other), base, "{other}");
+        }
+        assert_eq!(id("http://a.example"), "a.example:80");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleets::{FleetRow, FleetWrite};
 use crate::db::versions::{self, Family};
-use crate::domain::fleet::{FleetInput, FleetSpec};
+use crate::domain::fleet::{endpoint_identity, FleetInput, FleetSpec};
 use crate::domain::{Caller, FieldError, FieldErrors, Forbidden, Role, UnixMillis};
 
 /// A stored fleet.
@@ -108,7 +108,7 @@ pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, Fleets
     let mut conn = ctx.pool.acquire().await?;
     db::fleets::get(&mut conn, name)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
+        .ok_or_else(|| not_found(name))?
         .try_into()
 }
 
@@ -125,7 +125,7 @@ pub async fn history(
     let mut conn = ctx.pool.acquire().await?;
     let rows = db::fleet_changes::for_fleet(&mut conn, name, HISTORY_SHOWN_MAX).await?;
     if rows.is_empty() && db::fleets::get(&mut conn, name).await?.is_none() {
-        return Err(FleetsError::NotFound(format!("fleet {name}")));
+        return Err(not_found(name));
     }
     rows.into_iter()
         .map(|r| {
@@ -163,10 +163,12 @@ async fn check_endpoints_unclaimed(
         }
         let other: Fleet = row.try_into()?;
         for (i, url) in spec.endpoints.iter().enumerate() {
-            let taken = other.spec.endpoints.iter().any(|theirs| {
-                crate::domain::fleet::endpoint("endpoints", theirs)
-                    .is_ok_and(|theirs| theirs == *url)
-            });
+            let mine = endpoint_identity(url);
+            let taken = other
+                .spec
+                .endpoints
+                .iter()
+                .any(|theirs| endpoint_identity(theirs) == mine);
             if taken {
                 errors.push(
                     "endpoints",
@@ -185,6 +187,30 @@ async fn check_endpoints_unclaimed(
     } else {
         Err(FleetsError::Invalid(errors))
     }
+}
+
+/// "fleet NAME not found", quoting the name only when it could be one: the path segment is
+/// whatever a client sent (7,000 characters, bidi overrides) and the answer must not echo it.
+fn not_found(name: &str) -> FleetsError {
+    if crate::domain::machine::document_name("name", name).is_ok() {
+        FleetsError::NotFound(format!("fleet {name}"))
+    } else {
+        FleetsError::NotFound("fleet (the name in the address is not a valid fleet name)".into())
+    }
+}
+
+/// Which secrets a fleet's machines receive, and a looser approval policy, are an approver's
+/// call: otherwise an operator could create a second fleet naming production's mesh key under a
+/// one-approval, week-long policy and have its machines join production's mesh with fewer eyes
+/// than production requires.
+fn requires_approver(caller: &Caller) -> Result<(), FleetsError> {
+    caller.require(Role::Approver).map_err(|_| {
+        FleetsError::Forbidden(crate::domain::Forbidden::with_rule(
+            Role::Approver,
+            "naming a fleet's secrets, or loosening its approval policy (fewer approvals, a \
+             longer window than the fleet's or the default 4 hours), takes an approver",
+        ))
+    })
 }
 
 /// Appends one entry to the fleet's change history (in the caller's transaction).
@@ -265,11 +291,17 @@ async fn write_audit(
     .map(|_| ())
 }
 
-/// Creates a fleet (operator and up). The demo seeding calls this too.
+/// Creates a fleet (operator and up; an approver when it names secrets or a window longer than
+/// the default, see [`requires_approver`]). The demo seeding calls this too.
 #[tracing::instrument(skip_all, fields(fleet.name = %input.name.trim()), err)]
 pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, FleetsError> {
     caller.require(Role::Operator)?;
     let spec = FleetSpec::parse(input, &ctx.settings.secrets)?;
+    if spec.approval_ttl_hours > crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT
+        || !spec.secrets.is_empty()
+    {
+        requires_approver(caller)?;
+    }
     let content = spec_json(&spec)?;
     let now = ctx.clock.now();
     let by = caller.actor.name();
@@ -353,7 +385,7 @@ pub async fn update(
     let mut tx = db::begin_write(&ctx.pool).await?;
     let current: Fleet = db::fleets::get(&mut tx, name)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
+        .ok_or_else(|| not_found(name))?
         .try_into()?;
     check_restore_config(&mut tx, &spec).await?;
     check_endpoints_unclaimed(&mut tx, &spec).await?;
@@ -362,8 +394,9 @@ pub async fn update(
     // lower the bar just before filing.
     if spec.approvals_required < current.spec.approvals_required
         || spec.approval_ttl_hours > current.spec.approval_ttl_hours
+        || spec.secrets != current.spec.secrets
     {
-        caller.require(Role::Approver)?;
+        requires_approver(caller)?;
     }
     let changed = changed_fields(&current.spec, &spec);
     if changed.is_empty() {
@@ -377,7 +410,7 @@ pub async fn update(
         by,
     };
     if !db::fleets::update(&mut tx, write).await? {
-        return Err(FleetsError::NotFound(format!("fleet {name}")));
+        return Err(not_found(name));
     }
     write_audit(
         &mut tx,
@@ -410,7 +443,7 @@ pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), Fleets
     let mut tx = db::begin_write(&ctx.pool).await?;
     let current: Fleet = db::fleets::get(&mut tx, name)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {name}")))?
+        .ok_or_else(|| not_found(name))?
         .try_into()?;
     let open = db::fleets::open_provisions(&mut tx, name).await?;
     if open > 0 {

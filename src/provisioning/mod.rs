@@ -34,9 +34,10 @@ pub const REASON_MAX: usize = 500;
 pub struct PlannedMachine {
     /// Unique server name (RFC 1123 label).
     pub name: String,
-    /// sha256 of the real payload (with the real secrets).
+    /// sha256 of the shown payload (`«secret:NAME»` stand-ins, never values); empty when a
+    /// finding blocks it.
     pub sha256: String,
-    /// Size of the real payload.
+    /// Size of the shown payload.
     pub size_bytes: usize,
     /// Validation findings (none of severity error, or the plan could not be filed).
     pub findings: Vec<PlanFinding>,

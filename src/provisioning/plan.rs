@@ -337,15 +337,18 @@ async fn render_all(
 /// `instance_keys.purpose` of the key secret digests are made with.
 const SECRET_DIGEST_KEY: &str = "secret_digest";
 
-/// The instance's key for secret digests, created from the OS random source the first time
-/// (start-up calls this, so planning never has to write).
+/// The instance's key for secret digests, created from the OS random source the first time.
+/// Start-up calls this, so planning only reads it.
 pub async fn secret_digest_key(
     pool: &sqlx::SqlitePool,
     now: UnixMillis,
 ) -> anyhow::Result<Vec<u8>> {
+    let mut conn = pool.acquire().await?;
+    if let Some(key) = db::instance_keys::get(&mut conn, SECRET_DIGEST_KEY).await? {
+        return Ok(key);
+    }
     let mut fresh = [0_u8; 32];
     getrandom::getrandom(&mut fresh).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-    let mut conn = pool.acquire().await?;
     Ok(db::instance_keys::get_or_insert(&mut conn, SECRET_DIGEST_KEY, &fresh, now).await?)
 }
 

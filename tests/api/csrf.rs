@@ -457,7 +457,12 @@ async fn the_login_key_is_created_once_and_kept_in_the_database() {
         .await
         .unwrap();
     assert!(reloaded.verify(value, app.clock_start()));
-    assert_eq!(app.count("instance_keys").await, 1);
+    let login_keys: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM instance_keys WHERE purpose = 'login_csrf'")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(login_keys, 1);
     let fresh_db = TestApp::spawn().await;
     let foreign = headroom::auth::csrf::LoginKey::load_or_create(&fresh_db.pool, 0)
         .await

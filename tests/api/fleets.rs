@@ -140,6 +140,23 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     change["required_override"] = json!(3);
     change["secrets"] = json!({"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"});
     change.as_object_mut().unwrap().remove("name");
+    // Which secrets a fleet's machines get is an approver's call, named in the refusal.
+    let before = app.snapshot().await;
+    let (status, refused) = api.put("/api/v1/fleets/eu-prod", &change).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("naming a fleet's secrets"),
+        "{refused}"
+    );
+    assert_eq!(app.snapshot().await, before);
+    app.create_user("abby", Role::Approver).await;
+    let api = Api {
+        app: &app,
+        token: app.token_for("abby").await,
+    };
     let (status, updated) = api.put("/api/v1/fleets/eu-prod", &change).await;
     assert_eq!(status, StatusCode::OK, "{updated}");
     assert_eq!(updated["approvals_required"], 2);
@@ -556,9 +573,11 @@ async fn operator(app: &TestApp) -> Session {
 }
 
 #[tokio::test]
-async fn operators_create_and_edit_fleets_through_the_pages() {
+async fn approvers_create_and_edit_fleets_through_the_pages() {
     let app = spawn_declared().await;
-    let s = operator(&app).await;
+    // The form names a secret and an 8-hour window: an approver's call (an operator's same
+    // post is refused, see the API test).
+    let s = app.session_for(Role::Approver).await;
     let page = app.get("/fleets/new", &s).await;
     assert_eq!(page.status(), StatusCode::OK);
     let html = page.text().await.unwrap();

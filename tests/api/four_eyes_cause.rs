@@ -142,6 +142,17 @@ async fn an_approver_who_set_the_required_override_cannot_approve_the_proposal_a
         .await
         .unwrap();
     assert_eq!(state, "pending_approval", "nothing was approved");
+    // Nor is it offered to him: the approvals badge counts only what he may approve.
+    let waiting = |who: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            requests::awaiting_approval_count(&ctx, &caller(who, Role::Approver))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(waiting("abe").await, 0);
+    assert_eq!(waiting("ann").await, 1);
 
     // Another approver, who changed nothing, may.
     let ok = requests::approve(&ctx, &caller("ann", Role::Approver), id, None).await;
@@ -205,7 +216,7 @@ async fn an_operator_cannot_delete_a_fleet_to_loosen_its_policy() {
     // A second, looser fleet in front of the same cluster is refused, naming the first.
     let loose = json!({
         "name": "prod-too", "endpoints": ["http://127.0.0.1:7443/"],
-        "restore_machine_config": "spare-fsn1", "approvals_required": 1, "approval_ttl_hours": 168,
+        "restore_machine_config": "spare-fsn1", "approvals_required": 1,
     });
     let res = app
         .client

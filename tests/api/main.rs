@@ -4,6 +4,7 @@ mod helpers;
 
 mod api;
 mod approval_integrity;
+mod attack14;
 mod attack8;
 mod attack9;
 mod audit;

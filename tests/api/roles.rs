@@ -459,6 +459,7 @@ fn expected_table() -> Vec<Row> {
             Empty,
         ),
         row("GET", "/api/v1/fleets/{name}/history", V, Empty),
+        row("GET", "/api/v1/secrets", V, Empty),
     ]
 }
 

@@ -307,7 +307,7 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, reject_errors: &FieldE
         }
         (progress(principal, d))
         section.card #payload-section {
-            h2 #payload-heading { "Payload (secrets redacted)" }
+            h2 #payload-heading { "Payload (each «secret:NAME» is where that secret's value goes)" }
             pre #payload.code tabindex="0" aria-labelledby="payload-heading" { code { (d.redacted_payload) } }
         }
         section.card #audit-entries {
