@@ -254,7 +254,7 @@ fn secret(
                 }
                 @if !known { option value=(value) selected { (value) " (not declared by the server)" } }
             }
-            p.help id={ (id) "-help" } { "A secret the server declares (its `secrets` setting). Its value is put into the payload after rendering, where the template shows «secret:NAME», and is never stored or shown." }
+            p.help id={ (id) "-help" } { "A secret the server declares (its secrets setting). Its value is put into the payload after rendering, where the template shows «secret:NAME», and is never stored or shown." }
             @if let (Some(e), Some(eid)) = (errors.for_field(&field_name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
         }
     }
