@@ -5,6 +5,11 @@
 //! the head arrived; past it, reading the body fails, whoever reads it (the CSRF guard, an
 //! extractor), and the answer is a 408 that closes the connection. Responses are not touched:
 //! a long export or stream runs as long as it needs once its request was read.
+//!
+//! The deadline only counts while someone reads. A request answered without reading its body
+//! (`/healthz`, a refused token, a cross-site refusal) would leave a chunked body to actix,
+//! which drains it after the answer at the client's pace with no timer at all. So an unfinished
+//! body is never dropped: it is kept until the answer is sent, and the connection then closes.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -42,38 +47,60 @@ pub async fn apply(
     let api = crate::http::is_api_path(req.path());
     let res = next.call(req).await?;
     if !expired.fired.get() {
-        return Ok(res.map_into_boxed_body());
+        // Answered while the body was still arriving (the reader dropped it unfinished).
+        return match expired.unread.borrow_mut().take() {
+            None => Ok(res.map_into_boxed_body()),
+            Some(unread) => Ok(closing_with(res.map_into_boxed_body(), unread)),
+        };
     }
     // Whatever the reader made of the failed read (a 400 from the guard, an extractor's
     // error), the truth is that the client was too slow; the connection is closed so no
     // unread rest of the body can keep it. The unread body goes with the answer: actix
     // closes a connection whose request body is unread and still held when the answer is
     // sent, while one dropped (a chunked body) would be drained, at the client's pace.
-    let mut timed_out = if api {
+    let timed_out = if api {
         crate::http::Problem::new(StatusCode::REQUEST_TIMEOUT, DETAIL).response()
     } else {
         crate::http::html_error(StatusCode::REQUEST_TIMEOUT, DETAIL)
     };
-    timed_out
-        .head_mut()
-        .set_connection_type(ConnectionType::Close);
     tracing::info!(
         http.path = %res.request().path(),
         "request body missed its deadline; connection closed"
     );
     let unread = expired.unread.borrow_mut().take();
-    let timed_out = timed_out.map_body(|_, body| HoldingUnread {
-        body: body.boxed(),
-        _unread: unread,
-    });
-    Ok(res.into_response(timed_out.map_into_boxed_body()))
+    let res = res.into_response(timed_out);
+    Ok(match unread {
+        Some(unread) => closing_with(res, unread),
+        None => close_connection(res),
+    })
+}
+
+/// `res`, closing its connection once sent and holding the unread request body until then:
+/// actix closes a connection whose unfinished body is still held when the answer goes out,
+/// while one dropped (a chunked body) would be drained, at the client's pace.
+fn closing_with(res: ServiceResponse<BoxBody>, unread: Payload) -> ServiceResponse<BoxBody> {
+    close_connection(res).map_body(|_, body| {
+        HoldingUnread {
+            body,
+            _unread: unread,
+        }
+        .boxed()
+    })
+}
+
+fn close_connection(mut res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    res.response_mut()
+        .head_mut()
+        .set_connection_type(ConnectionType::Close);
+    res
 }
 
 /// The boxed stream type a `Payload` is built from.
 type BoxedPayload = Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>>;
 
 /// What a [`DeadlinePayload`] tells its middleware: whether the deadline passed, and the
-/// unread body, kept so the connection is closed rather than drained.
+/// unread body (left at the deadline or dropped unfinished), kept so the connection is closed
+/// rather than drained.
 #[derive(Default)]
 pub struct Expiry {
     fired: Cell<bool>,
@@ -83,7 +110,7 @@ pub struct Expiry {
 /// A response body that holds the request's unread body until the response is sent.
 struct HoldingUnread {
     body: BoxBody,
-    _unread: Option<Payload>,
+    _unread: Payload,
 }
 
 impl MessageBody for HoldingUnread {
@@ -156,5 +183,26 @@ impl Stream for DeadlinePayload {
                 )))))
             }
         }
+    }
+}
+
+impl Drop for DeadlinePayload {
+    /// A body dropped before its end (its reader answered without it) goes to the middleware
+    /// rather than to actix's untimed drain. What already arrived is discarded first, without
+    /// waiting: a body that had arrived whole is finished and keeps its connection alive.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        loop {
+            match Pin::new(&mut self.inner).poll_next(&mut cx) {
+                Poll::Ready(Some(Ok(_))) => {}
+                // Ended, or broken (actix closes a connection whose body failed).
+                Poll::Ready(None | Some(Err(_))) => return,
+                Poll::Pending => break,
+            }
+        }
+        *self.expired.unread.borrow_mut() = Some(std::mem::replace(&mut self.inner, Payload::None));
     }
 }
