@@ -292,7 +292,7 @@ async fn write_audit(
 }
 
 /// Creates a fleet (operator and up; an approver when it names secrets or a window longer than
-/// the default, see [`requires_approver`]). The demo seeding calls this too.
+/// the default). The demo seeding calls this too.
 #[tracing::instrument(skip_all, fields(fleet.name = %input.name.trim()), err)]
 pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, FleetsError> {
     caller.require(Role::Operator)?;

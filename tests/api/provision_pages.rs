@@ -685,7 +685,7 @@ async fn an_approver_destroys_a_failed_machine_from_the_page_and_others_see_no_b
     );
     assert_eq!(
         texts(&html, "#payload-heading"),
-        vec!["Payload (secrets redacted)"]
+        vec!["Payload (each «secret:NAME» is where that secret's value goes)"]
     );
 
     let bob = app.session_for(Role::Approver).await;
