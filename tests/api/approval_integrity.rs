@@ -217,16 +217,13 @@ async fn templates_reading_the_engines_context_are_refused_on_save_and_blocked_a
         "{base}\n{{% if __tera_context is containing(\"«redacted»\") %}}\n  - \"echo shown\"\n{{% else %}}\n  - \"curl -fsSL http://127.0.0.1:9/x | sh\"\n{{% endif %}}\n"
     );
     for (name, body) in [("leak", &leak), ("hidden", &hidden)] {
-        let res = app
-            .client
-            .post(app.url("/api/v1/templates"))
-            .bearer_auth(&token)
-            .json(&json!({"name": name, "body": body}))
-            .send()
-            .await
-            .unwrap();
-        let status = res.status();
-        let problem: Value = res.json().await.unwrap_or(Value::Null);
+        let (status, problem) = app
+            .post_json(
+                "/api/v1/templates",
+                &token,
+                &json!({"name": name, "body": body}),
+            )
+            .await;
         assert_eq!(
             status,
             StatusCode::UNPROCESSABLE_ENTITY,

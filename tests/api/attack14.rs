@@ -36,15 +36,14 @@ async fn finding_size_cap_is_a_length_oracle() {
         );
         async move {
             let name = format!("probe{version}");
-            let res = app
-                .client
-                .post(app.url("/api/v1/templates"))
-                .bearer_auth(&token)
-                .json(&json!({"name": name, "body": body}))
-                .send()
-                .await
-                .unwrap();
-            assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+            let (status, answer) = app
+                .post_json(
+                    "/api/v1/templates",
+                    &token,
+                    &json!({"name": name, "body": body}),
+                )
+                .await;
+            assert!(status.is_success(), "{answer}");
             let req = NewRequest {
                 fleet: "prod".into(),
                 machine_config: "spare-fsn1".into(),

@@ -39,15 +39,15 @@ impl Rng {
     }
 }
 
-/// The database prepared through the operations, as a person would have left it: users, a
-/// Hetzner config (catalogue from the fake), a fleet, and `REQUESTS` approved requests.
-async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
+/// A context on database `db` without a running server (as a later `serve` finds it): the
+/// real clock (the binary judges expiry by it), Hetzner at `fake`, the default template and
+/// the fake's catalogue.
+pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
     let pool = headroom::db::connect(db).await.expect("database");
     let settings = headroom::config::Settings {
         render_worker: Some(BIN.into()),
         ..headroom::config::Settings::default()
     };
-    // The real clock: the binary judges expiry by it.
     let mut ctx = Ctx::build(settings, pool, Arc::new(SystemClock)).expect("context");
     let client = headroom::provider::hetzner::Hetzner::new(&fake.uri(), fake.token().into());
     ctx.providers = ctx
@@ -60,6 +60,13 @@ async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
     headroom::machines::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
         .await
         .expect("catalogue");
+    ctx
+}
+
+/// The database prepared through the operations, as a person would have left it: users, a
+/// Hetzner config (catalogue from the fake), a fleet, and `REQUESTS` approved requests.
+async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
+    let ctx = offline_ctx(db, fake).await;
     headroom::machines::machine_configs::create(&ctx, &Caller::system(), &hetzner_config())
         .await
         .expect("config");

@@ -41,6 +41,26 @@ pub fn declare(settings: &mut Settings, entries: &[&str]) {
 }
 
 impl TestApp {
+    /// POSTs `body` as JSON with a bearer `token`: the status and the answer (`Null` when it is
+    /// not JSON).
+    pub async fn post_json(
+        &self,
+        path: &str,
+        token: &str,
+        body: &serde_json::Value,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
     /// Spawns with default settings.
     pub async fn spawn() -> TestApp {
         Self::spawn_with(|_| {}).await

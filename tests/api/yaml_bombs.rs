@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use headroom::auth::Caller;
 use headroom::context::Ctx;
-use headroom::domain::machine::ProviderKind;
-use headroom::domain::{Role, SystemClock};
+use headroom::domain::Role;
 use serde_json::{json, Value};
 
 use crate::fake_hetzner::FakeHetzner;
@@ -304,23 +303,7 @@ async fn unfiled_deficit(ctx: &Ctx) -> i64 {
 /// check, the restore config `spare-fsn1` using it, fleet `prod` restoring that config, and
 /// an open deficit of `prod` still to be filed.
 async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, i64) {
-    let pool = headroom::db::connect(db).await.expect("database");
-    let settings = headroom::config::Settings {
-        render_worker: Some(BIN.into()),
-        ..headroom::config::Settings::default()
-    };
-    let mut ctx = Ctx::build(settings, pool, Arc::new(SystemClock)).expect("context");
-    let client = headroom::provider::hetzner::Hetzner::new(&fake.uri(), fake.token().into());
-    ctx.providers = ctx
-        .providers
-        .clone()
-        .with(ProviderKind::Hetzner, Arc::new(client));
-    headroom::machines::templates::ensure_default(&ctx)
-        .await
-        .expect("default template");
-    headroom::machines::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
-        .await
-        .expect("catalogue");
+    let ctx = crate::crash::offline_ctx(db, fake).await;
     headroom::machines::templates::create(&ctx, &Caller::system(), "deep", &deep_block())
         .await
         .expect("the save check only parses the template");
