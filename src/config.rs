@@ -3,8 +3,9 @@
 //! declared once, in [`KEYS`]: its file key is its name, its variable `HEADROOM_` + the name in
 //! capitals, and both reach the same parser. Secrets come only from the environment or files.
 //!
-//! This module imports nothing from the rest of the crate except `outbound`'s allow-list
-//! type, so everything else may depend on it without a cycle.
+//! This module imports only domain types (the deficit policy, declared secrets) and
+//! `outbound`'s allow-list type, none of which import settings, so everything else may depend
+//! on it without a cycle.
 
 mod value;
 

@@ -15,7 +15,7 @@ pub const REFRESH_SECS: u32 = 10;
 /// Most status changes announced one by one; beyond, the announcement counts them.
 const ANNOUNCE_MAX: usize = 5;
 
-/// The dashboard: fleet cards, greeting, and the latest audit entries.
+/// The dashboard: fleet cards and who is signed in, with links to what their role reaches.
 pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> Markup {
     html! {
         h1 { "Overview" }
