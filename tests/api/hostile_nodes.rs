@@ -1,8 +1,8 @@
-//! Attacker's pass over issue 9 (scraping, charts, deficit → proposal, headroom API).
-//!
-//! `finding_*` tests assert the behaviour a fix should give and fail today: they are
-//! `#[ignore]`d so the suite stays green; run them with
-//! `cargo test --test api attack9:: -- --ignored`. `defence_*` tests pin what holds.
+//! What a hostile fleet cannot do through its nodes' answers: unbounded or control-laden
+//! errors, out-of-range numbers, redirects, huge or repeated memberships, flapping, oversized
+//! evidence, a reserved user name, link-local addresses, dripping connections. Each test
+//! either reproduced a finding of an attacker's pass over scraping and the deficit loop (the
+//! doc comment says which, F1–F8) and pins its fix, or pins a defence that held.
 //!
 //! Loopback only: every fake node is a wiremock server or a TCP listener on 127.0.0.1. The
 //! link-local and unspecified addresses below are only ever judged by the policy (asserted
@@ -124,7 +124,7 @@ async fn scalar(app: &TestApp, sql: &str) -> i64 {
 /// markup becomes the sample's error, stored in `fleet_samples` on EVERY tick (and in
 /// `fleet_status`, the dashboard card, the log line).
 #[tokio::test]
-async fn finding_a_node_key_becomes_an_unbounded_error_stored_every_tick() {
+async fn a_bad_node_key_stores_a_bounded_error_without_control_characters() {
     let app = console(|_| {}).await;
     fleet(&app.state.ctx, "prod", &[]).await;
     let node = MockServer::start().await;
@@ -173,7 +173,7 @@ async fn finding_a_node_key_becomes_an_unbounded_error_stored_every_tick() {
 /// the chart's `highest + 1` overflows: a panic in debug builds, `y_top = 0` and NaN
 /// coordinates in release. One hostile answer breaks the fleet page and its chart partial.
 #[tokio::test]
-async fn finding_a_spare_of_u32_max_breaks_the_chart() {
+async fn a_spare_of_u32_max_still_draws_the_chart() {
     let app = console(|_| {}).await;
     fleet(&app.state.ctx, "prod", &[]).await;
     feed(&app, "prod", || Ok(obs(u32::MAX, 1)), 3).await;
@@ -201,7 +201,7 @@ async fn finding_a_spare_of_u32_max_breaks_the_chart() {
 /// on any loopback/private host (not just `/raft/status`, `/node`, `/node/usage`), and the
 /// first 200 characters of a non-2xx answer are shown to every viewer as the sample's error.
 #[tokio::test]
-async fn finding_the_scraper_follows_a_redirect_to_any_loopback_path() {
+async fn the_scraper_follows_no_redirect_to_another_path() {
     let app = TestApp::spawn().await;
     let (node, internal) = (MockServer::start().await, MockServer::start().await);
     let target = format!("{}/admin/flush?all=1", internal.uri());
@@ -233,7 +233,7 @@ async fn finding_the_scraper_follows_a_redirect_to_any_loopback_path() {
 /// two GETs per member at any loopback/private `host:port` (a port scan run by the fleet),
 /// and one idle node listed under many ids counts as many spares.
 #[tokio::test]
-async fn finding_derived_mode_asks_every_published_member() {
+async fn derived_mode_asks_a_bounded_set_of_distinct_members() {
     let app = TestApp::spawn().await;
     let (leader, idle) = (MockServer::start().await, MockServer::start().await);
     let members = 600;
@@ -294,7 +294,7 @@ async fn finding_derived_mode_asks_every_published_member() {
 /// deletes ended deficits after `rollups_hour_days`
 /// (`deficit::retention_deletes_ended_deficits_and_keeps_the_requests_evidence`).
 #[tokio::test]
-async fn finding_a_flapping_fleet_files_a_proposal_every_cycle() {
+async fn a_flapping_fleet_files_one_proposal_and_notes_each_later_cycle() {
     let app = console(|s| {
         s.deficit = DeficitPolicy {
             enter_after: 3,
@@ -328,7 +328,7 @@ async fn finding_a_flapping_fleet_files_a_proposal_every_cycle() {
 /// (4 bytes) are re-serialised as `1000000000000000.0` (18 bytes), so a 256 KiB answer
 /// becomes ~1 MB in `fleet_deficits.evidence`, and again in the request's timeline.
 #[tokio::test]
-async fn finding_evidence_outgrows_the_body_cap() {
+async fn stored_evidence_stays_within_the_storage_bound() {
     let app = console(|s| {
         s.deficit = DeficitPolicy {
             enter_after: 1,
@@ -379,7 +379,7 @@ async fn finding_evidence_outgrows_the_body_cap() {
 /// them, and looking voters up in a set: the hostile answer is now refused at once (an error
 /// sample) instead of parsed, and the largest answer accepted parses in linear time.
 #[tokio::test]
-async fn finding_membership_parsing_is_quadratic() {
+async fn a_membership_over_256_nodes_is_refused_and_256_parse() {
     let voters = vec!["1"; 65_000].join(",");
     let nodes: Vec<String> = (10_000..16_000)
         .map(|id| format!(r#""{id}":{{"addr":"a"}}"#))
@@ -426,7 +426,7 @@ async fn finding_membership_parsing_is_quadratic() {
 ///
 /// Fixed: `system` and `anonymous` (the console's own actors) are reserved usernames.
 #[tokio::test]
-async fn finding_a_user_named_system_cancels_headroom_proposals() {
+async fn no_user_can_be_named_system_and_cancel_proposals_as_the_console() {
     let app = console(|s| {
         s.deficit = DeficitPolicy {
             enter_after: 1,
@@ -469,7 +469,7 @@ async fn finding_a_user_named_system_cancels_headroom_proposals() {
 // ------------------------------------------------------------------------------------------
 
 #[test]
-fn defence_member_addresses_that_are_not_plain_host_port_are_refused() {
+fn member_addresses_that_are_not_plain_host_port_are_refused() {
     let given = "http://10.0.0.1:7443";
     for bad in [
         "[fe80::1%eth0]:7443",
@@ -507,7 +507,7 @@ fn defence_member_addresses_that_are_not_plain_host_port_are_refused() {
 /// client before it connects (the pure check is asserted first: if it ever passes, the test
 /// fails before any packet could leave).
 #[tokio::test]
-async fn defence_link_local_and_unspecified_leader_addresses_are_refused_before_connecting() {
+async fn link_local_and_unspecified_leader_addresses_are_refused_before_connecting() {
     let app = TestApp::spawn().await;
     let none = AllowList::default();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
@@ -562,24 +562,24 @@ impl Lookup for Table {
 /// A member published by NAME that resolves to link-local (alone, or beside a loopback
 /// address: rebinding) is refused in resolution, before any connect.
 #[tokio::test]
-async fn defence_a_name_resolving_to_link_local_is_refused_in_resolution() {
+async fn a_name_resolving_to_link_local_is_refused_in_resolution() {
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
     let client = OutboundClient::builder(Purpose::Scrape, AllowList::default())
         .lookup(Arc::new(Table(vec![
-            ("meta.attack9.invalid", vec![ip("169.254.169.254")]),
+            ("meta.hostile-node.invalid", vec![ip("169.254.169.254")]),
             (
-                "rebind.attack9.invalid",
+                "rebind.hostile-node.invalid",
                 vec![ip("127.0.0.1"), ip("169.254.169.254")],
             ),
-            ("v6.attack9.invalid", vec![ip("::ffff:169.254.169.254")]),
+            ("v6.hostile-node.invalid", vec![ip("::ffff:169.254.169.254")]),
         ])))
         .build()
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     for name in [
-        "meta.attack9.invalid",
-        "rebind.attack9.invalid",
-        "v6.attack9.invalid",
+        "meta.hostile-node.invalid",
+        "rebind.hostile-node.invalid",
+        "v6.hostile-node.invalid",
     ] {
         let base = urls::member_base(&format!("{name}:80"), "http://127.0.0.1:1").unwrap();
         match fetch::get(&client, &format!("{base}/raft/status"), deadline).await {
@@ -592,7 +592,7 @@ async fn defence_a_name_resolving_to_link_local_is_refused_in_resolution() {
 /// A redirect to the metadata address is never followed: the scrape client follows no
 /// redirect at all (F3), so the 302 itself is the error sample and the target is never asked.
 #[tokio::test]
-async fn defence_a_redirect_to_link_local_is_refused() {
+async fn a_redirect_to_link_local_is_refused() {
     let app = TestApp::spawn().await;
     let node = MockServer::start().await;
     let target = "http://169.254.169.254/latest/meta-data/";
@@ -617,7 +617,7 @@ async fn defence_a_redirect_to_link_local_is_refused() {
 /// A node that sends its headers and then drips one byte every 200 ms cannot hold a fetch
 /// past the tick's deadline; a chunked body over the cap is cut at the cap.
 #[tokio::test]
-async fn defence_a_dripping_or_endless_node_is_cut_by_the_deadline_and_the_cap() {
+async fn a_dripping_or_endless_node_is_cut_by_the_deadline_and_the_cap() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -674,7 +674,7 @@ async fn defence_a_dripping_or_endless_node_is_cut_by_the_deadline_and_the_cap()
 /// Deep nesting, numbers out of range, wrong types: typed errors, no panic, no stack
 /// overflow; the 503 text is cleaned and capped.
 #[test]
-fn defence_hostile_status_bodies_are_typed_errors() {
+fn hostile_status_bodies_are_typed_errors() {
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     assert!(status::parse(200, deep.as_bytes()).is_err());
     let deep_inside = format!(
@@ -720,7 +720,7 @@ fn defence_hostile_status_bodies_are_typed_errors() {
 /// A hostile `required` of u32::MAX files one request of at most `COUNT_MAX` machines, for
 /// the fleet's own restore config, as `system`, awaiting a human approver.
 #[tokio::test]
-async fn defence_a_huge_required_files_one_capped_proposal_for_the_fleets_config() {
+async fn a_huge_required_files_one_capped_proposal_for_the_fleets_config() {
     let app = console(|s| {
         s.deficit = DeficitPolicy {
             enter_after: 2,
@@ -750,7 +750,7 @@ async fn defence_a_huge_required_files_one_capped_proposal_for_the_fleets_config
 /// Recovery supersedes only a proposal still awaiting approval: once a person approved it,
 /// a fleet that recovers (or flaps) cannot take it back.
 #[tokio::test]
-async fn defence_recovery_does_not_supersede_an_approved_proposal() {
+async fn recovery_does_not_supersede_an_approved_proposal() {
     let app = console(|s| {
         s.deficit = DeficitPolicy {
             enter_after: 1,
@@ -777,7 +777,7 @@ async fn defence_recovery_does_not_supersede_an_approved_proposal() {
 /// The headroom API's query: huge ranges, tiny steps, junk and unknown keys are refused
 /// before any read; a viewer may read, an anonymous caller may not.
 #[tokio::test]
-async fn defence_headroom_api_bounds_its_query() {
+async fn headroom_api_bounds_its_query() {
     let app = console(|_| {}).await;
     fleet(&app.state.ctx, "prod", &[]).await;
     app.create_user("vera", Role::Viewer).await;
@@ -823,7 +823,7 @@ async fn defence_headroom_api_bounds_its_query() {
 
 /// Markup in the chart partial's `range` is escaped in the 400 page; an unknown fleet is 404.
 #[tokio::test]
-async fn defence_chart_partial_escapes_its_range_and_refuses_unknown_fleets() {
+async fn chart_partial_escapes_its_range_and_refuses_unknown_fleets() {
     let app = console(|_| {}).await;
     fleet(&app.state.ctx, "prod", &[]).await;
     let viewer = app.session_for(Role::Viewer).await;
@@ -843,7 +843,7 @@ async fn defence_chart_partial_escapes_its_range_and_refuses_unknown_fleets() {
 /// Fleet-supplied strings (member addresses, the error text) are escaped on the fleet page and
 /// the dashboard cards.
 #[tokio::test]
-async fn defence_fleet_supplied_strings_are_escaped_on_pages() {
+async fn fleet_supplied_strings_are_escaped_on_pages() {
     let app = console(|_| {}).await;
     fleet(&app.state.ctx, "prod", &[]).await;
     let evil = "<img src=x onerror=alert(1)>:7443";
