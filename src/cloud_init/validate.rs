@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use yaml_rust2::parser::{Event, Parser};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
 use super::known_keys::KNOWN_KEYS;
 use super::MAX_PAYLOAD_BYTES;
@@ -146,12 +146,7 @@ fn shape_is_safe(payload: &str, out: &mut Vec<Finding>) -> bool {
                 return false;
             }
             Err(e) => {
-                out.push(finding(
-                    Severity::Error,
-                    "yaml",
-                    format!("not valid YAML: {}", e.info()),
-                    Some(e.marker().line()),
-                ));
+                out.push(not_yaml(&e));
                 return false;
             }
         };
@@ -182,6 +177,16 @@ fn shape_is_safe(payload: &str, out: &mut Vec<Finding>) -> bool {
             return false;
         }
     }
+}
+
+/// The finding for a payload the YAML scanner gave up on, at the line where it stopped.
+fn not_yaml(e: &ScanError) -> Finding {
+    finding(
+        Severity::Error,
+        "yaml",
+        format!("not valid YAML: {}", e.info()),
+        Some(e.marker().line()),
+    )
 }
 
 /// What yaml_rust2's scanner says when flow collections nest past 255 levels.
@@ -238,12 +243,7 @@ fn size(payload: &str, out: &mut Vec<Finding>) {
 fn parse(payload: &str, out: &mut Vec<Finding>) -> Option<Yaml> {
     match YamlLoader::load_from_str(payload) {
         Err(e) => {
-            out.push(finding(
-                Severity::Error,
-                "yaml",
-                format!("not valid YAML: {}", e.info()),
-                Some(e.marker().line()),
-            ));
+            out.push(not_yaml(&e));
             None
         }
         Ok(docs) if docs.len() != 1 => {

@@ -20,14 +20,15 @@ pub enum Purpose {
     Webhook,
 }
 
-/// What kind of address an IP is, as far as the policy cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddressClass {
-    /// Routable on the internet.
-    Public,
-    /// RFC 1918, shared address space (100.64.0.0/10), unique-local and site-local IPv6.
+/// A destination the policy refuses, named by the rule that refused it. The first six are the
+/// kinds of non-public address `classify` finds; whether one is refused depends on the purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("refused: {}", self.rule())]
+pub enum Refusal {
+    /// RFC 1918, shared address space (100.64.0.0/10), unique-local and site-local IPv6
+    /// (refused for pins).
     Private,
-    /// 127.0.0.0/8 and ::1.
+    /// 127.0.0.0/8 and ::1 (refused except for scraping).
     Loopback,
     /// 169.254.0.0/16 (cloud metadata lives here) and fe80::/10.
     LinkLocal,
@@ -36,24 +37,6 @@ pub enum AddressClass {
     /// 224.0.0.0/4 and ff00::/8.
     Multicast,
     /// 255.255.255.255.
-    Broadcast,
-}
-
-/// A destination the policy refuses, named by the rule that refused it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("refused: {}", self.rule())]
-pub enum Refusal {
-    /// The address is private (refused for pins).
-    Private,
-    /// The address is loopback.
-    Loopback,
-    /// The address is link-local.
-    LinkLocal,
-    /// The address is unspecified.
-    Unspecified,
-    /// The address is multicast.
-    Multicast,
-    /// The address is broadcast.
     Broadcast,
     /// The first URL of a pin check is not https.
     NotHttps,
@@ -86,9 +69,10 @@ impl Refusal {
     }
 }
 
-/// Classifies an address; IPv4-mapped (and NAT64, IPv4-compatible) IPv6 addresses are judged
-/// as the IPv4 address they carry, since that is where the packets end up.
-pub fn classify(ip: IpAddr) -> AddressClass {
+/// The rule a non-public address falls under; `None` for an address routable on the internet.
+/// IPv4-mapped (and NAT64, IPv4-compatible) IPv6 addresses are judged as the IPv4 address they
+/// carry, since that is where the packets end up.
+pub fn classify(ip: IpAddr) -> Option<Refusal> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => match embedded_v4(v6) {
@@ -98,40 +82,40 @@ pub fn classify(ip: IpAddr) -> AddressClass {
     }
 }
 
-fn classify_v4(ip: Ipv4Addr) -> AddressClass {
+fn classify_v4(ip: Ipv4Addr) -> Option<Refusal> {
     let [a, b, ..] = ip.octets();
     if a == 0 {
-        AddressClass::Unspecified
+        Some(Refusal::Unspecified)
     } else if a == 127 {
-        AddressClass::Loopback
+        Some(Refusal::Loopback)
     } else if a == 169 && b == 254 {
-        AddressClass::LinkLocal
+        Some(Refusal::LinkLocal)
     } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
-        AddressClass::Private
+        Some(Refusal::Private)
     } else if ip.is_multicast() {
-        AddressClass::Multicast
+        Some(Refusal::Multicast)
     } else if ip.is_broadcast() {
-        AddressClass::Broadcast
+        Some(Refusal::Broadcast)
     } else {
-        AddressClass::Public
+        None
     }
 }
 
-fn classify_v6(ip: Ipv6Addr) -> AddressClass {
+fn classify_v6(ip: Ipv6Addr) -> Option<Refusal> {
     let first = ip.segments()[0];
     if ip.is_unspecified() {
-        AddressClass::Unspecified
+        Some(Refusal::Unspecified)
     } else if ip.is_loopback() {
-        AddressClass::Loopback
+        Some(Refusal::Loopback)
     } else if first & 0xffc0 == 0xfe80 {
-        AddressClass::LinkLocal
+        Some(Refusal::LinkLocal)
     } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfec0 {
         // fc00::/7 unique-local, and the deprecated fec0::/10 site-local.
-        AddressClass::Private
+        Some(Refusal::Private)
     } else if ip.is_multicast() {
-        AddressClass::Multicast
+        Some(Refusal::Multicast)
     } else {
-        AddressClass::Public
+        None
     }
 }
 
@@ -154,15 +138,10 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 /// refused for pins only.
 pub fn check(purpose: Purpose, ip: IpAddr) -> Result<(), Refusal> {
     match (classify(ip), purpose) {
-        (AddressClass::Public, _) => Ok(()),
-        (AddressClass::Private, Purpose::Pin) => Err(Refusal::Private),
-        (AddressClass::Private, Purpose::Scrape | Purpose::Webhook) => Ok(()),
-        (AddressClass::Loopback, Purpose::Scrape) => Ok(()),
-        (AddressClass::Loopback, Purpose::Pin | Purpose::Webhook) => Err(Refusal::Loopback),
-        (AddressClass::LinkLocal, _) => Err(Refusal::LinkLocal),
-        (AddressClass::Unspecified, _) => Err(Refusal::Unspecified),
-        (AddressClass::Multicast, _) => Err(Refusal::Multicast),
-        (AddressClass::Broadcast, _) => Err(Refusal::Broadcast),
+        (Some(Refusal::Private), Purpose::Scrape | Purpose::Webhook) => Ok(()),
+        (Some(Refusal::Loopback), Purpose::Scrape) => Ok(()),
+        (Some(rule), _) => Err(rule),
+        (None, _) => Ok(()),
     }
 }
 

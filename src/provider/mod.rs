@@ -162,6 +162,23 @@ impl std::fmt::Debug for ServerSpec {
     }
 }
 
+#[cfg(test)]
+impl ServerSpec {
+    /// A small x86 Debian server carrying one label and a minimal payload, for the tests of
+    /// the providers and of the simulated fleet.
+    pub(crate) fn sample(name: &str, (key, value): (&str, &str)) -> Self {
+        ServerSpec {
+            name: name.into(),
+            server_type: "cx22".into(),
+            image: "debian-12".into(),
+            location: "fsn1".into(),
+            user_data: secrecy::SecretString::from("#cloud-config\n".to_owned()),
+            labels: BTreeMap::from([(key.to_owned(), value.to_owned())]),
+            ssh_keys: vec![],
+        }
+    }
+}
+
 /// A server as the provider describes it (no root password: it is dropped on parse).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Server {

@@ -320,15 +320,7 @@ mod tests {
     use super::*;
 
     fn spec(name: &str) -> ServerSpec {
-        ServerSpec {
-            name: name.into(),
-            server_type: "cx22".into(),
-            image: "debian-12".into(),
-            location: "fsn1".into(),
-            user_data: secrecy::SecretString::from("#cloud-config\n".to_owned()),
-            labels: BTreeMap::from([(super::super::PROVISION_LABEL.into(), "12".into())]),
-            ssh_keys: vec![],
-        }
+        ServerSpec::sample(name, (super::super::PROVISION_LABEL, "12"))
     }
 
     #[tokio::test]

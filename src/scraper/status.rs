@@ -225,37 +225,45 @@ fn position(e: &serde_json::Error) -> String {
 /// Absent and `null` are `None`.
 fn id(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .filter(|&n| n <= ID_MAX)
-            .map(Some)
-            .ok_or_else(|| field_err(field, RULE_ID)),
         Some(Value::String(s)) => id_text(s)
             .map(Some)
             .ok_or_else(|| field_err(field, RULE_ID)),
-        Some(_) => Err(field_err(field, RULE_ID)),
+        _ => up_to_id_max(v, field, RULE_ID),
     }
 }
 
 /// A numeric string as an id: digits only (no sign, no spaces), at most `ID_MAX`.
 fn id_text(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_short_digits(s) {
         return None;
     }
     s.parse().ok().filter(|&n| n <= ID_MAX)
 }
 
+/// Whether `s` is 1 to 20 ASCII digits: as long as a u64 can be, so it may be an id.
+fn is_short_digits(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A term: a non-negative integer up to `ID_MAX`; absent and `null` are `None`.
 fn whole(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
+    up_to_id_max(v, field, RULE_TERM)
+}
+
+/// A JSON integer from 0 to `ID_MAX`; absent and `null` are `None`, anything else breaks `rule`.
+fn up_to_id_max(
+    v: Option<&Value>,
+    field: &str,
+    rule: &'static str,
+) -> Result<Option<u64>, StatusError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
             .filter(|&n| n <= ID_MAX)
             .map(Some)
-            .ok_or_else(|| field_err(field, RULE_TERM)),
-        Some(_) => Err(field_err(field, RULE_TERM)),
+            .ok_or_else(|| field_err(field, rule)),
+        Some(_) => Err(field_err(field, rule)),
     }
 }
 
@@ -263,7 +271,7 @@ fn whole(v: Option<&Value>, field: &str) -> Result<Option<u64>, StatusError> {
 /// when it is short and all digits (a plausible id), else its position. A key is
 /// node-supplied text of any length and content; it never reaches an error verbatim.
 fn node_field(index: usize, key: &str) -> String {
-    if !key.is_empty() && key.len() <= 20 && key.bytes().all(|b| b.is_ascii_digit()) {
+    if is_short_digits(key) {
         format!("membership_config.membership.nodes.{key}")
     } else {
         format!("membership_config.membership.nodes[key {}]", index + 1)

@@ -20,7 +20,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
 
 use crate::domain::headroom::FleetNow;
@@ -49,46 +49,45 @@ struct FleetFamilies {
 
 impl FleetFamilies {
     fn register(registry: &mut Registry) -> Self {
-        let f = Self {
-            spare: Whole::default(),
-            required: Whole::default(),
-            deficit: Whole::default(),
-            scrape_success: Whole::default(),
-            scrape_latency: Seconds::default(),
-            last_scrape: Seconds::default(),
-        };
         // The library appends the final full stop to each help text.
-        registry.register(
-            "headroom_fleet_spare",
-            "Warm spares at the fleet's newest successful scrape",
-            f.spare.clone(),
-        );
-        registry.register(
-            "headroom_fleet_required",
-            "Warm spares required at the fleet's newest successful scrape",
-            f.required.clone(),
-        );
-        registry.register(
-            "headroom_fleet_deficit",
-            "1 while a headroom deficit is open for the fleet, else 0",
-            f.deficit.clone(),
-        );
-        registry.register(
-            "headroom_fleet_scrape_success",
-            "1 when the fleet's newest scrape succeeded, else 0",
-            f.scrape_success.clone(),
-        );
-        registry.register(
-            "headroom_fleet_scrape_latency_seconds",
-            "Duration of the fleet's newest scrape",
-            f.scrape_latency.clone(),
-        );
-        registry.register(
-            "headroom_fleet_last_scrape_timestamp_seconds",
-            "Unix time of the fleet's newest scrape",
-            f.last_scrape.clone(),
-        );
-        f
+        let [spare, required, deficit, scrape_success] = [
+            (
+                "headroom_fleet_spare",
+                "Warm spares at the fleet's newest successful scrape",
+            ),
+            (
+                "headroom_fleet_required",
+                "Warm spares required at the fleet's newest successful scrape",
+            ),
+            (
+                "headroom_fleet_deficit",
+                "1 while a headroom deficit is open for the fleet, else 0",
+            ),
+            (
+                "headroom_fleet_scrape_success",
+                "1 when the fleet's newest scrape succeeded, else 0",
+            ),
+        ]
+        .map(|(name, help)| registered(registry, name, help));
+        let [scrape_latency, last_scrape] = [
+            (
+                "headroom_fleet_scrape_latency_seconds",
+                "Duration of the fleet's newest scrape",
+            ),
+            (
+                "headroom_fleet_last_scrape_timestamp_seconds",
+                "Unix time of the fleet's newest scrape",
+            ),
+        ]
+        .map(|(name, help)| registered(registry, name, help));
+        Self {
+            spare,
+            required,
+            deficit,
+            scrape_success,
+            scrape_latency,
+            last_scrape,
+        }
     }
 
     fn set(&self, now: &FleetNow) {
@@ -125,6 +124,14 @@ impl FleetFamilies {
     }
 }
 
+/// A new empty family registered under `name`; the caller keeps the handle to fill it, the
+/// registry keeps a clone of it to encode.
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let family = M::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
 /// Whether the newest scrape (ok or not) is also the newest ok one.
 fn scrape_succeeded(now: &FleetNow) -> bool {
     now.last_scrape_at.is_some() && now.last_scrape_at == now.last_ok_at
@@ -149,21 +156,25 @@ impl ScrapeTotals {
     /// constants for this one render: the totals live in the scraper, not here.
     fn register(&self, registry: &mut Registry) {
         // The encoder appends `_total` to each counter's name and the full stop to each help.
-        registry.register(
-            "headroom_scrape_ticks",
-            "Fleet scrapes started since the process started",
-            ConstCounter::new(self.ticks),
-        );
-        registry.register(
-            "headroom_scrape_missed_ticks",
-            "Fleet scrapes that started more than one scrape interval late",
-            ConstCounter::new(self.missed_ticks),
-        );
-        registry.register(
-            "headroom_scrape_failures",
-            "Fleet scrapes that ended in an error sample",
-            ConstCounter::new(self.failures),
-        );
+        for (name, help, total) in [
+            (
+                "headroom_scrape_ticks",
+                "Fleet scrapes started since the process started",
+                self.ticks,
+            ),
+            (
+                "headroom_scrape_missed_ticks",
+                "Fleet scrapes that started more than one scrape interval late",
+                self.missed_ticks,
+            ),
+            (
+                "headroom_scrape_failures",
+                "Fleet scrapes that ended in an error sample",
+                self.failures,
+            ),
+        ] {
+            registry.register(name, help, ConstCounter::new(total));
+        }
         // No tick yet, no lag: a made-up 0 would read as "perfectly on time".
         if let Some(ms) = self.lag_p99_ms {
             // Milliseconds fit an f64 exactly far beyond any real lag.

@@ -35,25 +35,6 @@ mod tests {
         }
     }
 
-    pub fn input() -> MachineInput {
-        MachineInput {
-            name: "spare-fsn1".into(),
-            provider: "hetzner".into(),
-            location: "fsn1".into(),
-            server_type: "cx22".into(),
-            region: "eu-central".into(),
-            zone: "fsn1-dc14".into(),
-            yubaba_url: "https://releases.example.com/yubaba-1.2.3.tar.gz".into(),
-            yubaba_sha256: "a".repeat(64),
-            mesh_tags: vec!["tag:spare".into()],
-            ssh_keys: vec![serde_json::json!(42)],
-            labels: [("team".to_owned(), "infra".to_owned())]
-                .into_iter()
-                .collect(),
-            ..MachineInput::default()
-        }
-    }
-
     fn err_fields(i: &MachineInput) -> Vec<String> {
         MachineSpec::parse(i, &catalogue(), &["yubaba-node".into()], "yubaba-node")
             .unwrap_err()
@@ -66,7 +47,7 @@ mod tests {
     #[test]
     fn a_complete_input_parses_with_defaults_and_derived_arch() {
         let s = MachineSpec::parse(
-            &input(),
+            &MachineInput::sample(),
             &catalogue(),
             &["yubaba-node".into()],
             "yubaba-node",
@@ -145,7 +126,7 @@ mod tests {
             (|i| i.yubaba_sha256 = "a".repeat(63), "yubaba_sha256"),
         ];
         for (mutate, field) in cases {
-            let mut i = input();
+            let mut i = MachineInput::sample();
             mutate(&mut i);
             assert_eq!(err_fields(&i), vec![field.to_owned()], "{i:?}");
         }
@@ -153,7 +134,7 @@ mod tests {
 
     #[test]
     fn arm_server_types_derive_aarch64() {
-        let mut i = input();
+        let mut i = MachineInput::sample();
         i.server_type = "cax11".into();
         i.arch = "aarch64".into();
         let s =
@@ -164,7 +145,7 @@ mod tests {
     #[test]
     fn diff_lists_changed_fields_only() {
         let a = MachineSpec::parse(
-            &input(),
+            &MachineInput::sample(),
             &catalogue(),
             &["yubaba-node".into()],
             "yubaba-node",

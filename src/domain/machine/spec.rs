@@ -73,6 +73,30 @@ pub struct MachineInput {
     pub yubaba_sha256: String,
 }
 
+impl MachineInput {
+    /// A typical Hetzner x86 spare with mesh tags, labels and a pinned tarball: the one sample
+    /// that the golden render, the render benchmark and the rule tests start from.
+    pub fn sample() -> Self {
+        MachineInput {
+            name: "spare-fsn1".into(),
+            provider: "hetzner".into(),
+            location: "fsn1".into(),
+            server_type: "cx22".into(),
+            region: "eu-central".into(),
+            zone: "fsn1-dc14".into(),
+            mesh_tags: vec!["tag:spare".into(), "tag:eu".into()],
+            ssh_keys: vec![serde_json::json!(4711)],
+            labels: [("team".to_owned(), "infra".to_owned())]
+                .into_iter()
+                .collect(),
+            yubaba_url: "https://releases.example.com/yubaba/yubaba-1.4.2-x86_64.tar.gz".into(),
+            yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10"
+                .into(),
+            ..MachineInput::default()
+        }
+    }
+}
+
 /// Allocatable as submitted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -335,42 +359,17 @@ impl MachineSpec {
         let yubaba_url = e.check(HttpsUrl::parse("yubaba_url", &input.yubaba_url));
         let yubaba_sha256 = e.check(Sha256Pin::parse("yubaba_sha256", &input.yubaba_sha256));
 
-        match (
-            name,
-            provider,
-            location,
-            server_type,
-            image,
-            region,
-            zone,
-            arch,
-            template,
-            yubaba_channel,
-            yubaba_url,
-            yubaba_sha256,
-        ) {
-            (
-                Some(name),
-                Some(provider),
-                Some(location),
-                Some(server_type),
-                Some(image),
-                Some(region),
-                Some(zone),
-                Some(arch),
-                Some(template),
-                Some(yubaba_channel),
-                Some(yubaba_url),
-                Some(yubaba_sha256),
-            ) if e.is_empty() => Ok(MachineSpec {
-                name,
-                provider,
-                location,
-                server_type,
-                image,
-                region,
-                zone,
-                arch,
+        // Each field named once: `?` turns any field that failed into no spec at all.
+        let assembled = || {
+            Some(MachineSpec {
+                name: name?,
+                provider: provider?,
+                location: location?,
+                server_type: server_type?,
+                image: image?,
+                region: region?,
+                zone: zone?,
+                arch: arch?,
                 mesh_tags,
                 ssh_keys,
                 labels,
@@ -379,11 +378,14 @@ impl MachineSpec {
                     cpu_millis,
                 },
                 taints,
-                template,
-                yubaba_channel,
-                yubaba_url,
-                yubaba_sha256,
-            }),
+                template: template?,
+                yubaba_channel: yubaba_channel?,
+                yubaba_url: yubaba_url?,
+                yubaba_sha256: yubaba_sha256?,
+            })
+        };
+        match assembled() {
+            Some(spec) if e.is_empty() => Ok(spec),
             _ => Err(e),
         }
     }

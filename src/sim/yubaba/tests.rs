@@ -360,15 +360,7 @@ async fn one_keep_alive_connection_serves_several_requests_in_order() {
 }
 
 fn labelled(name: &str, fleet: &str) -> ServerSpec {
-    ServerSpec {
-        name: name.into(),
-        server_type: "cx22".into(),
-        image: "debian-12".into(),
-        location: "fsn1".into(),
-        user_data: secrecy::SecretString::from("#cloud-config\n".to_owned()),
-        labels: BTreeMap::from([(FLEET_LABEL.to_owned(), fleet.to_owned())]),
-        ssh_keys: vec![],
-    }
+    ServerSpec::sample(name, (FLEET_LABEL, fleet))
 }
 
 /// Polls `check` every 20 ms for up to 5 s.

@@ -209,44 +209,77 @@ pub fn range_notice(given: &str) -> Markup {
     }
 }
 
-/// The recent samples, newest first, in a focusable scroll pane.
-pub fn samples_section(rows: &[SampleRow]) -> Markup {
+/// What a card of table rows says around its rows.
+struct TableCard {
+    /// The section's id; its heading's is `{id}-heading`.
+    id: &'static str,
+    heading: &'static str,
+    /// Said instead of the table when there are no rows.
+    empty: &'static str,
+    /// The scroll pane's accessible name.
+    pane_label: &'static str,
+    columns: &'static [&'static str],
+}
+
+/// A card with a heading and its rows in a focusable scroll pane, or the card's `empty` text
+/// when `rows` is `None`.
+fn table_card(card: &TableCard, rows: Option<Markup>) -> Markup {
+    let heading_id = format!("{}-heading", card.id);
     html! {
-        section.card #samples aria-labelledby="samples-heading" {
-            h2 #samples-heading { "Recent samples" }
-            @if rows.is_empty() {
-                p.muted { "No samples yet: the scraper has not reached this fleet." }
-            } @else {
-                div.scroll-pane tabindex="0" role="region" aria-label="Recent samples, newest first" {
+        section.card id=(card.id) aria-labelledby=(heading_id) {
+            h2 id=(heading_id) { (card.heading) }
+            @match rows {
+                None => p.muted { (card.empty) },
+                Some(rows) => div.scroll-pane tabindex="0" role="region" aria-label=(card.pane_label) {
                     table.data {
-                        thead { tr {
-                            th scope="col" { "Time" } th scope="col" { "Result" } th scope="col" { "Spare" }
-                            th scope="col" { "Required" } th scope="col" { "Voters / learners" }
-                            th scope="col" { "Leader / term" } th scope="col" { "Latency" }
-                        } }
-                        tbody {
-                            @for s in rows {
-                                tr {
-                                    td { (time(s.at)) }
-                                    td {
-                                        @match &s.error {
-                                            Some(e) => span.error-text { "failed: " (e) },
-                                            None => { "ok (" (s.source.as_str()) ")" },
-                                        }
-                                    }
-                                    td { (opt(s.spare)) }
-                                    td { (opt(s.required)) }
-                                    td { (opt(s.voters)) " / " (opt(s.learners)) }
-                                    td { (opt(s.leader_id)) " / " (opt(s.term)) }
-                                    td { (s.latency_ms) " ms" }
-                                }
-                            }
-                        }
+                        thead { tr { @for c in card.columns { th scope="col" { (c) } } } }
+                        tbody { (rows) }
                     }
-                }
+                },
             }
         }
     }
+}
+
+const SAMPLES_CARD: TableCard = TableCard {
+    id: "samples",
+    heading: "Recent samples",
+    empty: "No samples yet: the scraper has not reached this fleet.",
+    pane_label: "Recent samples, newest first",
+    columns: &[
+        "Time",
+        "Result",
+        "Spare",
+        "Required",
+        "Voters / learners",
+        "Leader / term",
+        "Latency",
+    ],
+};
+
+/// The recent samples, newest first, in a focusable scroll pane.
+pub fn samples_section(rows: &[SampleRow]) -> Markup {
+    let body = (!rows.is_empty()).then(|| {
+        html! {
+            @for s in rows {
+                tr {
+                    td { (time(s.at)) }
+                    td {
+                        @match &s.error {
+                            Some(e) => span.error-text { "failed: " (e) },
+                            None => { "ok (" (s.source.as_str()) ")" },
+                        }
+                    }
+                    td { (opt(s.spare)) }
+                    td { (opt(s.required)) }
+                    td { (opt(s.voters)) " / " (opt(s.learners)) }
+                    td { (opt(s.leader_id)) " / " (opt(s.term)) }
+                    td { (s.latency_ms) " ms" }
+                }
+            }
+        }
+    });
+    table_card(&SAMPLES_CARD, body)
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -266,53 +299,54 @@ fn milestone(at: Option<UnixMillis>, prev: Option<UnixMillis>) -> Markup {
     }
 }
 
+const DEFICITS_CARD: TableCard = TableCard {
+    id: "deficits",
+    heading: "Deficits and time to restore",
+    empty: "No deficit recorded.",
+    pane_label: "Deficits, newest first",
+    columns: &[
+        "Detected",
+        "Spare / required",
+        "Proposed",
+        "Approved",
+        "Provisioned",
+        "Restored",
+        "Time to restore",
+        "Request",
+    ],
+};
+
 /// Each deficit and its restore: detected → proposed → approved → provisioned → restored,
 /// with the time each step took and the total, linking the proposal.
 pub fn deficits_section(deficits: &[DeficitTimeline]) -> Markup {
-    html! {
-        section.card #deficits aria-labelledby="deficits-heading" {
-            h2 #deficits-heading { "Deficits and time to restore" }
-            @if deficits.is_empty() {
-                p.muted { "No deficit recorded." }
-            } @else {
-                div.scroll-pane tabindex="0" role="region" aria-label="Deficits, newest first" {
-                    table.data {
-                        thead { tr {
-                            th scope="col" { "Detected" } th scope="col" { "Spare / required" }
-                            th scope="col" { "Proposed" } th scope="col" { "Approved" }
-                            th scope="col" { "Provisioned" } th scope="col" { "Restored" }
-                            th scope="col" { "Time to restore" } th scope="col" { "Request" }
-                        } }
-                        tbody {
-                            @for d in deficits {
-                                tr {
-                                    td { (time(d.detected_at)) br; span.muted { "below since " (time(d.started_at)) } }
-                                    td { (d.spare) " / " (d.required) }
-                                    td { (milestone(d.proposed_at, Some(d.detected_at))) }
-                                    td { (milestone(d.approved_at, d.proposed_at)) }
-                                    td { (milestone(d.provisioned_at, d.approved_at.or(d.proposed_at))) }
-                                    td { (milestone(d.restored_at, d.provisioned_at.or(d.approved_at).or(d.proposed_at).or(Some(d.detected_at)))) }
-                                    td {
-                                        @match d.restored_at {
-                                            Some(r) => strong { (span_words(r - d.detected_at)) },
-                                            None => span.muted { "open" },
-                                        }
-                                    }
-                                    td {
-                                        @if let Some(id) = d.provision_id {
-                                            a href=(paths::fill(paths::PROVISION, &[("id", &id.to_string())])) { "#" (id) }
-                                            @if let Some(s) = &d.provision_state { " " span.badge { (s) } }
-                                        }
-                                        @if !d.note.is_empty() { div.muted { (d.note) } }
-                                    }
-                                }
-                            }
+    let body = (!deficits.is_empty()).then(|| {
+        html! {
+            @for d in deficits {
+                tr {
+                    td { (time(d.detected_at)) br; span.muted { "below since " (time(d.started_at)) } }
+                    td { (d.spare) " / " (d.required) }
+                    td { (milestone(d.proposed_at, Some(d.detected_at))) }
+                    td { (milestone(d.approved_at, d.proposed_at)) }
+                    td { (milestone(d.provisioned_at, d.approved_at.or(d.proposed_at))) }
+                    td { (milestone(d.restored_at, d.provisioned_at.or(d.approved_at).or(d.proposed_at).or(Some(d.detected_at)))) }
+                    td {
+                        @match d.restored_at {
+                            Some(r) => strong { (span_words(r - d.detected_at)) },
+                            None => span.muted { "open" },
                         }
+                    }
+                    td {
+                        @if let Some(id) = d.provision_id {
+                            a href=(paths::fill(paths::PROVISION, &[("id", &id.to_string())])) { "#" (id) }
+                            @if let Some(s) = &d.provision_state { " " span.badge { (s) } }
+                        }
+                        @if !d.note.is_empty() { div.muted { (d.note) } }
                     }
                 }
             }
         }
-    }
+    });
+    table_card(&DEFICITS_CARD, body)
 }
 
 #[cfg(test)]
