@@ -42,6 +42,9 @@ pub enum Fault {
     /// The call takes effect (a create makes its server, a destroy deletes) but its answer is
     /// lost: the caller gets `Transient("timed out")`.
     LoseAnswer,
+    /// The call goes through as if no fault were queued: lets a test aim a fault at a later
+    /// call of the same method (the first lookup passes, the second fails).
+    Pass,
 }
 
 /// How the action started by a create ends.
@@ -216,6 +219,12 @@ impl Fake {
         server
     }
 
+    /// Changes server `id` as someone at the provider would (strip a label, power it off);
+    /// false when no such server exists.
+    pub fn edit_server(&self, id: i64, edit: impl FnOnce(&mut Server)) -> bool {
+        self.lock().servers.get_mut(&id).map(edit).is_some()
+    }
+
     /// The servers that exist now, by id.
     pub fn servers(&self) -> Vec<Server> {
         self.lock().servers.values().cloned().collect()
@@ -272,7 +281,7 @@ impl Fake {
         match fault {
             Some(Fault::Status(code)) => Some(status_error(*code)),
             Some(Fault::Error(e)) => Some(e.clone()),
-            Some(Fault::LoseAnswer) | None => None,
+            Some(Fault::LoseAnswer | Fault::Pass) | None => None,
         }
     }
 

@@ -53,8 +53,15 @@ async fn operator_world(source: &str) -> (TestApp, Session, String) {
     (app, op, token)
 }
 
-/// The sha256 the live plan shows for a template the operator just wrote.
-async fn plan_sha(app: &TestApp, op: &Session, token: &str, name: &str, body: &str) -> Vec<String> {
+/// The sha256s the live plan shows for a template the operator just wrote; `None` when the
+/// template was refused as it was written.
+async fn plan_sha(
+    app: &TestApp,
+    op: &Session,
+    token: &str,
+    name: &str,
+    body: &str,
+) -> Option<Vec<String>> {
     let (status, b) = api(
         app,
         token,
@@ -66,7 +73,7 @@ async fn plan_sha(app: &TestApp, op: &Session, token: &str, name: &str, body: &s
     if status == StatusCode::UNPROCESSABLE_ENTITY {
         // The defence: a template that transforms a secret is refused when written.
         assert!(b.to_string().contains("holds a secret"), "{b}");
-        return Vec::new();
+        return None;
     }
     assert_eq!(status, 201, "{b}");
     let res = app
@@ -83,7 +90,7 @@ async fn plan_sha(app: &TestApp, op: &Session, token: &str, name: &str, body: &s
         )
         .await;
     let html = res.text().await.unwrap();
-    texts(&html, "#plan-machines code.hash")
+    Some(texts(&html, "#plan-machines code.hash"))
 }
 
 /// Was CRITICAL (fixed by `cloud_init::secret_use`). The plan shows the sha256 of the *real* payload. An operator writes a template
@@ -102,8 +109,14 @@ async fn attack8_an_operator_cannot_recover_a_fleet_secret_from_the_plan_sha256(
         let body = format!(
             "#cloud-config\n# {{{{ mesh_preauth_key | truncate(length={k}, end=\"\") }}}}\n"
         );
-        let shas = plan_sha(&app, &op, &token, &format!("leak-{k}"), &body).await;
-        let Some(sha) = shas.first() else { break };
+        // A template refused as it is written is no oracle: nothing more to try.
+        let Some(shas) = plan_sha(&app, &op, &token, &format!("leak-{k}"), &body).await else {
+            break;
+        };
+        // An accepted one must show its payload's sha256, or the guessing below tests nothing.
+        let sha = shas.first().unwrap_or_else(|| {
+            panic!("template leak-{k} was accepted but its plan shows no sha256")
+        });
         let hit = charset.iter().find(|c| {
             let guess = format!("{known}{c}");
             [
@@ -127,14 +140,14 @@ async fn attack8_an_operator_cannot_recover_a_fleet_secret_from_the_plan_sha256(
 /// Was HIGH (fixed in `SecretSource::parse` and `fleets::secrets`). A fleet's secret source
 /// could name headroom's own credentials or files: the
 /// Hetzner token, the webhook signing key, the process environment, the database.
+/// Now sources are declared by whoever runs the server (and those are refused there), and a
+/// fleet names a declared secret only: even an approver, who may name secrets, cannot give a
+/// raw source.
 #[tokio::test]
 async fn attack8_fleet_secret_sources_cannot_name_headroom_credentials() {
     let app = TestApp::spawn_with_config().await;
-    app.create_user("op", Role::Operator).await;
-    let token = app.token_for("op").await;
-    // The database file itself parses (its path is the admin's choice) but can never be read
-    // as a secret: it is far over the 4096-byte cap.
-    let mut accepted = Vec::new();
+    app.create_user("appr", Role::Approver).await;
+    let token = app.token_for("appr").await;
     for (i, src) in [
         "env:HETZNER_API_TOKEN",
         "env:HEADROOM_WEBHOOK_SECRET",
@@ -144,7 +157,21 @@ async fn attack8_fleet_secret_sources_cannot_name_headroom_credentials() {
     .iter()
     .enumerate()
     {
-        let (status, _) = api(
+        let declared =
+            headroom::domain::secret::DeclaredSecrets::parse_entries(&[format!("leak={src}")]);
+        let refused = declared.as_ref().err().map(String::as_str);
+        assert_eq!(
+            refused,
+            Some(
+                format!(
+                    "entry leak: the source {}",
+                    headroom::domain::fleet::OWN_CREDENTIALS_RULE
+                )
+                .as_str()
+            ),
+            "the server declared {src}"
+        );
+        let (status, body) = api(
             &app,
             &token,
             reqwest::Method::POST,
@@ -154,14 +181,15 @@ async fn attack8_fleet_secret_sources_cannot_name_headroom_credentials() {
                    "secrets": {"tunnel_token": src}}),
         )
         .await;
-        if status.is_success() {
-            accepted.push(*src);
-        }
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{src}: {body}");
+        let fields: Vec<&str> = body["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["field"].as_str())
+            .collect();
+        assert_eq!(fields, ["secrets.tunnel_token"], "{src}: {body}");
     }
-    assert!(
-        accepted.is_empty(),
-        "operator-chosen secret sources accepted: {accepted:?}"
-    );
 }
 
 /// Was LOW (fixed: one answer for every unreadable file). The plan's error named why a `file:` source failed: an operator probes the server's
@@ -193,6 +221,12 @@ async fn attack8_secret_source_errors_are_no_filesystem_oracle() {
             .await;
         let html = res.text().await.unwrap();
         let msg = texts(&html, ".plan-problems li").join(" ");
+        // The plan must say the secret is unusable (and which), or "one answer" is no answer.
+        assert!(
+            msg.contains("leaky-key"),
+            "{}: the plan names no problem with the secret: {msg:?}",
+            p.display()
+        );
         messages.push(msg.replace(&p.display().to_string(), "<path>"));
     }
     messages.dedup();

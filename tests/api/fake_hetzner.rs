@@ -93,6 +93,9 @@ pub struct Recorded {
     pub authorization: Option<String>,
     /// The status the fake answered.
     pub status: u16,
+    /// When the request arrived (before it was handled), by the wall clock `RateLimit-Reset`
+    /// is stated in: the wait between a 429 and the retry is measured from the fake's side.
+    pub at: SystemTime,
 }
 
 /// A server the fake holds.
@@ -221,6 +224,15 @@ impl FakeHetzner {
             .entry(route)
             .or_default()
             .push_back(fault);
+    }
+
+    /// How many faults queued for `route` no request has met yet: a test sees the moment
+    /// its fault was taken (a held create has made its server).
+    pub fn queued_faults(&self, route: Route) -> usize {
+        lock(&self.state)
+            .faults
+            .get(&route)
+            .map_or(0, VecDeque::len)
     }
 
     /// From now on, actions of new creates succeed on the `n`-th poll.
@@ -686,6 +698,7 @@ impl State {
 
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let at = SystemTime::now();
         let mut s = lock(&self.state);
         let path = request
             .url
@@ -719,6 +732,7 @@ impl Respond for Responder {
             body,
             authorization,
             status: reply.status,
+            at,
         });
         let t = s.rate_headers(ResponseTemplate::new(reply.status).set_body_json(reply.body));
         let t = match reply.reset {

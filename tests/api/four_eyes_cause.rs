@@ -516,3 +516,89 @@ async fn a_hostile_required_of_ten_thousand_gives_a_capped_suspicious_proposal_o
         "the reason is shown"
     );
 }
+
+/// Saves a new version of template `name` as `who` (an approver): its body plus one comment.
+async fn edit_template(ctx: &Ctx, who: &str, name: &str) -> i64 {
+    let current = headroom::machines::templates::latest(ctx, &Caller::system(), name)
+        .await
+        .expect("the template");
+    let body = format!("{}\n# tuned for the autumn peak\n", current.content);
+    let (saved, changed) =
+        headroom::machines::templates::update(ctx, &caller(who, Role::Approver), name, &body)
+            .await
+            .expect("a new template version");
+    assert!(changed);
+    saved.version
+}
+
+/// The template a request's plan uses, and its version.
+async fn template_of(ctx: &Ctx, id: i64) -> (String, i64) {
+    let p = requests::get(ctx, &Caller::system(), id)
+        .await
+        .expect("the request")
+        .provision;
+    (p.template, p.template_version)
+}
+
+#[tokio::test]
+async fn a_new_template_version_supersedes_a_pending_proposal() {
+    let (app, ctx) = setup().await;
+    headroom::fleets::create(
+        &ctx,
+        &Caller::system(),
+        &input("t0", "http://127.0.0.1:7200"),
+    )
+    .await
+    .unwrap();
+    let id = file_as_system(&ctx, "t0", "spare-fsn1").await;
+    let (template, planned) = template_of(&ctx, id).await;
+    let newer = edit_template(&ctx, "ann", &template).await;
+    assert_eq!(newer, planned + 1);
+
+    let r = requests::approve(&ctx, &caller("bob", Role::Approver), id, None).await;
+
+    assert!(
+        matches!(r, Err(ProvisioningError::Conflict(ref m)) if m.contains("superseded")),
+        "{r:?}"
+    );
+    let p = requests::get(&ctx, &Caller::system(), id)
+        .await
+        .unwrap()
+        .provision;
+    assert_eq!(p.state, headroom::domain::ProvisionState::Superseded);
+    assert_eq!(
+        p.state_reason,
+        format!("template {template} has version {newer} since the plan used version {planned}")
+    );
+    drop(app);
+}
+
+#[tokio::test]
+async fn the_author_of_a_template_change_cannot_approve_the_proposal_it_caused() {
+    let (app, ctx) = setup().await;
+    headroom::fleets::create(
+        &ctx,
+        &Caller::system(),
+        &input("t1", "http://127.0.0.1:7201"),
+    )
+    .await
+    .unwrap();
+    // ann edits the template spare-fsn1 renders with; headroom's next proposal uses it.
+    let template = headroom::cloud_init::DEFAULT_TEMPLATE;
+    let version = edit_template(&ctx, "ann", template).await;
+    let id = file_as_system(&ctx, "t1", "spare-fsn1").await;
+    assert_eq!(template_of(&ctx, id).await, (template.to_owned(), version));
+
+    let m = refusal(requests::approve(&ctx, &caller("ann", Role::Approver), id, None).await);
+
+    assert_eq!(
+        m,
+        format!(
+            "four-eyes: you wrote template {template} version {version}, which this plan \
+             uses, so you cannot approve it; another approver must"
+        )
+    );
+    let ok = requests::approve(&ctx, &caller("bob", Role::Approver), id, None).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    drop(app);
+}
