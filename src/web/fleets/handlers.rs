@@ -10,7 +10,8 @@ use crate::auth::Principal;
 use crate::domain::fleet::FleetInput;
 use crate::domain::headroom::{Annotation, Range, Series};
 use crate::domain::{Caller, FieldErrors, Role};
-use crate::fleets::{self, FleetsError};
+use crate::error::OpError;
+use crate::fleets::{self};
 use crate::headroom::{board, series};
 use crate::machines::machine_configs;
 use crate::state::AppState;
@@ -84,7 +85,7 @@ pub async fn create(
                 &[("name", &f.spec.name)],
             )))
         }
-        Err(FleetsError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             form_page(&state, &principal, &htmx, status, None, &form, &errors).await
         }
@@ -109,7 +110,7 @@ async fn chart_data(
     caller: &Caller,
     name: &str,
     range: Range,
-) -> Result<(Series, Vec<Annotation>), FleetsError> {
+) -> Result<(Series, Vec<Annotation>), OpError> {
     let to = state.ctx.now();
     let from = to - range.millis();
     tokio::try_join!(
@@ -218,7 +219,7 @@ pub async fn update(
             flash(&state, &principal, &format!("Fleet {name} saved.")).await;
             Ok(see_other(&paths::fill(paths::FLEET, &[("name", &name)])))
         }
-        Err(FleetsError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             form_page(
                 &state,

@@ -9,8 +9,9 @@ use super::views;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
 use crate::domain::{FieldErrors, Role};
+use crate::error::OpError;
 use crate::machines::preview::{preview, PreviewRequest};
-use crate::machines::{machine_configs, templates, MachinesError};
+use crate::machines::{machine_configs, templates};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -65,7 +66,7 @@ pub async fn create(
                 &[("name", &v.name)],
             )))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "New template", "templates").await;
             let body = || views::new_form(&principal, &form.name, &form.body, &errors);
             Ok(respond(
@@ -183,7 +184,7 @@ pub async fn update(
             flash(&state, &principal, &msg).await;
             Ok(see_other(&paths::fill(paths::TEMPLATE, &[("name", &name)])))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             editor(
                 &state,
                 &principal,
@@ -255,11 +256,11 @@ pub async fn live_preview(
     // Problems the preview can name are shown in its own pane, not as a whole error page.
     match preview(&state.ctx, &principal.caller(), &req).await {
         Ok(result) => Ok(html(StatusCode::OK, views::preview(&result))),
-        Err(MachinesError::Invalid(errors)) => Ok(html(
+        Err(OpError::Invalid(errors)) => Ok(html(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::preview_message(&errors.to_string()),
         )),
-        Err(MachinesError::NotFound(what)) => Ok(html(
+        Err(OpError::NotFound(what)) => Ok(html(
             StatusCode::NOT_FOUND,
             views::preview_message(&format!("{what} not found")),
         )),

@@ -7,9 +7,9 @@ use serde::Deserialize;
 
 use super::views;
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
+use crate::error::OpError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -85,7 +85,7 @@ pub async fn create(
             }
             Ok(see_other(paths::USERS))
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let draft = NewUserInput {
                 password: String::new(),
                 ..input
@@ -118,7 +118,7 @@ async fn row_result(
     principal: &Principal,
     htmx: &Htmx,
     username: &str,
-    result: Result<crate::auth::users::User, AccountError>,
+    result: Result<crate::auth::users::User, OpError>,
     done: String,
 ) -> Result<HttpResponse, WebError> {
     match result {
@@ -132,7 +132,7 @@ async fn row_result(
             flash(state, principal, &done).await;
             Ok(see_other(paths::USERS))
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let user = users::get(&state.ctx, &principal.caller(), username).await?;
             if htmx.is_htmx {
                 let row = views::user_row(principal, &user, Some(&errors.to_string()));
@@ -140,7 +140,7 @@ async fn row_result(
                     .content_type("text/html; charset=utf-8")
                     .body(row.into_string()));
             }
-            Err(WebError::BadRequest(errors.to_string()))
+            Err(errors.into())
         }
         Err(e) => Err(e.into()),
     }
