@@ -33,6 +33,7 @@ mod migrations;
 mod openapi;
 mod operations;
 mod outbound;
+mod page_responses;
 mod provision_pages;
 mod provisions;
 mod roles;

@@ -12,8 +12,8 @@ use crate::error::OpError;
 use crate::http::client::client_addr;
 use crate::state::AppState;
 use crate::web::errors::{set_retry_after, status_of, WebError};
-use crate::web::layout::{respond, Frame};
-use crate::web::{flash, paths, see_other};
+use crate::web::layout::{after_write, respond, Frame};
+use crate::web::{flash, paths};
 
 /// The account page.
 pub async fn show(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
@@ -49,11 +49,7 @@ pub async fn change_password(
                 "Password changed. Your other sessions were signed out.",
             )
             .await;
-            if htmx.is_htmx {
-                htmx.redirect(paths::ACCOUNT);
-                return Ok(HttpResponse::Ok().finish());
-            }
-            Ok(see_other(paths::ACCOUNT))
+            Ok(after_write(&htmx, paths::ACCOUNT))
         }
         Err(OpError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "Your account", "").await;

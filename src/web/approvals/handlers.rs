@@ -10,7 +10,7 @@ use crate::domain::{ProvisionState, Role};
 use crate::provisioning::{requests, ProvisionFilter};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, Frame};
 
 /// Requests the inbox shows at most (the oldest waiting ones expire first anyway).
 const INBOX_LIMIT: u32 = 200;
@@ -46,8 +46,5 @@ pub async fn badge(
     principal: Principal,
 ) -> Result<HttpResponse, WebError> {
     let count = requests::awaiting_approval_count(&state.ctx, &principal.caller()).await?;
-    Ok(HttpResponse::Ok()
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(views::badge(count).into_string()))
+    Ok(fragment(StatusCode::OK, views::badge(count)))
 }

@@ -16,7 +16,7 @@ use crate::headroom::{board, series};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, Frame};
 use crate::web::{flash, paths, see_other};
 
 /// GET /fleets
@@ -176,11 +176,10 @@ pub async fn chart(
         return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
     };
     let (series, annotations) = chart_data(&state, &principal.caller(), &name, range).await?;
-    Ok(HttpResponse::Ok()
-        .insert_header((actix_web::http::header::VARY, "HX-Request"))
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(views::chart_panel(&name, range, &series, &annotations).into_string()))
+    Ok(fragment(
+        StatusCode::OK,
+        views::chart_panel(&name, range, &series, &annotations),
+    ))
 }
 
 /// GET /fleets/{name}/edit

@@ -3,7 +3,6 @@
 use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use maud::Markup;
 
 use super::forms::{ApproveForm, RejectForm, RequestForm};
 use super::views::{self, path_of, FormChoices};
@@ -13,15 +12,8 @@ use crate::error::OpError;
 use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, wants_partial, Frame};
 use crate::web::{flash, paths, see_other};
-
-fn fragment(status: StatusCode, m: Markup) -> HttpResponse {
-    HttpResponse::build(status)
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(m.into_string())
-}
 
 /// Query of the request form: a fleet to preselect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -197,7 +189,7 @@ pub async fn progress(
     let d = requests::get(&state.ctx, &principal.caller(), *id).await?;
     let title = format!("Provision #{id}");
     // A poll must not consume the flash message meant for the next full page.
-    let frame = if htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request {
+    let frame = if wants_partial(&htmx) {
         Frame {
             title,
             principal: Some(principal.clone()),
@@ -288,7 +280,7 @@ pub async fn destroy(
 ) -> Result<HttpResponse, WebError> {
     let (id, idx) = *path;
     runner::destroy_machine(&state.ctx, &principal.caller(), id, idx).await?;
-    if htmx.is_htmx {
+    if wants_partial(&htmx) {
         let d = requests::get(&state.ctx, &principal.caller(), id).await?;
         return Ok(fragment(StatusCode::OK, views::progress(&principal, &d)));
     }
