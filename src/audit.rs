@@ -22,6 +22,7 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// Who did something (defined beside the caller in `domain`).
 pub use crate::domain::Actor;
 use crate::domain::Caller;
+use crate::error::OpError;
 
 /// What happened, as one closed set: each action's wire name (what the log stores, filters
 /// match and exports show) is defined here and nowhere else.
@@ -355,7 +356,7 @@ pub async fn export(
     filter: &rows::AuditFilter,
     format: ExportFormat,
     sink: impl AsyncFnMut(String) -> bool,
-) -> Result<(), AuditError> {
+) -> Result<(), OpError> {
     require_reader(caller)?;
     Ok(export_rows(&ctx.pool, filter, format, sink).await?)
 }
@@ -589,21 +590,8 @@ pub struct Page {
     pub next_cursor: Option<i64>,
 }
 
-/// Why reading the log was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    /// Only signed-in roles read the log (`reader` is the caller's role).
-    #[error("reading the audit log needs the viewer role")]
-    Forbidden,
-    /// As many exports as are allowed are running; try again shortly.
-    #[error(
-        "{} audit exports are already running; try again in a moment",
-        crate::context::MAX_EXPORTS
-    )]
-    Busy,
-    #[error(transparent)]
-    Internal(#[from] sqlx::Error),
-}
+/// How long a refused export is told to wait: a running export usually ends within seconds.
+pub const EXPORT_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A page of entries matching `search`, for the audit page and `GET /api/v1/audit` (viewer
 /// and up).
@@ -611,7 +599,7 @@ pub async fn search(
     ctx: &crate::context::Ctx,
     caller: &Caller,
     search: &Search,
-) -> Result<Page, AuditError> {
+) -> Result<Page, OpError> {
     require_reader(caller)?;
     let mut conn = ctx.pool.acquire().await?;
     // One extra row tells whether an older page exists.
@@ -633,15 +621,19 @@ pub fn export_stream(
     caller: &Caller,
     filter: rows::AuditFilter,
     format: ExportFormat,
-) -> Result<ExportStream, AuditError> {
+) -> Result<ExportStream, OpError> {
     require_reader(caller)?;
     // An export walks the whole (filtered) log: a few at a time, so that a flood of them from
     // one reader cannot slow every other request.
-    let permit = ctx
-        .exports
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| AuditError::Busy)?;
+    let permit = ctx.exports.clone().try_acquire_owned().map_err(|_| {
+        OpError::throttled(
+            EXPORT_RETRY_AFTER,
+            format!(
+                "{} audit exports are already running; try again in a moment",
+                crate::context::MAX_EXPORTS
+            ),
+        )
+    })?;
     let pool = ctx.pool.clone();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
@@ -662,10 +654,10 @@ pub fn export_stream(
 }
 
 /// Reading the log needs the viewer role (so, a signed-in user).
-fn require_reader(caller: &Caller) -> Result<(), AuditError> {
+fn require_reader(caller: &Caller) -> Result<(), OpError> {
     caller
         .require(Role::Viewer)
-        .map_err(|_| AuditError::Forbidden)
+        .map_err(|_| OpError::Forbidden("reading the audit log needs the viewer role".to_owned()))
 }
 
 /// Encoded export chunks, in order; an error item ends a broken walk.

@@ -9,17 +9,17 @@ use sqlx::SqlitePool;
 use crate::audit;
 use crate::auth::tokens::{self, NewTokenInput};
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::AccountError;
 use crate::auth::Caller;
 use crate::cli::{AuditCommand, ExportFormat, TokenCommand, UserCommand};
 use crate::config::{Loaded, Settings};
 use crate::context::Ctx;
 use crate::domain::{Clock, SystemClock};
+use crate::error::OpError;
 use crate::startup::Application;
 
-fn report(e: AccountError) -> ExitCode {
+fn report(e: OpError) -> ExitCode {
     match e {
-        AccountError::Invalid(errors) => {
+        OpError::Invalid(errors) => {
             for err in &errors.0 {
                 eprintln!("error: {}: {}", err.field, err.message);
             }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
 use crate::audit::AuditRow;
-use crate::audit::{self, AuditError, ExportFormat, Search, SearchInput};
+use crate::audit::{self, ExportFormat, Search, SearchInput};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::FieldError;
@@ -90,20 +90,6 @@ pub struct AuditPageJson {
     pub next_cursor: Option<String>,
 }
 
-impl From<AuditError> for ApiError {
-    fn from(e: AuditError) -> Self {
-        match e {
-            AuditError::Forbidden => ApiError::Forbidden(e.to_string()),
-            AuditError::Busy => ApiError::RetryLater {
-                status: actix_web::http::StatusCode::TOO_MANY_REQUESTS,
-                retry_after: std::time::Duration::from_secs(5),
-                message: e.to_string(),
-            },
-            AuditError::Internal(e) => ApiError::Internal(e.into()),
-        }
-    }
-}
-
 /// The audit log (viewer and up), filtered and paged like the audit page; with `format` the
 /// matching entries stream as JSONL or CSV.
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditParams),
@@ -120,7 +106,7 @@ pub async fn list(
         "jsonl" => Some(ExportFormat::Jsonl),
         "csv" => Some(ExportFormat::Csv),
         _ => {
-            return Err(ApiError::Invalid(
+            return Err(ApiError::invalid(
                 FieldError::new("format", "must be jsonl or csv").into(),
             ))
         }
@@ -134,7 +120,7 @@ pub async fn list(
         cursor: &q.cursor,
         limit: &q.limit,
     })
-    .map_err(ApiError::Invalid)?;
+    .map_err(ApiError::invalid)?;
     let Some(format) = format else {
         let page = audit::search(&state.ctx, &principal.caller(), &search).await?;
         return Ok(HttpResponse::Ok().json(AuditPageJson {

@@ -148,7 +148,7 @@ pub async fn refresh(
     provider: web::Path<String>,
 ) -> Result<Json<ProviderCatalogueJson>, ApiError> {
     let kind = ProviderKind::parse_field("provider", &provider)
-        .map_err(|e| ApiError::Invalid(e.into()))?;
+        .map_err(|e| ApiError::invalid(e.into()))?;
     let fresh = catalogue::refresh(&state.ctx, &principal.caller(), kind).await?;
     Ok(Json(ProviderCatalogueJson::from(&CurrentCatalogue {
         provider: kind,

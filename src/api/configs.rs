@@ -15,20 +15,8 @@ use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
 use crate::machines::machine_configs::{self, ConfigVersion};
 use crate::machines::preview::{preview, PreviewRequest};
 use crate::machines::templates::Version;
-use crate::machines::{pins, templates, MachinesError};
+use crate::machines::{pins, templates};
 use crate::state::AppState;
-
-impl From<MachinesError> for ApiError {
-    fn from(e: MachinesError) -> Self {
-        match e {
-            MachinesError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
-            MachinesError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            MachinesError::Invalid(errors) => ApiError::Invalid(errors),
-            MachinesError::Provider(p) => ApiError::Upstream(p.to_string()),
-            MachinesError::Internal(e) => ApiError::Internal(e),
-        }
-    }
-}
 
 /// A machine config version.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -278,7 +266,7 @@ pub async fn put_template(
     body: ApiJson<TemplateRequest>,
 ) -> Result<Json<TemplateJson>, ApiError> {
     if !body.name.is_empty() && body.name != *name {
-        return Err(ApiError::Invalid(
+        return Err(ApiError::invalid(
             crate::domain::FieldError::new(
                 "name",
                 "cannot be changed; create a new template instead",
@@ -364,7 +352,7 @@ pub async fn render(
         body.secrets.tunnel_token.as_deref(),
     )
     .map_err(|e| {
-        ApiError::Invalid(crate::domain::FieldErrors(
+        ApiError::invalid(crate::domain::FieldErrors(
             e.0.into_iter()
                 .map(|f| crate::domain::FieldError::new(format!("secrets.{}", f.field), f.message))
                 .collect(),

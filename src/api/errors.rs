@@ -1,108 +1,62 @@
-//! API failures, all answered as problem+json.
+//! API failures: the one mapping from an operation's [`OpError`] to problem+json.
 
+use actix_web::http::header::{HeaderValue, RETRY_AFTER};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 
-use crate::auth::AccountError;
-use crate::domain::FieldErrors;
+use crate::domain::{FieldError, FieldErrors};
+use crate::error::OpError;
 use crate::http::Problem;
 
-/// An API handler's error.
+/// An API handler's error: an operation's error, answered as problem+json.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Invalid(FieldErrors),
-    /// The target's state forbids the operation (already approved, expired, superseded).
-    #[error("{0}")]
-    Conflict(String),
-    /// The provider failed; not the caller's fault.
-    #[error("{0}")]
-    Upstream(String),
-    /// Refused for now (429 throttled, 503 busy); the answer carries `Retry-After`.
-    #[error("{message}")]
-    RetryLater {
-        status: StatusCode,
-        retry_after: std::time::Duration,
-        message: String,
-    },
-    #[error("internal error")]
-    Internal(#[from] anyhow::Error),
-}
+#[error(transparent)]
+pub struct ApiError(#[from] pub OpError);
 
-impl From<AccountError> for ApiError {
-    fn from(e: AccountError) -> Self {
-        match e {
-            AccountError::Forbidden(f) => ApiError::Forbidden(f.to_string()),
-            AccountError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            AccountError::Invalid(errors) => ApiError::Invalid(errors),
-            e @ AccountError::Throttled(wait) => ApiError::RetryLater {
-                status: StatusCode::TOO_MANY_REQUESTS,
-                retry_after: wait,
-                message: e.to_string(),
-            },
-            e @ AccountError::Busy(wait) => ApiError::RetryLater {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                retry_after: wait,
-                message: e.to_string(),
-            },
-            AccountError::Internal(e) => ApiError::Internal(e),
-        }
+impl ApiError {
+    /// A 422 naming every invalid field.
+    pub fn invalid(errors: FieldErrors) -> Self {
+        ApiError(OpError::Invalid(errors))
     }
 }
 
-impl From<crate::provisioning::ProvisioningError> for ApiError {
-    fn from(e: crate::provisioning::ProvisioningError) -> Self {
-        use crate::provisioning::ProvisioningError as E;
-        match e {
-            E::Forbidden(f) => ApiError::Forbidden(f.to_string()),
-            // The message names the rule ("four-eyes: …").
-            E::NotAllowed(rule) => ApiError::Forbidden(rule),
-            E::Invalid(errors) => ApiError::Invalid(errors),
-            e @ E::NotFound(_) => ApiError::NotFound(e.to_string()),
-            E::Conflict(why) => ApiError::Conflict(why),
-            E::Internal(e) => ApiError::Internal(e),
-        }
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        ApiError(OpError::Internal(e))
+    }
+}
+
+impl From<FieldErrors> for ApiError {
+    fn from(e: FieldErrors) -> Self {
+        ApiError(OpError::Invalid(e))
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(e: FieldError) -> Self {
+        ApiError(OpError::from(e))
     }
 }
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Upstream(_) => StatusCode::BAD_GATEWAY,
-            ApiError::RetryLater { status, .. } => *status,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.0.status()
     }
 
     fn error_response(&self) -> HttpResponse {
-        match self {
-            ApiError::Invalid(errors) => Problem::invalid(errors).response(),
-            ApiError::RetryLater {
-                status,
-                retry_after,
-                message,
-            } => {
-                let mut res = Problem::new(*status, message.as_str()).response();
-                res.headers_mut().insert(
-                    actix_web::http::header::RETRY_AFTER,
-                    actix_web::http::header::HeaderValue::from(retry_after.as_secs().max(1)),
-                );
-                res
-            }
-            ApiError::Internal(e) => {
+        let mut res = match &self.0 {
+            OpError::Invalid(errors) => Problem::invalid(errors).response(),
+            OpError::Internal(e) => {
                 tracing::error!(error = ?e, "API handler failed");
                 Problem::new(self.status_code(), "internal error; it has been logged").response()
             }
-            other => Problem::new(other.status_code(), other.to_string()).response(),
+            other => Problem::new(self.status_code(), other.to_string()).response(),
+        };
+        if let Some(secs) = self.0.retry_after_secs() {
+            res.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
         }
+        res
     }
 }
 
@@ -126,17 +80,4 @@ pub fn json_error(
     };
     let res = Problem::new(status, detail).response();
     actix_web::error::InternalError::from_response(err, res).into()
-}
-
-impl From<crate::fleets::FleetsError> for ApiError {
-    fn from(e: crate::fleets::FleetsError) -> Self {
-        use crate::fleets::FleetsError as F;
-        match e {
-            F::Forbidden(f) => ApiError::Forbidden(f.to_string()),
-            F::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            F::Invalid(errors) => ApiError::Invalid(errors),
-            F::Conflict(why) => ApiError::Conflict(why),
-            F::Internal(e) => ApiError::Internal(e),
-        }
-    }
 }

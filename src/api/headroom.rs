@@ -176,7 +176,7 @@ pub async fn get(
     name: web::Path<String>,
     query: web::Query<HeadroomParams>,
 ) -> Result<Json<HeadroomJson>, ApiError> {
-    let q = parse(&query, state.ctx.now()).map_err(ApiError::Invalid)?;
+    let q = parse(&query, state.ctx.now()).map_err(ApiError::invalid)?;
     let s = series::series(
         &state.ctx,
         &principal.caller(),

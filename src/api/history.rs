@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::errors::ApiError;
 use crate::auth::Principal;
-use crate::provisioning::history::{self, ExportFormat, FilterInput, HistoryError};
+use crate::provisioning::history::{self, ExportFormat, FilterInput};
 use crate::state::AppState;
 
 /// The query string, as submitted; empty filters mean "any".
@@ -47,19 +47,6 @@ pub struct ProvisionExportParams {
     pub to: String,
 }
 
-impl From<HistoryError> for ApiError {
-    fn from(e: HistoryError) -> Self {
-        match e {
-            HistoryError::Busy => ApiError::RetryLater {
-                status: actix_web::http::StatusCode::TOO_MANY_REQUESTS,
-                retry_after: std::time::Duration::from_secs(5),
-                message: e.to_string(),
-            },
-            HistoryError::Provisioning(e) => e.into(),
-        }
-    }
-}
-
 /// Every provision request matching the filters (viewer and up), newest first, as CSV (with
 /// a header row; formula-like cells prefixed with `'`) or JSONL.
 #[utoipa::path(get, path = "/api/v1/provisions/export", tag = "provisions", params(ProvisionExportParams),
@@ -86,7 +73,7 @@ pub async fn export(
         (f, fmt) => {
             let mut all = f.err().unwrap_or_default();
             all.0.extend(fmt.err().unwrap_or_default().0);
-            return Err(ApiError::Invalid(all));
+            return Err(ApiError::invalid(all));
         }
     };
     let stream = history::export(&state.ctx, &principal.caller(), &filter, format).await?;

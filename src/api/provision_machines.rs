@@ -23,7 +23,7 @@ fn positive(field: &str, raw: &str, what: &str) -> Result<i64, ApiError> {
         .parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| ApiError::Invalid(FieldError::new(field, format!("must be {what}")).into()))
+        .ok_or_else(|| ApiError::invalid(FieldError::new(field, format!("must be {what}")).into()))
 }
 
 /// Destroys a failed machine's server (approver): only a failed machine of a finished
@@ -45,7 +45,7 @@ pub async fn destroy(
     let (id, idx) = path.into_inner();
     let id = positive("id", &id, "a positive provision id")?;
     let idx = idx.trim().parse::<u32>().map_err(|_| {
-        ApiError::Invalid(FieldError::new("idx", "must be a machine index (0, 1, …)").into())
+        ApiError::invalid(FieldError::new("idx", "must be a machine index (0, 1, …)").into())
     })?;
     crate::provisioning::runner::destroy_machine(&state.ctx, &principal.caller(), id, idx).await?;
     Ok(Json(DestroyedMachineJson {

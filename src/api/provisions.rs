@@ -329,7 +329,7 @@ fn request_id(raw: &str) -> Result<i64, ApiError> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| {
-            ApiError::Invalid(FieldError::new("id", "must be a positive provision id").into())
+            ApiError::invalid(FieldError::new("id", "must be a positive provision id").into())
         })
 }
 
@@ -378,7 +378,7 @@ pub async fn list(
             .ok_or_else(|| FieldError::new("limit", "must be a whole number from 1 to 200")),
     });
     let (Some(filter), Some(cursor), Some(limit)) = (filter, cursor, limit) else {
-        return Err(ApiError::Invalid(errors));
+        return Err(ApiError::invalid(errors));
     };
     let caller = principal.caller();
     let (items, next) = requests::list(&state.ctx, &caller, &filter, cursor, limit).await?;
@@ -465,7 +465,7 @@ pub async fn approve(
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
-            return Err(ApiError::Invalid(
+            return Err(ApiError::invalid(
                 FieldError::new(
                     "plan_hash",
                     "must be the request's plan_hash (64 lower-case hex digits)",

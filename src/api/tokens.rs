@@ -125,7 +125,7 @@ pub async fn revoke(
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| {
-            ApiError::Invalid(FieldError::new("id", "must be a positive token id").into())
+            ApiError::invalid(FieldError::new("id", "must be a positive token id").into())
         })?;
     let row = tokens::revoke_token(&state.ctx, &principal.caller(), id).await?;
     Ok(Json(TokenJson::from(&row)))

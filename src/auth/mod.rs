@@ -13,7 +13,6 @@ pub mod tokens;
 pub mod users;
 
 pub use principal::{Caller, Principal, Via};
-pub use users::AccountError;
 
 /// Last-use times (sessions, API tokens) are written back at most this often, so reading
 /// pages is not a database write per request.

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::principal::Caller;
 use super::secret_token;
-use super::users::{find_user, write_audit, AccountError};
+use super::users::{find_user, write_audit};
 use crate::audit::Action;
 use crate::context::Ctx;
 use crate::db;
@@ -12,6 +12,7 @@ use crate::db;
 pub use crate::db::tokens::TokenRow;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::{FieldError, FieldErrors, Role, Username};
+use crate::error::OpError;
 
 /// A token to create, as submitted.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -26,7 +27,7 @@ pub async fn create_token(
     ctx: &Ctx,
     caller: &Caller,
     input: &NewTokenInput,
-) -> Result<(String, TokenRow), AccountError> {
+) -> Result<(String, TokenRow), OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut errors = FieldErrors::default();
@@ -40,7 +41,7 @@ pub async fn create_token(
         errors.check(reject_control_chars("label", label));
     }
     let (Some(username), true) = (username, errors.is_empty()) else {
-        return Err(AccountError::Invalid(errors));
+        return Err(OpError::Invalid(errors));
     };
     let mut tx = db::begin_write(pool).await?;
     let user = find_user(&mut tx, "username", username.as_str()).await?;
@@ -69,19 +70,19 @@ pub async fn create_token(
     .await?;
     let row = db::tokens::by_id(&mut tx, id)
         .await?
-        .ok_or_else(|| AccountError::NotFound("token".into()))?;
+        .ok_or_else(|| OpError::NotFound("token".into()))?;
     tx.commit().await?;
     Ok((token, row))
 }
 
 /// Revokes an API token (admin only).
-pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRow, AccountError> {
+pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRow, OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut tx = db::begin_write(pool).await?;
     let token = db::tokens::by_id(&mut tx, id)
         .await?
-        .ok_or_else(|| AccountError::NotFound(format!("token {id}")))?;
+        .ok_or_else(|| OpError::NotFound(format!("token {id}")))?;
     if db::tokens::revoke(&mut tx, id, now).await? {
         write_audit(
             &mut tx,
@@ -100,7 +101,7 @@ pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRo
 }
 
 /// Lists API tokens (admin only).
-pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, AccountError> {
+pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, OpError> {
     let pool = &ctx.pool;
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
@@ -111,7 +112,7 @@ pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, Ac
 pub async fn overview(
     ctx: &Ctx,
     caller: &Caller,
-) -> Result<(Vec<TokenRow>, Vec<super::users::User>), AccountError> {
+) -> Result<(Vec<TokenRow>, Vec<super::users::User>), OpError> {
     Ok((
         list_tokens(ctx, caller).await?,
         super::users::list_users(ctx, caller).await?,

@@ -2,8 +2,6 @@
 //! only in the page or route), validates its input, and writes its audit entry in the same
 //! transaction as the change. API tokens live in `tokens`.
 
-use std::time::Duration;
-
 use serde_json::json;
 use sqlx::SqliteConnection;
 
@@ -16,45 +14,21 @@ use crate::db;
 /// A stored user, as pages and the API show it.
 pub use crate::db::users::User;
 use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
+use crate::error::OpError;
 
-/// Why an account operation was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum AccountError {
-    #[error(transparent)]
-    Forbidden(#[from] Forbidden),
-    /// Input broke a rule; nothing was written.
-    #[error("{0}")]
-    Invalid(FieldErrors),
-    #[error("{0} not found")]
-    NotFound(String),
-    /// Too many wrong current passwords lately: answer 429 with `Retry-After`.
-    #[error("too many wrong current passwords; try again in {} s", .0.as_secs().max(1))]
-    Throttled(Duration),
-    /// The password-hashing bound is full: answer 503 with `Retry-After`.
-    #[error("headroom is busy checking other passwords; try again in {} s", .0.as_secs().max(1))]
-    Busy(Duration),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<PasswordError> for AccountError {
+/// The password-hashing bound's refusal as a 503: headroom, not the caller, is short.
+impl From<PasswordError> for OpError {
     fn from(e: PasswordError) -> Self {
         match e {
-            PasswordError::Busy(b) => AccountError::Busy(b.retry_after),
-            PasswordError::Internal(e) => AccountError::Internal(e),
+            PasswordError::Busy(b) => OpError::busy(
+                b.retry_after,
+                format!(
+                    "headroom is busy checking other passwords; try again in {} s",
+                    b.retry_after.as_secs().max(1)
+                ),
+            ),
+            PasswordError::Internal(e) => OpError::Internal(e),
         }
-    }
-}
-
-impl From<sqlx::Error> for AccountError {
-    fn from(e: sqlx::Error) -> Self {
-        AccountError::Internal(e.into())
-    }
-}
-
-impl From<FieldError> for AccountError {
-    fn from(e: FieldError) -> Self {
-        AccountError::Invalid(e.into())
     }
 }
 
@@ -94,11 +68,11 @@ pub(super) async fn find_user(
     conn: &mut SqliteConnection,
     field: &str,
     raw: &str,
-) -> Result<User, AccountError> {
+) -> Result<User, OpError> {
     let name = Username::parse_field(field, raw)?;
     db::users::by_name(conn, name.as_str())
         .await?
-        .ok_or_else(|| AccountError::NotFound(format!("user {name}")))
+        .ok_or_else(|| OpError::NotFound(format!("user {name}")))
 }
 
 /// Creates a user (admin only).
@@ -106,7 +80,7 @@ pub async fn create_user(
     ctx: &Ctx,
     caller: &Caller,
     input: &NewUserInput,
-) -> Result<User, AccountError> {
+) -> Result<User, OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut errors = FieldErrors::default();
@@ -114,7 +88,7 @@ pub async fn create_user(
     let role = errors.check(Role::parse_field("role", &input.role));
     let pass = errors.check(NewPassword::parse_field("password", &input.password));
     let (Some(username), Some(role), Some(pass)) = (username, role, pass) else {
-        return Err(AccountError::Invalid(errors));
+        return Err(OpError::Invalid(errors));
     };
     let hash = password::hash(pass.expose().to_owned()).await?;
     let mut tx = db::begin_write(pool).await?;
@@ -141,7 +115,7 @@ async fn keep_an_admin(
     target: &User,
     field: &str,
     what: &str,
-) -> Result<(), AccountError> {
+) -> Result<(), OpError> {
     if target.role == Role::Admin
         && !target.disabled
         && db::users::count_active_admins(conn).await? <= 1
@@ -164,7 +138,7 @@ pub async fn set_role(
     caller: &Caller,
     username: &str,
     role: &str,
-) -> Result<User, AccountError> {
+) -> Result<User, OpError> {
     update(
         ctx,
         caller,
@@ -184,7 +158,7 @@ pub async fn set_disabled(
     caller: &Caller,
     username: &str,
     disabled: bool,
-) -> Result<User, AccountError> {
+) -> Result<User, OpError> {
     update(
         ctx,
         caller,
@@ -213,7 +187,7 @@ pub async fn update(
     caller: &Caller,
     username: &str,
     change: &UserChange,
-) -> Result<User, AccountError> {
+) -> Result<User, OpError> {
     caller.require(Role::Admin)?;
     let role = change
         .role
@@ -298,7 +272,7 @@ pub async fn change_own_password(
     caller: &Caller,
     origin: ChangeOrigin<'_>,
     input: &PasswordChange,
-) -> Result<(), AccountError> {
+) -> Result<(), OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Viewer)?;
     let user_id = caller.user_id.ok_or(Forbidden {
@@ -317,15 +291,15 @@ pub async fn change_own_password(
         errors.push("current_password", "is required");
     }
     let (Some(new), true) = (new, errors.is_empty()) else {
-        return Err(AccountError::Invalid(errors));
+        return Err(OpError::Invalid(errors));
     };
     let mut conn = pool.acquire().await?;
     let user = db::users::by_id(&mut conn, user_id)
         .await?
-        .ok_or_else(|| AccountError::NotFound("user".into()))?;
+        .ok_or_else(|| OpError::NotFound("user".into()))?;
     let (_, stored) = db::users::credentials(&mut conn, &user.username)
         .await?
-        .ok_or_else(|| AccountError::NotFound("user".into()))?;
+        .ok_or_else(|| OpError::NotFound("user".into()))?;
     drop(conn);
 
     let limit = Limit::password_change(&user.username, &ctx.settings.throttle);
@@ -338,7 +312,13 @@ pub async fn change_own_password(
     .await?
     {
         audit_change_failure(pool, caller, now, &user.username, "throttled", origin).await?;
-        return Err(AccountError::Throttled(wait));
+        return Err(OpError::throttled(
+            wait,
+            format!(
+                "too many wrong current passwords; try again in {} s",
+                wait.as_secs().max(1)
+            ),
+        ));
     }
     // Far over any password we would have set: wrong without spending argon2 on it.
     let verified = if input.current_password.len() > NewPassword::MAX_LEN * 4 {
@@ -402,7 +382,7 @@ async fn audit_change_failure(
     username: &str,
     reason: &str,
     origin: ChangeOrigin<'_>,
-) -> Result<(), AccountError> {
+) -> Result<(), OpError> {
     let mut tx = db::begin_write(pool).await?;
     write_audit(
         &mut tx,
@@ -419,7 +399,7 @@ async fn audit_change_failure(
 }
 
 /// Un-counts an attempt whose password was never judged wrong.
-async fn give_back(pool: &sqlx::SqlitePool, limit: &Limit) -> Result<(), AccountError> {
+async fn give_back(pool: &sqlx::SqlitePool, limit: &Limit) -> Result<(), OpError> {
     let mut tx = db::begin_write(pool).await?;
     throttle::take_back(&mut tx, limit).await?;
     tx.commit().await?;
@@ -432,7 +412,7 @@ pub async fn reset_password(
     caller: &Caller,
     username: &str,
     new_password: &str,
-) -> Result<(), AccountError> {
+) -> Result<(), OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let pass = NewPassword::parse_field("password", new_password)?;
@@ -458,16 +438,16 @@ pub async fn reset_password(
 }
 
 /// One user by name (admin only, like the list).
-pub async fn get(ctx: &Ctx, caller: &Caller, username: &str) -> Result<User, AccountError> {
+pub async fn get(ctx: &Ctx, caller: &Caller, username: &str) -> Result<User, OpError> {
     caller.require(Role::Admin)?;
     let mut conn = ctx.pool.acquire().await?;
     db::users::by_name(&mut conn, username)
         .await?
-        .ok_or_else(|| AccountError::NotFound(format!("user {username}")))
+        .ok_or_else(|| OpError::NotFound(format!("user {username}")))
 }
 
 /// Lists users (viewer may not: the list is an admin page).
-pub async fn list_users(ctx: &Ctx, caller: &Caller) -> Result<Vec<User>, AccountError> {
+pub async fn list_users(ctx: &Ctx, caller: &Caller) -> Result<Vec<User>, OpError> {
     let pool = &ctx.pool;
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;

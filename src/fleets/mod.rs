@@ -11,7 +11,8 @@ use crate::db;
 use crate::db::fleets::{FleetRow, FleetWrite};
 use crate::db::versions::{self, Family};
 use crate::domain::fleet::{endpoint_identity, FleetInput, FleetSpec};
-use crate::domain::{Caller, FieldError, FieldErrors, Forbidden, Role, UnixMillis};
+use crate::domain::{Caller, FieldError, FieldErrors, Role, UnixMillis};
+use crate::error::OpError;
 
 /// A stored fleet.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,45 +25,11 @@ pub struct Fleet {
     pub updated_by: String,
 }
 
-/// Why a fleet operation was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum FleetsError {
-    #[error(transparent)]
-    Forbidden(#[from] Forbidden),
-    #[error("{0}")]
-    Invalid(FieldErrors),
-    #[error("{0} not found")]
-    NotFound(String),
-    /// Refused because of the fleet's current state (open requests).
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<sqlx::Error> for FleetsError {
-    fn from(e: sqlx::Error) -> Self {
-        FleetsError::Internal(e.into())
-    }
-}
-
-impl From<FieldError> for FleetsError {
-    fn from(e: FieldError) -> Self {
-        FleetsError::Invalid(e.into())
-    }
-}
-
-impl From<FieldErrors> for FleetsError {
-    fn from(e: FieldErrors) -> Self {
-        FleetsError::Invalid(e)
-    }
-}
-
 impl TryFrom<FleetRow> for Fleet {
-    type Error = FleetsError;
-    fn try_from(r: FleetRow) -> Result<Self, FleetsError> {
+    type Error = OpError;
+    fn try_from(r: FleetRow) -> Result<Self, OpError> {
         let spec = serde_json::from_str(&r.spec).map_err(|e| {
-            FleetsError::Internal(anyhow::anyhow!("stored spec of fleet {}: {e}", r.name))
+            OpError::Internal(anyhow::anyhow!("stored spec of fleet {}: {e}", r.name))
         })?;
         Ok(Fleet {
             spec,
@@ -91,7 +58,7 @@ pub const HISTORY_SHOWN_MAX: i64 = 200;
 
 /// Every fleet, by name (viewer and up).
 #[tracing::instrument(skip_all, err)]
-pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Fleet>, FleetsError> {
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Fleet>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     db::fleets::list(&mut conn)
@@ -103,7 +70,7 @@ pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Fleet>, FleetsError>
 
 /// One fleet (viewer and up).
 #[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
-pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, FleetsError> {
+pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     db::fleets::get(&mut conn, name)
@@ -116,11 +83,7 @@ pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, Fleets
 /// up). The history outlives a delete, so a deleted fleet's name still answers; a name that
 /// never had a fleet is not found.
 #[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
-pub async fn history(
-    ctx: &Ctx,
-    caller: &Caller,
-    name: &str,
-) -> Result<Vec<FleetChange>, FleetsError> {
+pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<FleetChange>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let rows = db::fleet_changes::for_fleet(&mut conn, name, HISTORY_SHOWN_MAX).await?;
@@ -132,7 +95,7 @@ pub async fn history(
             let changes = match serde_json::from_str(&r.changes) {
                 Ok(Value::Object(m)) => m,
                 _ => {
-                    return Err(FleetsError::Internal(anyhow::anyhow!(
+                    return Err(OpError::Internal(anyhow::anyhow!(
                         "fleet {name}: change {} is not a JSON object",
                         r.id
                     )))
@@ -155,7 +118,7 @@ pub async fn history(
 async fn check_endpoints_unclaimed(
     conn: &mut sqlx::SqliteConnection,
     spec: &FleetSpec,
-) -> Result<(), FleetsError> {
+) -> Result<(), OpError> {
     let mut errors = FieldErrors::default();
     for row in db::fleets::list(conn).await? {
         if row.name == spec.name {
@@ -185,17 +148,17 @@ async fn check_endpoints_unclaimed(
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(FleetsError::Invalid(errors))
+        Err(OpError::Invalid(errors))
     }
 }
 
 /// "fleet NAME not found", quoting the name only when it could be one: the path segment is
 /// whatever a client sent (7,000 characters, bidi overrides) and the answer must not echo it.
-fn not_found(name: &str) -> FleetsError {
+fn not_found(name: &str) -> OpError {
     if crate::domain::machine::document_name("name", name).is_ok() {
-        FleetsError::NotFound(format!("fleet {name}"))
+        OpError::NotFound(format!("fleet {name}"))
     } else {
-        FleetsError::NotFound("fleet (the name in the address is not a valid fleet name)".into())
+        OpError::NotFound("fleet (the name in the address is not a valid fleet name)".into())
     }
 }
 
@@ -203,9 +166,9 @@ fn not_found(name: &str) -> FleetsError {
 /// call: otherwise an operator could create a second fleet naming production's mesh key under a
 /// one-approval, week-long policy and have its machines join production's mesh with fewer eyes
 /// than production requires.
-fn requires_approver(caller: &Caller) -> Result<(), FleetsError> {
+fn requires_approver(caller: &Caller) -> Result<(), OpError> {
     caller.require(Role::Approver).map_err(|_| {
-        FleetsError::Forbidden(crate::domain::Forbidden::with_rule(
+        OpError::from(crate::domain::Forbidden::with_rule(
             Role::Approver,
             "naming a fleet's secrets, or loosening its approval policy (fewer approvals, a \
              longer window than the fleet's or the default 4 hours), takes an approver",
@@ -221,7 +184,7 @@ async fn write_history(
     caller: &Caller,
     kind: &str,
     changes: &Map<String, Value>,
-) -> Result<(), FleetsError> {
+) -> Result<(), OpError> {
     let text = serde_json::to_string(changes).map_err(anyhow::Error::from)?;
     db::fleet_changes::insert(conn, name, now, caller.actor.name(), kind, &text).await?;
     Ok(())
@@ -250,7 +213,7 @@ fn every_field(spec: &FleetSpec, created: bool) -> Map<String, Value> {
 async fn check_restore_config(
     conn: &mut sqlx::SqliteConnection,
     spec: &FleetSpec,
-) -> Result<(), FleetsError> {
+) -> Result<(), OpError> {
     if versions::latest(conn, Family::MachineConfig, &spec.restore_machine_config)
         .await?
         .is_none()
@@ -264,8 +227,8 @@ async fn check_restore_config(
     Ok(())
 }
 
-fn spec_json(spec: &FleetSpec) -> Result<String, FleetsError> {
-    serde_json::to_string(spec).map_err(|e| FleetsError::Internal(e.into()))
+fn spec_json(spec: &FleetSpec) -> Result<String, OpError> {
+    serde_json::to_string(spec).map_err(|e| OpError::Internal(e.into()))
 }
 
 async fn write_audit(
@@ -294,7 +257,7 @@ async fn write_audit(
 /// Creates a fleet (operator and up; an approver when it names secrets or a window longer than
 /// the default). The demo seeding calls this too.
 #[tracing::instrument(skip_all, fields(fleet.name = %input.name.trim()), err)]
-pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, FleetsError> {
+pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, OpError> {
     caller.require(Role::Operator)?;
     let spec = FleetSpec::parse(input, &ctx.settings.secrets)?;
     if spec.approval_ttl_hours > crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT
@@ -365,7 +328,7 @@ pub async fn update(
     caller: &Caller,
     name: &str,
     input: &FleetInput,
-) -> Result<Fleet, FleetsError> {
+) -> Result<Fleet, OpError> {
     caller.require(Role::Operator)?;
     let mut input = input.clone();
     if input.name.trim().is_empty() {
@@ -437,7 +400,7 @@ pub async fn update(
 /// approver's decision because deleting and creating the fleet again would otherwise let an
 /// operator replace a policy they may only tighten (see `update`).
 #[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
-pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), FleetsError> {
+pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), OpError> {
     caller.require(Role::Approver)?;
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
@@ -447,7 +410,7 @@ pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), Fleets
         .try_into()?;
     let open = db::fleets::open_provisions(&mut tx, name).await?;
     if open > 0 {
-        return Err(FleetsError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "fleet {name} has {open} open provision request(s) (pending approval, approved or \
              executing); wait for them to finish, or reject or cancel them, before deleting it"
         )));

@@ -227,7 +227,7 @@ pub struct DeclaredSecret {
 
 /// The secrets the server declares, by name (viewer and up). Reads each (a few KiB at most)
 /// to say whether it is usable now; the values go nowhere.
-pub fn declared(ctx: &Ctx, caller: &Caller) -> Result<Vec<DeclaredSecret>, super::FleetsError> {
+pub fn declared(ctx: &Ctx, caller: &Caller) -> Result<Vec<DeclaredSecret>, crate::error::OpError> {
     caller.require(Role::Viewer)?;
     Ok(ctx
         .settings

@@ -10,7 +10,7 @@ use crate::db::fleet_status::BoardRow;
 use crate::domain::fleet::{FleetSpec, SCRAPE_INTERVAL_SECS_DEFAULT};
 use crate::domain::headroom::{health, DeficitTimeline, FleetNow, Member, Source};
 use crate::domain::{Caller, Role, UnixMillis};
-use crate::fleets::FleetsError;
+use crate::error::OpError;
 
 /// Most deficits one `deficits` call returns.
 pub const DEFICITS_LIMIT_MAX: u32 = 200;
@@ -18,7 +18,7 @@ pub const DEFICITS_LIMIT_MAX: u32 = 200;
 /// Every fleet now, by name (viewer and up); a fleet never scraped is `unknown`. `members` is
 /// empty here: the cards and `/metrics` need only the counts (`voters`, `learners`).
 #[tracing::instrument(skip_all, err)]
-pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, FleetsError> {
+pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, OpError> {
     caller.require(Role::Viewer)?;
     // Shared by every reader for up to `context::BOARD_TTL_MS`, and loaded again as soon as a
     // sample, a fleet or a request changes (each invalidates it): many open dashboards cost
@@ -31,7 +31,7 @@ pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, FleetsEr
             let rows = db::fleet_status::board(&mut conn).await?;
             rows.into_iter()
                 .map(|r| fleet_now(now, r))
-                .collect::<Result<Vec<_>, FleetsError>>()
+                .collect::<Result<Vec<_>, OpError>>()
         })
         .await?;
     Ok(fleets.as_ref().clone())
@@ -39,12 +39,12 @@ pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, FleetsEr
 
 /// One fleet now, with its members listed (viewer and up).
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
-pub async fn now(ctx: &Ctx, caller: &Caller, fleet: &str) -> Result<FleetNow, FleetsError> {
+pub async fn now(ctx: &Ctx, caller: &Caller, fleet: &str) -> Result<FleetNow, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let row = db::fleet_status::board_one(&mut conn, fleet)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {fleet}")))?;
+        .ok_or_else(|| OpError::NotFound(format!("fleet {fleet}")))?;
     fleet_now(ctx.now(), row)
 }
 
@@ -56,12 +56,12 @@ pub async fn deficits(
     caller: &Caller,
     fleet: &str,
     limit: u32,
-) -> Result<Vec<DeficitTimeline>, FleetsError> {
+) -> Result<Vec<DeficitTimeline>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let fleet_id = db::fleet_status::fleet_id(&mut conn, fleet)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {fleet}")))?;
+        .ok_or_else(|| OpError::NotFound(format!("fleet {fleet}")))?;
     let limit = i64::from(limit.clamp(1, DEFICITS_LIMIT_MAX));
     let rows = db::fleet_deficits::timeline(&mut conn, fleet_id, limit).await?;
     Ok(rows
@@ -103,7 +103,7 @@ fn count(v: Option<i64>) -> Option<u32> {
     v.and_then(|n| u32::try_from(n).ok())
 }
 
-fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, FleetsError> {
+fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, OpError> {
     // Only the interval is needed; a spec that no longer parses is a stored-data fault.
     let interval = serde_json::from_str::<FleetSpec>(&r.spec)
         .map(|s| s.scrape_interval_secs)

@@ -38,10 +38,11 @@ use crate::db::provision_events::{self, NewEvent};
 use crate::domain::clock::format_utc;
 use crate::domain::headroom::{DeficitPolicy, Observation};
 use crate::domain::{Actor, ProvisionState, UnixMillis};
+use crate::error::OpError;
 use crate::provisioning::notify::{self, FleetEvent};
 use crate::provisioning::requests::Filing;
 use crate::provisioning::transition::{self, Transition};
-use crate::provisioning::{requests, NewRequest, ProvisioningError, COUNT_MAX};
+use crate::provisioning::{requests, NewRequest, COUNT_MAX};
 
 /// The reason a superseded proposal carries.
 pub const RECOVERED_REASON: &str = "headroom recovered before approval";
@@ -259,10 +260,10 @@ pub fn followup(
 }
 
 /// A refusal as a note on the deficit: what the fleet page shows instead of a request.
-fn refusal_note(e: &ProvisioningError) -> String {
+fn refusal_note(e: &OpError) -> String {
     match e {
         // The cause chain goes to the log; the note keeps only its outermost words.
-        ProvisioningError::Internal(err) => {
+        OpError::Internal(err) => {
             tracing::warn!(error = ?err, "restore proposal could not be filed");
             format!("no restore was filed: {err}")
         }
@@ -412,7 +413,7 @@ async fn file(
 ) -> anyhow::Result<Proposal> {
     let spec = match crate::fleets::get(ctx, &Caller::system(), &d.fleet).await {
         Ok(f) => f.spec,
-        Err(crate::fleets::FleetsError::NotFound(_)) => return Ok(Proposal::Settled),
+        Err(crate::error::OpError::NotFound(_)) => return Ok(Proposal::Settled),
         Err(e) => return Ok(Proposal::NotFiled(format!("no restore was filed: {e}"))),
     };
     let count = restore_count(spare, required, spec.max_restore_machines);

@@ -6,7 +6,7 @@
 //! (`series`) and the retention of history (`retention`).
 //!
 //! Reads check the caller's role like every operation (viewer and up) and refuse an unknown
-//! fleet with `FleetsError::NotFound`; the errors are the fleets' own, since every headroom
+//! fleet with `OpError::NotFound`; the errors are the fleets' own, since every headroom
 //! question is a question about one fleet.
 
 pub mod board;

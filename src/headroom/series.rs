@@ -12,7 +12,7 @@ use crate::domain::headroom::{
     STEP_MIN_MILLIS,
 };
 use crate::domain::{Caller, FieldError, FieldErrors, Role, UnixMillis};
-use crate::fleets::FleetsError;
+use crate::error::OpError;
 
 /// Widest range a series covers: the hour rollups' default retention.
 pub const MAX_RANGE_MILLIS: i64 = 400 * 24 * 3_600_000;
@@ -47,7 +47,7 @@ pub async fn series(
     from: UnixMillis,
     to: UnixMillis,
     step_ms: Option<i64>,
-) -> Result<Series, FleetsError> {
+) -> Result<Series, OpError> {
     caller.require(Role::Viewer)?;
     check_range(from, to, step_ms)?;
     let mut conn = ctx.pool.acquire().await?;
@@ -97,7 +97,7 @@ pub async fn recent_samples(
     caller: &Caller,
     fleet: &str,
     limit: u32,
-) -> Result<Vec<SampleRow>, FleetsError> {
+) -> Result<Vec<SampleRow>, OpError> {
     caller.require(Role::Viewer)?;
     if !(1..=MAX_RECENT_SAMPLES).contains(&limit) {
         return Err(FieldError::new(
@@ -122,7 +122,7 @@ pub async fn annotations(
     fleet: &str,
     from: UnixMillis,
     to: UnixMillis,
-) -> Result<Vec<Annotation>, FleetsError> {
+) -> Result<Vec<Annotation>, OpError> {
     caller.require(Role::Viewer)?;
     check_range(from, to, None)?;
     let mut conn = ctx.pool.acquire().await?;
@@ -158,12 +158,12 @@ fn label(state: &str) -> String {
 async fn find(
     conn: &mut sqlx::SqliteConnection,
     fleet: &str,
-) -> Result<(FleetRef, FleetSpec), FleetsError> {
+) -> Result<(FleetRef, FleetSpec), OpError> {
     let fleet_ref = db::fleet_samples::fleet_ref(conn, fleet)
         .await?
-        .ok_or_else(|| FleetsError::NotFound(format!("fleet {fleet}")))?;
+        .ok_or_else(|| OpError::NotFound(format!("fleet {fleet}")))?;
     let spec: FleetSpec = serde_json::from_str(&fleet_ref.spec)
-        .map_err(|e| FleetsError::Internal(anyhow::anyhow!("stored spec of fleet {fleet}: {e}")))?;
+        .map_err(|e| OpError::Internal(anyhow::anyhow!("stored spec of fleet {fleet}: {e}")))?;
     Ok((fleet_ref, spec))
 }
 

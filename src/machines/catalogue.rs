@@ -4,22 +4,18 @@
 
 use serde_json::json;
 
-use super::MachinesError;
 use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
 use crate::domain::machine::{CatalogueView, ProviderKind};
 use crate::domain::{FieldError, Role, UnixMillis};
+use crate::error::OpError;
 use crate::provider::{Catalogue, Image, Location, ServerType};
 
 /// Asks the provider for its catalogue and replaces the cache (operator and up).
 #[tracing::instrument(skip_all, fields(provider = %kind), err)]
-pub async fn refresh(
-    ctx: &Ctx,
-    caller: &Caller,
-    kind: ProviderKind,
-) -> Result<Catalogue, MachinesError> {
+pub async fn refresh(ctx: &Ctx, caller: &Caller, kind: ProviderKind) -> Result<Catalogue, OpError> {
     caller.require(Role::Operator)?;
     let provider = ctx.providers.get(kind).ok_or_else(|| {
         FieldError::new(
@@ -50,7 +46,7 @@ async fn fetch_and_store(
     caller: &Caller,
     kind: ProviderKind,
     provider: &dyn crate::provider::MachineProvider,
-) -> Result<Catalogue, MachinesError> {
+) -> Result<Catalogue, OpError> {
     let catalogue = provider.catalogue().await?;
     tracing::info!(
         provider = provider.name(),
@@ -98,7 +94,7 @@ pub async fn cached(
     ctx: &Ctx,
     caller: &Caller,
     kind: ProviderKind,
-) -> Result<(Catalogue, Option<i64>), MachinesError> {
+) -> Result<(Catalogue, Option<i64>), OpError> {
     caller.require(Role::Viewer)?;
     cached_rows(&ctx.pool, kind).await
 }
@@ -107,7 +103,7 @@ pub async fn cached(
 async fn cached_rows(
     pool: &sqlx::SqlitePool,
     kind: ProviderKind,
-) -> Result<(Catalogue, Option<i64>), MachinesError> {
+) -> Result<(Catalogue, Option<i64>), OpError> {
     let mut conn = pool.acquire().await?;
     let rows = db::catalogue::for_provider(&mut conn, kind.as_str()).await?;
     let mut c = Catalogue::default();
@@ -182,10 +178,7 @@ fn is_stale(ctx: &Ctx, fetched_at: Option<UnixMillis>) -> bool {
 /// The cached catalogue of an enabled provider, fetched again (as `system`, audited) first when
 /// it is empty or older than the setting. A failed fetch keeps the old cache and says why.
 #[tracing::instrument(skip_all, fields(provider = %kind))]
-pub(super) async fn current(
-    ctx: &Ctx,
-    kind: ProviderKind,
-) -> Result<CurrentCatalogue, MachinesError> {
+pub(super) async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCatalogue, OpError> {
     let (catalogue, fetched_at) = cached_rows(&ctx.pool, kind).await?;
     if ctx.providers.get(kind).is_none() || !is_stale(ctx, fetched_at) {
         return Ok(CurrentCatalogue {
@@ -221,7 +214,7 @@ pub(super) async fn current(
             fetched_at: Some(ctx.clock.now()),
             fetch_error: None,
         }),
-        Err(MachinesError::Provider(e)) => {
+        Err(OpError::Upstream(e)) => {
             tracing::warn!(error = %e, "catalogue refresh on use failed; keeping the cache");
             Ok(CurrentCatalogue {
                 provider: kind,
@@ -235,7 +228,7 @@ pub(super) async fn current(
 }
 
 /// Every enabled provider's current catalogue (viewer and up).
-pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<CurrentCatalogue>, MachinesError> {
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<CurrentCatalogue>, OpError> {
     caller.require(Role::Viewer)?;
     let mut all = Vec::new();
     for kind in ctx.providers.enabled() {

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{catalogue, MachinesError};
+use super::catalogue;
 use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::DEFAULT_TEMPLATE;
@@ -11,6 +11,7 @@ use crate::db;
 use crate::db::versions::{self, Family, Version};
 use crate::domain::machine::{diff_specs, FieldChange, MachineInput, MachineSpec, ProviderKind};
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
+use crate::error::OpError;
 
 /// A stored version with its parsed spec.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -22,10 +23,10 @@ pub struct ConfigVersion {
 }
 
 impl TryFrom<Version> for ConfigVersion {
-    type Error = MachinesError;
-    fn try_from(v: Version) -> Result<Self, MachinesError> {
+    type Error = OpError;
+    fn try_from(v: Version) -> Result<Self, OpError> {
         let spec = serde_json::from_str(&v.content).map_err(|e| {
-            MachinesError::Internal(anyhow::anyhow!(
+            OpError::Internal(anyhow::anyhow!(
                 "stored spec of {} v{}: {e}",
                 v.name,
                 v.version
@@ -41,7 +42,7 @@ impl TryFrom<Version> for ConfigVersion {
 }
 
 /// Validates input against the catalogue of the chosen provider and the known templates.
-async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, MachinesError> {
+async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, OpError> {
     let kind = ProviderKind::parse_field("provider", &input.provider).ok();
     let current = match kind {
         Some(k) => Some(catalogue::current(ctx, k).await?),
@@ -111,7 +112,7 @@ pub async fn create(
     ctx: &Ctx,
     caller: &Caller,
     input: &MachineInput,
-) -> Result<ConfigVersion, MachinesError> {
+) -> Result<ConfigVersion, OpError> {
     caller.require(Role::Operator)?;
     let spec = parse(ctx, input).await?;
     let now = ctx.clock.now();
@@ -154,7 +155,7 @@ pub async fn update(
     caller: &Caller,
     name: &str,
     input: &MachineInput,
-) -> Result<(ConfigVersion, bool), MachinesError> {
+) -> Result<(ConfigVersion, bool), OpError> {
     caller.require(Role::Operator)?;
     let current = latest(ctx, caller, name).await?;
     let mut input = input.clone();
@@ -185,7 +186,7 @@ pub async fn update(
         now,
     )
     .await?
-    .ok_or_else(|| MachinesError::NotFound(format!("machine config {name}")))?;
+    .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?;
     write_audit(
         &mut tx,
         caller,
@@ -219,7 +220,7 @@ pub struct FormChoices {
 }
 
 /// The choices the config form offers (viewer and up: the form is shown read-only to viewers).
-pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, MachinesError> {
+pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, OpError> {
     caller.require(Role::Viewer)?;
     // As validation sees them: an empty or stale cache is fetched on the way.
     let catalogues = catalogue::list(ctx, caller)
@@ -248,7 +249,7 @@ pub struct ConfigDetail {
 }
 
 /// What a config's page shows (viewer and up).
-pub async fn detail(ctx: &Ctx, caller: &Caller, name: &str) -> Result<ConfigDetail, MachinesError> {
+pub async fn detail(ctx: &Ctx, caller: &Caller, name: &str) -> Result<ConfigDetail, OpError> {
     let history = history(ctx, caller, name).await?;
     let spec = &history[0].0.spec;
     let pin = super::pins::latest_for(ctx, caller, &spec.yubaba_url, &spec.yubaba_sha256).await?;
@@ -261,7 +262,7 @@ pub fn default_provider(ctx: &Ctx) -> Option<crate::domain::machine::ProviderKin
 }
 
 /// The names of every config (viewer and up), for pickers.
-pub async fn names(ctx: &Ctx, caller: &Caller) -> Result<Vec<String>, MachinesError> {
+pub async fn names(ctx: &Ctx, caller: &Caller) -> Result<Vec<String>, OpError> {
     Ok(list(ctx, caller)
         .await?
         .into_iter()
@@ -270,21 +271,17 @@ pub async fn names(ctx: &Ctx, caller: &Caller) -> Result<Vec<String>, MachinesEr
 }
 
 /// The latest version of a config.
-pub async fn latest(
-    ctx: &Ctx,
-    caller: &Caller,
-    name: &str,
-) -> Result<ConfigVersion, MachinesError> {
+pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<ConfigVersion, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     versions::latest(&mut conn, Family::MachineConfig, name)
         .await?
-        .ok_or_else(|| MachinesError::NotFound(format!("machine config {name}")))?
+        .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?
         .try_into()
 }
 
 /// The latest version of every config.
-pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<ConfigVersion>, MachinesError> {
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<ConfigVersion>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     versions::latest_all(&mut conn, Family::MachineConfig)
@@ -299,7 +296,7 @@ pub async fn history(
     ctx: &Ctx,
     caller: &Caller,
     name: &str,
-) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, MachinesError> {
+) -> Result<Vec<(ConfigVersion, Vec<FieldChange>)>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let all: Vec<ConfigVersion> = versions::history(&mut conn, Family::MachineConfig, name)
@@ -308,7 +305,7 @@ pub async fn history(
         .map(ConfigVersion::try_from)
         .collect::<Result<_, _>>()?;
     if all.is_empty() {
-        return Err(MachinesError::NotFound(format!("machine config {name}")));
+        return Err(OpError::NotFound(format!("machine config {name}")));
     }
     Ok(all
         .iter()

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{machine_configs, MachinesError};
+use super::machine_configs;
 use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict};
@@ -12,6 +12,7 @@ use crate::db;
 pub use crate::db::pins::PinCheck;
 use crate::domain::machine::document_name;
 use crate::domain::Role;
+use crate::error::OpError;
 
 /// A finished check: the stored verdict and, when the download completed, its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +33,7 @@ impl PinOutcome {
 /// Downloads and checks the tarball of config `name`'s latest version (operator and up),
 /// through the outbound policy for pins; the verdict is stored and audited, whatever it is.
 /// The page's "Download and check now" button and the API's pin-check both call this.
-pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome, MachinesError> {
+pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome, OpError> {
     caller.require(Role::Operator)?;
     // A name that could never exist is a field error, not a lookup.
     document_name("name", name)?;
@@ -58,7 +59,7 @@ async fn record(
     url: &str,
     sha256: &str,
     verdict: &PinVerdict,
-) -> Result<PinCheck, MachinesError> {
+) -> Result<PinCheck, OpError> {
     let now = ctx.clock.now();
     let row = PinCheck {
         url: url.to_owned(),
@@ -92,7 +93,7 @@ pub async fn latest_for(
     caller: &Caller,
     url: &str,
     sha256: &str,
-) -> Result<Option<PinCheck>, MachinesError> {
+) -> Result<Option<PinCheck>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     Ok(db::pins::get(&mut conn, url, sha256).await?)

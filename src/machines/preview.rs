@@ -1,12 +1,13 @@
 //! Rendering a template for a config, for the live preview and `POST /api/v1/render`.
 
-use super::{machine_configs, MachinesError};
+use super::machine_configs;
 use crate::auth::Caller;
 use crate::cloud_init::{RenderRequest, Rendered, Secrets};
 use crate::context::Ctx;
 use crate::db::versions::{self, Family};
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role};
+use crate::error::OpError;
 
 /// What to render: a config, a template (stored, or an unsaved body from the editor) and the
 /// render-time secrets.
@@ -32,7 +33,7 @@ pub async fn preview(
     ctx: &Ctx,
     caller: &Caller,
     req: &PreviewRequest<'_>,
-) -> Result<Preview, MachinesError> {
+) -> Result<Preview, OpError> {
     caller.require(Role::Operator)?;
     // Names that could never exist are field errors, not lookups.
     let mut errors = FieldErrors::default();
@@ -55,7 +56,7 @@ pub async fn preview(
             let mut conn = ctx.pool.acquire().await?;
             versions::latest(&mut conn, Family::Template, &template_name)
                 .await?
-                .ok_or_else(|| MachinesError::NotFound(format!("template {template_name}")))?
+                .ok_or_else(|| OpError::NotFound(format!("template {template_name}")))?
                 .content
         }
     };

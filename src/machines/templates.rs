@@ -2,7 +2,6 @@
 
 use serde_json::json;
 
-use super::MachinesError;
 use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
@@ -14,6 +13,7 @@ use crate::db::versions::{self, Family};
 use crate::domain::digest::sha256_hex;
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role, UnixMillis};
+use crate::error::OpError;
 
 /// Longest template accepted, in characters (as JSON Schema's maxLength counts them; the
 /// rendered payload must still fit in 32 KiB).
@@ -57,7 +57,7 @@ async fn audit_version(
 }
 
 /// Loads the shipped default template on first start (no-op afterwards).
-pub async fn ensure_default(ctx: &Ctx) -> Result<(), MachinesError> {
+pub async fn ensure_default(ctx: &Ctx) -> Result<(), OpError> {
     let now = ctx.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     if versions::create(
@@ -96,7 +96,7 @@ pub async fn create(
     caller: &Caller,
     name: &str,
     body: &str,
-) -> Result<Version, MachinesError> {
+) -> Result<Version, OpError> {
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
@@ -133,7 +133,7 @@ pub async fn create(
     .await?;
     let v = versions::latest(&mut tx, Family::Template, &name)
         .await?
-        .ok_or_else(|| MachinesError::NotFound(name.clone()))?;
+        .ok_or_else(|| OpError::NotFound(name.clone()))?;
     tx.commit().await?;
     Ok(v)
 }
@@ -144,7 +144,7 @@ pub async fn update(
     caller: &Caller,
     name: &str,
     body: &str,
-) -> Result<(Version, bool), MachinesError> {
+) -> Result<(Version, bool), OpError> {
     caller.require(Role::Operator)?;
     let body = &normalise(body);
     let mut errors = FieldErrors::default();
@@ -153,7 +153,7 @@ pub async fn update(
     let mut tx = db::begin_write(&ctx.pool).await?;
     let current = versions::latest(&mut tx, Family::Template, name)
         .await?
-        .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))?;
+        .ok_or_else(|| OpError::NotFound(format!("template {name}")))?;
     if !errors.is_empty() {
         return Err(errors.into());
     }
@@ -169,7 +169,7 @@ pub async fn update(
         now,
     )
     .await?
-    .ok_or_else(|| MachinesError::NotFound(name.to_owned()))?;
+    .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
     audit_version(
         &mut tx,
         caller,
@@ -182,7 +182,7 @@ pub async fn update(
     .await?;
     let v = versions::exact(&mut tx, Family::Template, name, version)
         .await?
-        .ok_or_else(|| MachinesError::NotFound(name.to_owned()))?;
+        .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
     tx.commit().await?;
     Ok((v, true))
 }
@@ -214,12 +214,12 @@ pub async fn report_refused(ctx: &Ctx) -> Vec<(String, String)> {
 }
 
 /// The latest version of one template (viewer and up).
-pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, MachinesError> {
+pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     versions::latest(&mut conn, Family::Template, name)
         .await?
-        .ok_or_else(|| MachinesError::NotFound(format!("template {name}")))
+        .ok_or_else(|| OpError::NotFound(format!("template {name}")))
 }
 
 /// What the template editor opens with: the latest version and the configs to preview it for.
@@ -231,7 +231,7 @@ pub struct Editing {
 }
 
 /// Opens the editor on a template (viewer and up; saving needs operator).
-pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, MachinesError> {
+pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, OpError> {
     Ok(Editing {
         template: latest(ctx, caller, name).await?,
         configs: super::machine_configs::names(ctx, caller).await?,
@@ -239,23 +239,19 @@ pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, 
 }
 
 /// The latest version of every template.
-pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, MachinesError> {
+pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     Ok(versions::latest_all(&mut conn, Family::Template).await?)
 }
 
 /// Every version of one template, newest first.
-pub async fn history(
-    ctx: &Ctx,
-    caller: &Caller,
-    name: &str,
-) -> Result<Vec<Version>, MachinesError> {
+pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<Version>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let h = versions::history(&mut conn, Family::Template, name).await?;
     if h.is_empty() {
-        return Err(MachinesError::NotFound(format!("template {name}")));
+        return Err(OpError::NotFound(format!("template {name}")));
     }
     Ok(h)
 }

@@ -5,11 +5,12 @@
 
 use serde_json::json;
 
-use super::{requests, Provision, ProvisionFilter, ProvisioningError};
+use super::{requests, Provision, ProvisionFilter};
 use crate::context::Ctx;
 use crate::domain::clock::{format_utc, parse_utc};
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::{Caller, FieldErrors, ProvisionState};
+use crate::error::OpError;
 
 /// The longest text filter, in characters.
 pub const MAX_FILTER_CHARS: usize = 200;
@@ -129,20 +130,6 @@ impl ExportFormat {
             ExportFormat::Jsonl => "headroom-provisions.jsonl",
         }
     }
-}
-
-/// Why an export was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
-    /// The listing refused (role, filters) or failed.
-    #[error(transparent)]
-    Provisioning(#[from] ProvisioningError),
-    /// As many exports as are allowed are running; try again shortly.
-    #[error(
-        "{} exports are already running; try again in a moment",
-        crate::context::MAX_EXPORTS
-    )]
-    Busy,
 }
 
 /// The CSV header row: one column per [`Record`] field.
@@ -295,14 +282,18 @@ pub async fn export(
     caller: &Caller,
     filter: &ProvisionFilter,
     format: ExportFormat,
-) -> Result<ExportStream, HistoryError> {
+) -> Result<ExportStream, OpError> {
     // An export walks the whole (filtered) history: a few at a time, shared with the audit
     // export, so a flood of them cannot slow every other request.
-    let permit = ctx
-        .exports
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| HistoryError::Busy)?;
+    let permit = ctx.exports.clone().try_acquire_owned().map_err(|_| {
+        OpError::throttled(
+            crate::audit::EXPORT_RETRY_AFTER,
+            format!(
+                "{} exports are already running; try again in a moment",
+                crate::context::MAX_EXPORTS
+            ),
+        )
+    })?;
     let (first, mut cursor) = requests::list(ctx, caller, filter, None, EXPORT_PAGE).await?;
     let mut head = String::new();
     if format == ExportFormat::Csv {
@@ -311,7 +302,7 @@ pub async fn export(
     head.push_str(
         &encode(ctx, &first, format)
             .await
-            .map_err(ProvisioningError::Internal)?,
+            .map_err(OpError::Internal)?,
     );
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     let (ctx, caller, filter) = (ctx.clone(), caller.clone(), filter.clone());
@@ -320,7 +311,7 @@ pub async fn export(
         if tx.send(Ok(head)).await.is_err() {
             return;
         }
-        let walked: Result<(), ProvisioningError> = async {
+        let walked: Result<(), OpError> = async {
             while let Some(before) = cursor {
                 let (page, next) =
                     requests::list(&ctx, &caller, &filter, Some(before), EXPORT_PAGE).await?;

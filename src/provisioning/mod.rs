@@ -20,9 +20,7 @@ pub mod transition;
 use serde::{Deserialize, Serialize};
 
 use crate::cloud_init::{Finding, Severity};
-use crate::domain::{
-    FieldError, FieldErrors, Forbidden, MachineStatus, ProvisionState, UnixMillis,
-};
+use crate::domain::{MachineStatus, ProvisionState, UnixMillis};
 
 /// Machines one request may create.
 pub const COUNT_MAX: u32 = 20;
@@ -148,45 +146,6 @@ pub struct Event {
     pub message: String,
     /// Secret-free details (a provider answer, with `root_password` dropped).
     pub details: serde_json::Value,
-}
-
-/// Why an operation was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ProvisioningError {
-    /// The caller's role does not reach the operation.
-    #[error(transparent)]
-    Forbidden(#[from] Forbidden),
-    /// A rule about who may act (four-eyes): 403 naming the rule.
-    #[error("{0}")]
-    NotAllowed(String),
-    /// Bad input, by field.
-    #[error("{0}")]
-    Invalid(FieldErrors),
-    #[error("{0} not found")]
-    NotFound(String),
-    /// The request's state forbids the operation (already approved, expired, superseded): 409.
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<sqlx::Error> for ProvisioningError {
-    fn from(e: sqlx::Error) -> Self {
-        ProvisioningError::Internal(e.into())
-    }
-}
-
-impl From<FieldError> for ProvisioningError {
-    fn from(e: FieldError) -> Self {
-        ProvisioningError::Invalid(e.into())
-    }
-}
-
-impl From<FieldErrors> for ProvisioningError {
-    fn from(e: FieldErrors) -> Self {
-        ProvisioningError::Invalid(e)
-    }
 }
 
 /// What a person asks for (raw input: `requests::create` and `requests::plan` parse it).

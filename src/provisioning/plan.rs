@@ -9,7 +9,7 @@ use secrecy::SecretString;
 use serde_json::json;
 
 use super::cost::Amount;
-use super::{NewRequest, Plan, PlanFinding, PlannedMachine, Provision, ProvisioningError};
+use super::{NewRequest, Plan, PlanFinding, PlannedMachine, Provision};
 use super::{COUNT_MAX, REASON_MAX};
 use crate::auth::Caller;
 use crate::cloud_init::{RenderRequest, Secrets};
@@ -21,6 +21,7 @@ use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::FleetSpec;
 use crate::domain::machine::{document_name, rfc1123_label, MachineSpec};
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
+use crate::error::OpError;
 use crate::machines::machine_configs::ConfigVersion;
 
 /// Longest prefix of a machine name taken from the config's name.
@@ -148,13 +149,13 @@ pub async fn fleet_spec(
     ctx: &Ctx,
     caller: &Caller,
     name: &str,
-) -> Result<Option<FleetSpec>, ProvisioningError> {
-    use crate::fleets::FleetsError;
+) -> Result<Option<FleetSpec>, OpError> {
+    use crate::error::OpError;
     match crate::fleets::get(ctx, caller, name).await {
         Ok(f) => Ok(Some(f.spec)),
-        Err(FleetsError::NotFound(_)) => Ok(None),
-        Err(FleetsError::Forbidden(f)) => Err(f.into()),
-        Err(e) => Err(ProvisioningError::Internal(anyhow::anyhow!("{e}"))),
+        Err(OpError::NotFound(_)) => Ok(None),
+        Err(e @ OpError::Forbidden(_)) => Err(e),
+        Err(e) => Err(OpError::Internal(anyhow::anyhow!("{e}"))),
     }
 }
 
@@ -172,8 +173,8 @@ fn secrets_for(ctx: &Ctx, fleet: &FleetSpec) -> Result<Secrets, FieldError> {
     })
 }
 
-fn config_version(v: versions::Version) -> Result<ConfigVersion, ProvisioningError> {
-    ConfigVersion::try_from(v).map_err(|e| ProvisioningError::Internal(anyhow::anyhow!("{e}")))
+fn config_version(v: versions::Version) -> Result<ConfigVersion, OpError> {
+    ConfigVersion::try_from(v).map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))
 }
 
 /// The one machine's prices at the config's location, from the cached catalogue.
@@ -181,10 +182,10 @@ async fn prices(
     ctx: &Ctx,
     caller: &Caller,
     spec: &MachineSpec,
-) -> Result<Result<(String, String), FieldError>, ProvisioningError> {
+) -> Result<Result<(String, String), FieldError>, OpError> {
     let (catalogue, _) = crate::machines::catalogue::cached(ctx, caller, spec.provider)
         .await
-        .map_err(|e| ProvisioningError::Internal(anyhow::anyhow!("{e}")))?;
+        .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
     let missing = || {
         FieldError::new(
             "machine_config",
@@ -381,11 +382,7 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> 
 
 /// Plans a request without storing anything (operator and up: it renders with the fleet's
 /// secrets). Field errors come back as `Invalid`; error findings stay in the plan.
-pub async fn plan(
-    ctx: &Ctx,
-    caller: &Caller,
-    req: &NewRequest,
-) -> Result<DraftPlan, ProvisioningError> {
+pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftPlan, OpError> {
     caller.require(Role::Operator)?;
     let parsed = parse(req)?;
     let mut errors = FieldErrors::default();
@@ -434,7 +431,7 @@ pub async fn plan(
     let cost = |price: &str| {
         Amount::parse(price)
             .map(|a| a.times(parsed.count).to_string())
-            .map_err(|e| ProvisioningError::Internal(anyhow::anyhow!("catalogue price: {e}")))
+            .map_err(|e| OpError::Internal(anyhow::anyhow!("catalogue price: {e}")))
     };
     let (hourly_cost, monthly_cost) = (cost(&hourly)?, cost(&monthly)?);
     let src = Sources {
@@ -502,7 +499,7 @@ pub enum Currency {
 /// Re-checks a stored request before it runs: newer config or template versions supersede it,
 /// and so does a re-render (with the fleet's current secrets) whose hash differs from the plan's.
 /// Renders as `system`; the caller decides what to do with a superseded request.
-pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, ProvisioningError> {
+pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, OpError> {
     if let Some(why) = newer_version(ctx, p).await? {
         return Ok(Currency::Superseded(why));
     }
@@ -560,7 +557,7 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, ProvisioningE
 }
 
 /// Says which document has a version newer than the plan's, if one has.
-pub async fn newer_version(ctx: &Ctx, p: &Provision) -> Result<Option<String>, ProvisioningError> {
+pub async fn newer_version(ctx: &Ctx, p: &Provision) -> Result<Option<String>, OpError> {
     let mut conn = ctx.pool.acquire().await?;
     newer_version_in(&mut conn, p).await
 }
@@ -569,7 +566,7 @@ pub async fn newer_version(ctx: &Ctx, p: &Provision) -> Result<Option<String>, P
 pub async fn newer_version_in(
     conn: &mut sqlx::SqliteConnection,
     p: &Provision,
-) -> Result<Option<String>, ProvisioningError> {
+) -> Result<Option<String>, OpError> {
     let checks = [
         (
             Family::MachineConfig,

@@ -11,7 +11,7 @@ use sqlx::SqliteConnection;
 use super::plan::{self, DraftPlan};
 use super::transition::{self, Outcome, Transition};
 use super::{notify, Event, MachineRecord, NewRequest, Provision, ProvisionDetail};
-use super::{ProvisionFilter, ProvisioningError, REASON_MAX};
+use super::{ProvisionFilter, REASON_MAX};
 use crate::audit::{self, Action, AuditFilter, NewEntry};
 use crate::auth::Caller;
 use crate::context::Ctx;
@@ -22,6 +22,7 @@ use crate::db::versions::{self, Family};
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
+use crate::error::OpError;
 
 /// Most requests one listing page returns.
 pub const LIST_LIMIT_MAX: u32 = 200;
@@ -47,26 +48,18 @@ pub const PROPOSAL_CAUSES: [&str; 7] = [
 
 /// Plans a request for the form's live preview: the plan, its cost and findings; nothing
 /// stored (operator and up).
-pub async fn plan(
-    ctx: &Ctx,
-    caller: &Caller,
-    req: &NewRequest,
-) -> Result<DraftPlan, ProvisioningError> {
+pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftPlan, OpError> {
     plan::plan(ctx, caller, req).await
 }
 
 /// Files a request in `pending_approval` (operator and up). A plan with an error finding is
 /// refused with the findings as errors on `template`.
 #[tracing::instrument(skip_all, fields(fleet.name = %req.fleet), err)]
-pub async fn create(
-    ctx: &Ctx,
-    caller: &Caller,
-    req: &NewRequest,
-) -> Result<Provision, ProvisioningError> {
+pub async fn create(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<Provision, OpError> {
     match insert_request(ctx, caller, req, false).await? {
         Filing::Filed(p) => Ok(*p),
         // Unreachable without the guard; answered as the state conflict it would be.
-        Filing::AlreadyOpen(id) => Err(ProvisioningError::Conflict(format!(
+        Filing::AlreadyOpen(id) => Err(OpError::Conflict(format!(
             "request #{id} for fleet {} is still open",
             req.fleet
         ))),
@@ -94,7 +87,7 @@ pub async fn create_unless_open(
     ctx: &Ctx,
     caller: &Caller,
     req: &NewRequest,
-) -> Result<Filing, ProvisioningError> {
+) -> Result<Filing, OpError> {
     insert_request(ctx, caller, req, true).await
 }
 
@@ -105,7 +98,7 @@ async fn insert_request(
     caller: &Caller,
     req: &NewRequest,
     only_if_none_open: bool,
-) -> Result<Filing, ProvisioningError> {
+) -> Result<Filing, OpError> {
     caller.require(Role::Operator)?;
     let draft = plan::plan(ctx, caller, req).await?;
     if !draft.can_be_filed() {
@@ -224,11 +217,7 @@ async fn insert_request(
 /// in the filing's own transaction: the request was computed from the fleet as it is now, so
 /// a change made after filing neither adds nor clears anyone. Kept for every request (a
 /// person's too), though only a proposal filed by `system` is refused on it (see `four_eyes`).
-async fn record_causes(
-    conn: &mut SqliteConnection,
-    id: i64,
-    fleet: &str,
-) -> Result<(), ProvisioningError> {
+async fn record_causes(conn: &mut SqliteConnection, id: i64, fleet: &str) -> Result<(), OpError> {
     for field in PROPOSAL_CAUSES {
         if let Some((by, at)) = db::fleet_changes::last_changer(conn, fleet, field).await? {
             db::fleet_changes::insert_cause(conn, id, field, &by, at).await?;
@@ -239,10 +228,7 @@ async fn record_causes(
 
 /// A stored request as the operations see it (no role check: for the runner and the other
 /// provisioning modules, which act as the system).
-pub async fn load(
-    conn: &mut SqliteConnection,
-    id: i64,
-) -> Result<Option<Provision>, ProvisioningError> {
+pub async fn load(conn: &mut SqliteConnection, id: i64) -> Result<Option<Provision>, OpError> {
     let Some(row) = db::provisions::get(conn, id).await? else {
         return Ok(None);
     };
@@ -250,7 +236,7 @@ pub async fn load(
     Ok(Some(from_row(row, approvers)?))
 }
 
-fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, ProvisioningError> {
+fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, OpError> {
     let state = row
         .state
         .parse()
@@ -281,8 +267,8 @@ fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, Prov
     })
 }
 
-fn not_found(id: i64) -> ProvisioningError {
-    ProvisioningError::NotFound(format!("provision {id}"))
+fn not_found(id: i64) -> OpError {
+    OpError::NotFound(format!("provision {id}"))
 }
 
 /// The four-eyes rule: who may not approve (or reject) a request, and why. Besides the
@@ -296,14 +282,14 @@ async fn four_eyes(
     p: &Provision,
     who: &str,
     verb: &str,
-) -> Result<(), ProvisioningError> {
+) -> Result<(), OpError> {
     if p.requester == who {
         let hint = if verb == "reject" {
             "cancel it instead"
         } else {
             "another approver must"
         };
-        return Err(ProvisioningError::NotAllowed(format!(
+        return Err(OpError::Forbidden(format!(
             "four-eyes: you requested provision {}, so you cannot {verb} it; {hint}",
             p.id
         )));
@@ -314,7 +300,7 @@ async fn four_eyes(
     if p.requester == Actor::System.name() {
         let fields = db::fleet_changes::caused_by(conn, p.id, who).await?;
         if !fields.is_empty() {
-            return Err(ProvisioningError::NotAllowed(format!(
+            return Err(OpError::Forbidden(format!(
                 "four-eyes: you last changed fleet {}'s {}, which this proposal was computed \
                  from, so you cannot approve it; another approver must",
                 p.fleet,
@@ -339,7 +325,7 @@ async fn four_eyes(
     for (family, what, name, version) in docs {
         let v = versions::exact(conn, family, name, version).await?;
         if v.is_some_and(|v| v.author == who) {
-            return Err(ProvisioningError::NotAllowed(format!(
+            return Err(OpError::Forbidden(format!(
                 "four-eyes: you wrote {what} {name} version {version}, which this plan uses, so you cannot approve it; another approver must"
             )));
         }
@@ -354,7 +340,7 @@ async fn void_if_stale(
     ctx: &Ctx,
     now: UnixMillis,
     p: &Provision,
-) -> Result<Option<ProvisioningError>, ProvisioningError> {
+) -> Result<Option<OpError>, OpError> {
     let (to, why) = if now >= p.expires_at {
         (
             ProvisionState::Expired,
@@ -382,7 +368,7 @@ async fn void_if_stale(
         },
     )
     .await?;
-    Ok(Some(ProvisioningError::Conflict(format!(
+    Ok(Some(OpError::Conflict(format!(
         "provision {} is now {to}: {why}",
         p.id
     ))))
@@ -397,21 +383,21 @@ pub async fn approve(
     caller: &Caller,
     id: i64,
     seen_plan_hash: Option<&str>,
-) -> Result<Provision, ProvisioningError> {
+) -> Result<Provision, OpError> {
     caller.require(Role::Approver)?;
     let me = caller.actor.name();
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     let p = load(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
     if p.state != ProvisionState::PendingApproval {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "provision {id} is {}, so it cannot be approved (only pending_approval can)",
             p.state
         )));
     }
     four_eyes(&mut tx, &p, me, "approve").await?;
     if seen_plan_hash.is_some_and(|h| h != p.plan_hash) {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "the plan changed since you saw it: provision {id} now has plan {}; review it again",
             p.plan_hash
         )));
@@ -421,7 +407,7 @@ pub async fn approve(
         return Err(conflict);
     }
     if !db::provisions::insert_approval(&mut tx, id, me, &p.plan_hash, now).await? {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "you already approved provision {id}; it needs another approver"
         )));
     }
@@ -447,7 +433,7 @@ pub async fn approve(
         )
         .await?;
         if moved == Outcome::Lost {
-            return Err(ProvisioningError::Conflict(format!(
+            return Err(OpError::Conflict(format!(
                 "provision {id} was moved by someone else meanwhile"
             )));
         }
@@ -490,10 +476,7 @@ pub async fn approve(
 }
 
 /// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile).
-async fn run_window_hours(
-    conn: &mut SqliteConnection,
-    fleet: &str,
-) -> Result<u32, ProvisioningError> {
+async fn run_window_hours(conn: &mut SqliteConnection, fleet: &str) -> Result<u32, OpError> {
     let row = db::fleets::get(conn, fleet).await?;
     Ok(row
         .and_then(|r| serde_json::from_str::<crate::domain::fleet::FleetSpec>(&r.spec).ok())
@@ -528,14 +511,14 @@ pub async fn reject(
     caller: &Caller,
     id: i64,
     reason: &str,
-) -> Result<Provision, ProvisioningError> {
+) -> Result<Provision, OpError> {
     caller.require(Role::Approver)?;
     let reason = parse_reason(reason)?;
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     let p = load(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
     if p.state != ProvisionState::PendingApproval {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "provision {id} is {}, so it cannot be rejected (only pending_approval can)",
             p.state
         )));
@@ -558,7 +541,7 @@ pub async fn reject(
 
 /// Cancels a request that has not started (its requester, or an approver and up).
 #[tracing::instrument(skip_all, fields(provision.id = id), err)]
-pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, ProvisioningError> {
+pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, OpError> {
     caller.require(Role::Operator)?;
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
@@ -571,7 +554,7 @@ pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, Pr
         p.state,
         ProvisionState::PendingApproval | ProvisionState::Approved
     ) {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "provision {id} is {}, so it cannot be cancelled (only pending_approval or approved can)",
             p.state
         )));
@@ -601,7 +584,7 @@ async fn move_to(
     to: ProvisionState,
     caller: &Caller,
     reason: &str,
-) -> Result<(), ProvisioningError> {
+) -> Result<(), OpError> {
     let outcome = transition::apply(
         conn,
         ctx,
@@ -618,7 +601,7 @@ async fn move_to(
     .await?;
     match outcome {
         Outcome::Moved => Ok(()),
-        Outcome::Lost => Err(ProvisioningError::Conflict(format!(
+        Outcome::Lost => Err(OpError::Conflict(format!(
             "provision {} was moved by someone else meanwhile",
             p.id
         ))),
@@ -626,11 +609,7 @@ async fn move_to(
 }
 
 /// A request with its machines, timeline, redacted payload and audit entries (viewer and up).
-pub async fn get(
-    ctx: &Ctx,
-    caller: &Caller,
-    id: i64,
-) -> Result<ProvisionDetail, ProvisioningError> {
+pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let provision = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
@@ -670,7 +649,7 @@ pub async fn get(
     })
 }
 
-fn machine_record(id: i64, m: MachineRow) -> Result<MachineRecord, ProvisioningError> {
+fn machine_record(id: i64, m: MachineRow) -> Result<MachineRecord, OpError> {
     Ok(MachineRecord {
         idx: u32::try_from(m.idx).unwrap_or(0),
         status: m.status.parse().map_err(|()| {
@@ -693,7 +672,7 @@ pub async fn machines_of(
     ctx: &Ctx,
     caller: &Caller,
     ids: &[i64],
-) -> Result<BTreeMap<i64, Vec<MachineRecord>>, ProvisioningError> {
+) -> Result<BTreeMap<i64, Vec<MachineRecord>>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let mut out: BTreeMap<i64, Vec<MachineRecord>> = BTreeMap::new();
@@ -711,7 +690,7 @@ pub async fn list(
     filter: &ProvisionFilter,
     cursor: Option<i64>,
     limit: u32,
-) -> Result<(Vec<Provision>, Option<i64>), ProvisioningError> {
+) -> Result<(Vec<Provision>, Option<i64>), OpError> {
     caller.require(Role::Viewer)?;
     if !(1..=LIST_LIMIT_MAX).contains(&limit) {
         return Err(
@@ -754,7 +733,7 @@ pub async fn list(
 /// How many pending requests the caller could approve now (the navigation badge): 0 below
 /// approver; otherwise not their own, not already approved by them, not using a config or
 /// template version they wrote, and still inside its window.
-pub async fn awaiting_approval_count(ctx: &Ctx, caller: &Caller) -> Result<u64, ProvisioningError> {
+pub async fn awaiting_approval_count(ctx: &Ctx, caller: &Caller) -> Result<u64, OpError> {
     if !caller.role.includes(Role::Approver) {
         return Ok(0);
     }

@@ -179,7 +179,7 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
         let history = match crate::machines::machine_configs::history(ctx, &system, name).await {
             Ok(h) => h,
             // A restore config renamed away is no longer a region the fleet spans.
-            Err(crate::machines::MachinesError::NotFound(_)) => continue,
+            Err(crate::error::OpError::NotFound(_)) => continue,
             Err(e) => return Err(anyhow::anyhow!("machine config {name}: {e}")),
         };
         for (want, version) in wanted.iter().filter(|(n, _)| n == name) {

@@ -12,12 +12,12 @@ use tokio::task::JoinHandle;
 
 use super::yubaba::{SimFleet, SimFleetOptions};
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::AccountError;
 use crate::auth::Caller;
 use crate::config::{PartialSettings, Settings};
 use crate::context::Ctx;
 use crate::domain::fleet::{FleetInput, FleetSpec};
 use crate::domain::Role;
+use crate::error::OpError;
 use crate::state::AppState;
 
 /// The demo's accounts: one per role a newcomer wants to try.
@@ -231,7 +231,7 @@ pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
     };
     match crate::machines::machine_configs::create(&state.ctx, &Caller::system(), &input).await {
         Ok(_) => Ok(()),
-        Err(crate::machines::MachinesError::Invalid(e))
+        Err(crate::error::OpError::Invalid(e))
             if e.for_field("name") == Some("is already taken") =>
         {
             Ok(())
@@ -258,7 +258,7 @@ pub async fn seed_fleet(state: &AppState) -> anyhow::Result<()> {
     };
     match crate::fleets::create(&state.ctx, &Caller::system(), &input).await {
         Ok(_) => Ok(()),
-        Err(crate::fleets::FleetsError::Invalid(e)) if e.for_field("name").is_some() => Ok(()),
+        Err(crate::error::OpError::Invalid(e)) if e.for_field("name").is_some() => Ok(()),
         Err(e) => Err(anyhow::anyhow!("seeding the demo fleet: {e}")),
     }
 }
@@ -276,7 +276,7 @@ pub async fn seed_users(ctx: &Ctx) -> anyhow::Result<Vec<Credential>> {
         };
         match users::create_user(ctx, &caller, &input).await {
             Ok(_) => {}
-            Err(AccountError::Invalid(e)) if e.for_field("username").is_some() => {
+            Err(OpError::Invalid(e)) if e.for_field("username").is_some() => {
                 users::set_disabled(ctx, &caller, name, false).await?;
                 users::set_role(ctx, &caller, name, role.as_str()).await?;
                 users::reset_password(ctx, &caller, name, &password).await?;

@@ -56,8 +56,14 @@ impl Frame {
     }
 }
 
-/// Full page or partial: htmx requests get only `partial`, except history restores and boosted
-/// navigations, which need the whole document. Sets `Vary: HX-Request` so caches keep both.
+/// True when the request wants only a fragment: an htmx request, except history restores and
+/// boosted navigations, which need the whole document.
+pub fn wants_partial(htmx: &Htmx) -> bool {
+    htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request
+}
+
+/// Full page or partial, as [`wants_partial`] decides. Sets `Vary: HX-Request` so caches keep
+/// both.
 pub fn respond(
     htmx: &Htmx,
     status: StatusCode,
@@ -65,17 +71,37 @@ pub fn respond(
     full: impl FnOnce() -> Markup,
     partial: impl FnOnce() -> Markup,
 ) -> HttpResponse {
-    let wants_partial = htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request;
-    let body = if wants_partial {
+    let body = if wants_partial(htmx) {
         partial()
     } else {
         page(&frame, full())
     };
+    fragment(status, body)
+}
+
+/// `markup` as it is (a fragment htmx swaps in, or a whole document), never cached, with
+/// `Vary: HX-Request` because the same address answers htmx and full-page requests.
+pub fn fragment(status: StatusCode, markup: Markup) -> HttpResponse {
     HttpResponse::build(status)
         .insert_header((header::VARY, "HX-Request"))
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .content_type("text/html; charset=utf-8")
-        .body(body.into_string())
+        .body(markup.into_string())
+}
+
+/// The answer after a successful write: htmx follows `HX-Redirect` with a full navigation (a
+/// 303 would be swapped into the form's target); a plain form gets 303 See Other.
+pub fn after_write(htmx: &Htmx, location: &str) -> HttpResponse {
+    let mut res = if htmx.is_htmx {
+        HttpResponse::Ok()
+            .insert_header(("HX-Redirect", location))
+            .finish()
+    } else {
+        super::see_other(location)
+    };
+    res.headers_mut()
+        .insert(header::VARY, header::HeaderValue::from_static("HX-Request"));
+    res
 }
 
 /// The whole document around `content`.

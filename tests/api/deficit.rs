@@ -524,7 +524,7 @@ async fn the_board_shows_unknown_healthy_deficit_stale_and_open_requests() {
 
     assert!(matches!(
         board::now(&ctx, &vera, "nope").await,
-        Err(headroom::fleets::FleetsError::NotFound(_))
+        Err(headroom::error::OpError::NotFound(_))
     ));
 }
 

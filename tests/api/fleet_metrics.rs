@@ -187,7 +187,7 @@ async fn hostile_fleet_names_never_reach_the_exposition() {
         };
         let res = headroom::fleets::create(&ctx, &Caller::system(), &input).await;
         assert!(
-            matches!(res, Err(headroom::fleets::FleetsError::Invalid(_))),
+            matches!(res, Err(headroom::error::OpError::Invalid(_))),
             "{hostile:?} accepted: {res:?}"
         );
     }

@@ -500,7 +500,7 @@ async fn viewers_read_fleets_but_cannot_create_change_or_delete_them() {
     };
     assert!(matches!(
         headroom::fleets::create(&app.state.ctx, &caller, &input).await,
-        Err(headroom::fleets::FleetsError::Forbidden(_))
+        Err(headroom::error::OpError::Forbidden(_))
     ));
     // Reading is for everyone signed in.
     let (status, got) = viewer.get("/api/v1/fleets/eu-prod").await;

@@ -11,8 +11,9 @@ use headroom::context::Ctx;
 use headroom::domain::fleet::FleetInput;
 use headroom::domain::headroom::{DeficitPolicy, Member, Observation, Sample, Source};
 use headroom::domain::Role;
+use headroom::error::OpError;
 use headroom::headroom::record::record;
-use headroom::provisioning::{requests, NewRequest, ProvisioningError};
+use headroom::provisioning::{requests, NewRequest};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -100,9 +101,9 @@ async fn count_of(app: &TestApp, id: i64) -> i64 {
         .unwrap()
 }
 
-fn refusal(r: Result<headroom::provisioning::Provision, ProvisioningError>) -> String {
+fn refusal(r: Result<headroom::provisioning::Provision, OpError>) -> String {
     match r {
-        Err(ProvisioningError::NotAllowed(m)) => m,
+        Err(OpError::Forbidden(m)) => m,
         other => panic!("expected a four-eyes refusal, got {other:?}"),
     }
 }

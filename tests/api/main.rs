@@ -32,6 +32,7 @@ mod migrations;
 mod openapi;
 mod operations;
 mod outbound;
+mod page_responses;
 mod provision_pages;
 mod provisions;
 mod roles;

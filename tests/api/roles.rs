@@ -932,7 +932,7 @@ async fn domain_operations_check_the_role_even_without_the_route_guard() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, headroom::auth::AccountError::Forbidden(_)),
+        matches!(err, headroom::error::OpError::Forbidden(_)),
         "{err:?}"
     );
     assert!(

@@ -16,9 +16,10 @@ use headroom::context::Ctx;
 use headroom::domain::fleet::FleetInput;
 use headroom::domain::machine::ProviderKind;
 use headroom::domain::{MachineStatus, ProvisionState, Role};
+use headroom::error::OpError;
 use headroom::provider::fake::{ActionPlan, Fake, Fault, Method};
 use headroom::provider::{ApiError, ProviderError, Server, PROVISION_LABEL};
-use headroom::provisioning::{requests, runner, NewRequest, ProvisionDetail, ProvisioningError};
+use headroom::provisioning::{requests, runner, NewRequest, ProvisionDetail};
 
 use crate::fake_hetzner::{FakeHetzner, Fault as HFault, Route};
 use crate::helpers::TestApp;
@@ -281,7 +282,7 @@ async fn twenty_concurrent_approvals_lead_to_exactly_one_execution() {
     for t in tasks {
         match t.await.unwrap() {
             Ok(_) => approved += 1,
-            Err(ProvisioningError::Conflict(_)) => {}
+            Err(OpError::Conflict(_)) => {}
             Err(e) => panic!("unexpected refusal: {e}"),
         }
     }
@@ -344,23 +345,17 @@ async fn a_failed_machine_is_left_alone_until_an_approver_destroys_it() {
 
     // Operators cannot; a created machine cannot; the failed one can, once.
     let refused = runner::destroy_machine(&ctx, &caller("olga", Role::Operator), id, 1).await;
-    assert!(
-        matches!(refused, Err(ProvisioningError::Forbidden(_))),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(OpError::Forbidden(_))), "{refused:?}");
     let refused = runner::destroy_machine(&ctx, &caller("abe", Role::Approver), id, 0).await;
     assert!(
-        matches!(refused, Err(ProvisioningError::Conflict(ref m)) if m.contains("only a failed machine")),
+        matches!(refused, Err(OpError::Conflict(ref m)) if m.contains("only a failed machine")),
         "{refused:?}"
     );
     runner::destroy_machine(&ctx, &caller("abe", Role::Approver), id, 1)
         .await
         .unwrap();
     let again = runner::destroy_machine(&ctx, &caller("abe", Role::Approver), id, 1).await;
-    assert!(
-        matches!(again, Err(ProvisioningError::Conflict(_))),
-        "{again:?}"
-    );
+    assert!(matches!(again, Err(OpError::Conflict(_))), "{again:?}");
 
     assert_eq!(fake.count(Method::Destroy), 1);
     assert_eq!(fake.servers().len(), 1);
@@ -403,7 +398,7 @@ async fn a_planned_name_taken_by_someone_elses_server_fails_the_machine_without_
     assert_eq!(m.server_id, None, "someone else's server is not adopted");
     let refused = runner::destroy_machine(&ctx, &caller("abe", Role::Approver), id, 0).await;
     assert!(
-        matches!(refused, Err(ProvisioningError::Conflict(ref m)) if m.contains("no server")),
+        matches!(refused, Err(OpError::Conflict(ref m)) if m.contains("no server")),
         "{refused:?}"
     );
     assert_eq!(fake.count(Method::Destroy), 0);

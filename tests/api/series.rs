@@ -9,7 +9,7 @@ use headroom::context::Ctx;
 use headroom::db::fleet_samples as store;
 use headroom::domain::headroom::{Resolution, Source, CHART_POINTS};
 use headroom::domain::{Caller, Role};
-use headroom::fleets::FleetsError;
+use headroom::error::OpError;
 use headroom::headroom::{retention, series};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -251,9 +251,9 @@ async fn the_bulk_generator_stores_exactly_what_the_product_stores() {
 
 // ---- Series ----
 
-fn invalid<T: std::fmt::Debug>(r: Result<T, FleetsError>, field: &str) {
+fn invalid<T: std::fmt::Debug>(r: Result<T, OpError>, field: &str) {
     match r {
-        Err(FleetsError::Invalid(e)) => assert!(e.for_field(field).is_some(), "{e}"),
+        Err(OpError::Invalid(e)) => assert!(e.for_field(field).is_some(), "{e}"),
         other => panic!("{field}: {other:?}"),
     }
 }
@@ -609,11 +609,11 @@ async fn series_refuses_bad_ranges_and_unknown_fleets() {
     );
     assert!(matches!(
         series::series(ctx, &viewer(), "nope", now - HOUR, now, None).await,
-        Err(FleetsError::NotFound(_))
+        Err(OpError::NotFound(_))
     ));
     assert!(matches!(
         series::annotations(ctx, &viewer(), "nope", now - HOUR, now).await,
-        Err(FleetsError::NotFound(_))
+        Err(OpError::NotFound(_))
     ));
 }
 

@@ -9,8 +9,9 @@ use crate::db;
 use crate::db::provision_jobs::{self, MachineUpdate};
 use crate::domain::machine::ProviderKind;
 use crate::domain::{Caller, MachineStatus, ProvisionState, Role};
+use crate::error::OpError;
 use crate::provider::PROVISION_LABEL;
-use crate::provisioning::{Plan, ProvisioningError};
+use crate::provisioning::Plan;
 
 /// Destroys the server of machine `idx` of request `provision_id`: approver+, only a machine
 /// in `failed` with a server of a finished request, and only when the provider says the
@@ -22,10 +23,9 @@ pub async fn destroy_machine(
     caller: &Caller,
     provision_id: i64,
     idx: u32,
-) -> Result<(), ProvisioningError> {
+) -> Result<(), OpError> {
     caller.require(Role::Approver)?;
-    let not_found =
-        || ProvisioningError::NotFound(format!("machine {idx} of provision {provision_id}"));
+    let not_found = || OpError::NotFound(format!("machine {idx} of provision {provision_id}"));
     let (job, machine) = {
         let mut conn = ctx.pool.acquire().await?;
         let job = provision_jobs::job(&mut conn, provision_id)
@@ -43,19 +43,19 @@ pub async fn destroy_machine(
         ProvisionState::Succeeded.as_str(),
     ];
     if !finished.contains(&job.state.as_str()) {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "provision {provision_id} is {}: only a failed or succeeded request's machines can be destroyed",
             job.state
         )));
     }
     if machine.status != MachineStatus::Failed {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "machine {} is {}: only a failed machine can be destroyed",
             machine.name, machine.status
         )));
     }
     let Some(server_id) = machine.server_id else {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "machine {} has no server at the provider: nothing to destroy",
             machine.name
         )));
@@ -66,26 +66,25 @@ pub async fn destroy_machine(
         .ok()
         .and_then(|k| ctx.providers.get(k).cloned())
         .ok_or_else(|| {
-            ProvisioningError::Conflict(format!(
+            OpError::Conflict(format!(
                 "provider {} is not enabled on this instance",
                 plan.provider
             ))
         })?;
-    let provider_error = |e: crate::provider::ProviderError| {
-        ProvisioningError::Conflict(format!("the provider refused: {e}"))
-    };
+    let provider_error =
+        |e: crate::provider::ProviderError| OpError::Conflict(format!("the provider refused: {e}"));
     // Read first: only a server that carries this request's label is ours to destroy.
     let server = provider
         .server(server_id)
         .await
         .map_err(provider_error)?
         .ok_or_else(|| {
-            ProvisioningError::Conflict(format!(
+            OpError::Conflict(format!(
                 "server {server_id} no longer exists at the provider"
             ))
         })?;
     if server.labels.get(PROVISION_LABEL) != Some(&provision_id.to_string()) {
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "server {server_id} does not carry the label {PROVISION_LABEL}={provision_id}: \
              headroom did not create it for this request, so it is not destroyed"
         )));
@@ -110,7 +109,7 @@ pub async fn destroy_machine(
     .await?;
     if !written {
         // Someone destroyed it a moment ago; the provider call was harmless (already gone).
-        return Err(ProvisioningError::Conflict(format!(
+        return Err(OpError::Conflict(format!(
             "machine {} was destroyed meanwhile",
             machine.name
         )));

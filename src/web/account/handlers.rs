@@ -1,20 +1,19 @@
 //! GET /account and POST /account/password.
 
 use actix_htmx::Htmx;
-use actix_web::http::header::{HeaderValue, RETRY_AFTER};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::views;
 use crate::auth::users::{self, ChangeOrigin, PasswordChange};
-use crate::auth::AccountError;
 use crate::auth::{Principal, Via};
 use crate::domain::FieldErrors;
+use crate::error::OpError;
 use crate::http::client::client_addr;
 use crate::state::AppState;
-use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
-use crate::web::{flash, paths, see_other};
+use crate::web::errors::{set_retry_after, status_of, WebError};
+use crate::web::layout::{after_write, respond, Frame};
+use crate::web::{flash, paths};
 
 /// The account page.
 pub async fn show(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
@@ -50,13 +49,9 @@ pub async fn change_password(
                 "Password changed. Your other sessions were signed out.",
             )
             .await;
-            if htmx.is_htmx {
-                htmx.redirect(paths::ACCOUNT);
-                return Ok(HttpResponse::Ok().finish());
-            }
-            Ok(see_other(paths::ACCOUNT))
+            Ok(after_write(&htmx, paths::ACCOUNT))
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "Your account", "").await;
             let body = || views::account(&principal, &errors, None);
             Ok(respond(
@@ -67,17 +62,13 @@ pub async fn change_password(
                 body,
             ))
         }
-        Err(e @ (AccountError::Throttled(wait) | AccountError::Busy(wait))) => {
-            let status = match e {
-                AccountError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::TOO_MANY_REQUESTS,
-            };
+        // Refused for now: the form comes back with the reason, the status and `Retry-After`.
+        Err(e @ OpError::RetryLater { .. }) => {
             let message = e.to_string();
             let frame = Frame::load(&state, &principal, "Your account", "").await;
             let body = || views::account(&principal, &FieldErrors::default(), Some(&message));
-            let mut res = respond(&htmx, status, frame, body, body);
-            res.headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            let mut res = respond(&htmx, status_of(&e), frame, body, body);
+            set_retry_after(&mut res, &e);
             Ok(res)
         }
         Err(e) => Err(e.into()),

@@ -9,8 +9,8 @@ use crate::auth::Principal;
 use crate::domain::{ProvisionState, Role};
 use crate::provisioning::{requests, ProvisionFilter};
 use crate::state::AppState;
-use crate::web::layout::{respond, Frame};
-use crate::web::provisions::PageError;
+use crate::web::errors::WebError;
+use crate::web::layout::{fragment, respond, Frame};
 
 /// Requests the inbox shows at most (the oldest waiting ones expire first anyway).
 const INBOX_LIMIT: u32 = 200;
@@ -20,7 +20,7 @@ pub async fn inbox(
     state: web::Data<AppState>,
     principal: Principal,
     htmx: Htmx,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let caller = principal.caller();
     let pending = if principal.role.includes(Role::Approver) {
         let filter = ProvisionFilter {
@@ -44,10 +44,7 @@ pub async fn inbox(
 pub async fn badge(
     state: web::Data<AppState>,
     principal: Principal,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let count = requests::awaiting_approval_count(&state.ctx, &principal.caller()).await?;
-    Ok(HttpResponse::Ok()
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(views::badge(count).into_string()))
+    Ok(fragment(StatusCode::OK, views::badge(count)))
 }

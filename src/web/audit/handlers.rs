@@ -8,6 +8,7 @@ use super::forms::AuditQuery;
 use super::views;
 use crate::audit;
 use crate::auth::Principal;
+use crate::domain::FieldError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -53,13 +54,11 @@ pub async fn export(
     principal: Principal,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let search = query
-        .search(PAGE)
-        .map_err(|e| WebError::BadRequest(e.to_string()))?;
+    let search = query.search(PAGE)?;
     let format = match query.format.as_str() {
         "" | "jsonl" => audit::ExportFormat::Jsonl,
         "csv" => audit::ExportFormat::Csv,
-        _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
+        _ => return Err(FieldError::new("format", "must be jsonl or csv").into()),
     };
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
     Ok(crate::http::stream::audit_export(format, stream))

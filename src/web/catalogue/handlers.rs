@@ -7,6 +7,7 @@ use actix_web::{web, HttpResponse};
 use super::views;
 use crate::auth::Principal;
 use crate::domain::machine::ProviderKind;
+use crate::error::OpError;
 use crate::machines::catalogue;
 use crate::state::AppState;
 use crate::web::errors::WebError;
@@ -36,8 +37,12 @@ pub async fn refresh(
     principal: Principal,
     provider: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
-    let kind = ProviderKind::parse_field("provider", &provider)
-        .map_err(|e| WebError::NotFound(e.to_string()))?;
+    let kind = ProviderKind::parse_field("provider", &provider).map_err(|_| {
+        OpError::NotFound(format!(
+            "provider {:?}",
+            provider.chars().take(40).collect::<String>()
+        ))
+    })?;
     let c = catalogue::refresh(&state.ctx, &principal.caller(), kind).await?;
     flash(
         &state,

@@ -10,12 +10,13 @@ use crate::auth::Principal;
 use crate::domain::fleet::FleetInput;
 use crate::domain::headroom::{Annotation, Range, Series};
 use crate::domain::{Caller, FieldErrors, Role};
-use crate::fleets::{self, FleetsError};
+use crate::error::OpError;
+use crate::fleets::{self};
 use crate::headroom::{board, series};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, Frame};
 use crate::web::{flash, paths, see_other};
 
 /// GET /fleets
@@ -84,7 +85,7 @@ pub async fn create(
                 &[("name", &f.spec.name)],
             )))
         }
-        Err(FleetsError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             form_page(&state, &principal, &htmx, status, None, &form, &errors).await
         }
@@ -109,7 +110,7 @@ async fn chart_data(
     caller: &Caller,
     name: &str,
     range: Range,
-) -> Result<(Series, Vec<Annotation>), FleetsError> {
+) -> Result<(Series, Vec<Annotation>), OpError> {
     let to = state.ctx.now();
     let from = to - range.millis();
     tokio::try_join!(
@@ -175,11 +176,10 @@ pub async fn chart(
         return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
     };
     let (series, annotations) = chart_data(&state, &principal.caller(), &name, range).await?;
-    Ok(HttpResponse::Ok()
-        .insert_header((actix_web::http::header::VARY, "HX-Request"))
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(views::chart_panel(&name, range, &series, &annotations).into_string()))
+    Ok(fragment(
+        StatusCode::OK,
+        views::chart_panel(&name, range, &series, &annotations),
+    ))
 }
 
 /// GET /fleets/{name}/edit
@@ -218,7 +218,7 @@ pub async fn update(
             flash(&state, &principal, &format!("Fleet {name} saved.")).await;
             Ok(see_other(&paths::fill(paths::FLEET, &[("name", &name)])))
         }
-        Err(FleetsError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             form_page(
                 &state,

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::views;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
-use crate::provisioning::history::{self, ExportFormat, FilterInput, HistoryError};
+use crate::provisioning::history::{self, ExportFormat, FilterInput};
 use crate::provisioning::requests;
 use crate::state::AppState;
 use crate::web::errors::WebError;
@@ -75,9 +75,7 @@ pub async fn list(
     let (rows, errors, status) = match parsed {
         Ok((filter, cursor)) => {
             let (items, next) =
-                requests::list(&state.ctx, &principal.caller(), &filter, cursor, PAGE)
-                    .await
-                    .map_err(WebError::from)?;
+                requests::list(&state.ctx, &principal.caller(), &filter, cursor, PAGE).await?;
             (Some((items, next)), FieldErrors::default(), StatusCode::OK)
         }
         Err(errors) => (None, errors, StatusCode::UNPROCESSABLE_ENTITY),
@@ -111,19 +109,10 @@ pub async fn export(
         (f, fmt) => {
             let mut all = f.err().unwrap_or_default();
             all.0.extend(fmt.err().unwrap_or_default().0);
-            return Err(WebError::BadRequest(all.to_string()));
+            return Err(all.into());
         }
     };
-    let stream = history::export(&state.ctx, &principal.caller(), &filter, format)
-        .await
-        .map_err(|e| match e {
-            HistoryError::Busy => WebError::RetryLater {
-                status: StatusCode::TOO_MANY_REQUESTS,
-                retry_after: std::time::Duration::from_secs(5),
-                message: e.to_string(),
-            },
-            HistoryError::Provisioning(e) => WebError::from(e),
-        })?;
+    let stream = history::export(&state.ctx, &principal.caller(), &filter, format).await?;
     Ok(crate::http::stream::download(
         format.content_type(),
         format.file_name(),

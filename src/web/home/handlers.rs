@@ -1,7 +1,7 @@
 //! GET / (the dashboard) and GET /dashboard/cards (its refreshed cards).
 
 use actix_htmx::Htmx;
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::views;
@@ -10,7 +10,7 @@ use crate::domain::Role;
 use crate::headroom::board;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, Frame};
 
 /// Longest `seen` token read; a longer one is ignored (it only drives announcements).
 const SEEN_MAX: usize = 16_384;
@@ -48,9 +48,5 @@ pub async fn cards(
     let changes = views::status_changes(seen, &fleets);
     let can_create = principal.role.includes(Role::Operator);
     let body = views::cards(state.ctx.now(), &fleets, &changes, can_create);
-    Ok(HttpResponse::Ok()
-        .insert_header((header::VARY, "HX-Request"))
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(body.into_string()))
+    Ok(fragment(StatusCode::OK, body))
 }

@@ -109,11 +109,11 @@ pub async fn submit(
                 sessions::cookie_name,
                 done.session_token,
             ))
-            .map_err(|e| WebError::Internal(e.into()))?;
+            .map_err(|e| WebError::from(anyhow::Error::from(e)))?;
             let mut expired = cookie(&state, &req, csrf::login_cookie, String::new());
             expired.set_max_age(CookieDuration::ZERO);
             res.add_cookie(&expired)
-                .map_err(|e| WebError::Internal(e.into()))?;
+                .map_err(|e| WebError::from(anyhow::Error::from(e)))?;
             Ok(res)
         }
         Err(LoginError::Invalid(errors)) => Ok(render_form(
@@ -154,7 +154,7 @@ pub async fn submit(
             );
             Ok(res)
         }
-        Err(LoginError::Internal(e)) => Err(WebError::Internal(e)),
+        Err(LoginError::Internal(e)) => Err(e.into()),
     }
 }
 
@@ -171,6 +171,6 @@ pub async fn logout(
     let mut gone = cookie(&state, &req, sessions::cookie_name, String::new());
     gone.set_max_age(CookieDuration::ZERO);
     res.add_cookie(&gone)
-        .map_err(|e| WebError::Internal(e.into()))?;
+        .map_err(|e| WebError::from(anyhow::Error::from(e)))?;
     Ok(res)
 }

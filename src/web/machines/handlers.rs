@@ -9,7 +9,8 @@ use super::views::{self};
 use crate::auth::Principal;
 use crate::domain::machine::MachineInput;
 use crate::domain::{FieldErrors, Role};
-use crate::machines::{machine_configs, pins, MachinesError};
+use crate::error::OpError;
+use crate::machines::{machine_configs, pins};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -79,7 +80,7 @@ pub async fn create(
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
         Ok(input) => machine_configs::create(&state.ctx, &principal.caller(), &input).await,
-        Err(errors) => Err(MachinesError::Invalid(errors)),
+        Err(errors) => Err(OpError::Invalid(errors)),
     };
     match result {
         Ok(v) => {
@@ -94,7 +95,7 @@ pub async fn create(
                 &[("name", &v.spec.name)],
             )))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             form_page(
                 &state,
                 &principal,
@@ -154,7 +155,7 @@ pub async fn update(
 ) -> Result<HttpResponse, WebError> {
     let result = match MachineInput::try_from(&*form) {
         Ok(input) => machine_configs::update(&state.ctx, &principal.caller(), &name, &input).await,
-        Err(errors) => Err(MachinesError::Invalid(errors)),
+        Err(errors) => Err(OpError::Invalid(errors)),
     };
     match result {
         Ok((v, changed)) => {
@@ -169,7 +170,7 @@ pub async fn update(
                 &[("name", &name)],
             )))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             form_page(
                 &state,
                 &principal,

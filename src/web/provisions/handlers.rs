@@ -3,25 +3,17 @@
 use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use maud::Markup;
 
 use super::forms::{ApproveForm, RejectForm, RequestForm};
 use super::views::{self, path_of, FormChoices};
-use super::PageError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
-use crate::fleets::FleetsError;
-use crate::provisioning::{requests, runner, NewRequest, ProvisioningError};
+use crate::error::OpError;
+use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
-use crate::web::layout::{respond, Frame};
+use crate::web::errors::WebError;
+use crate::web::layout::{fragment, respond, wants_partial, Frame};
 use crate::web::{flash, paths, see_other};
-
-fn fragment(status: StatusCode, m: Markup) -> HttpResponse {
-    HttpResponse::build(status)
-        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
-        .content_type("text/html; charset=utf-8")
-        .body(m.into_string())
-}
 
 /// Query of the request form: a fleet to preselect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -30,7 +22,7 @@ pub struct NewQuery {
     pub fleet: String,
 }
 
-async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices, PageError> {
+async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices, WebError> {
     let caller = principal.caller();
     let fleets = crate::fleets::list(&state.ctx, &caller).await?;
     let configs = crate::machines::machine_configs::names(&state.ctx, &caller).await?;
@@ -52,7 +44,7 @@ async fn form_page(
     status: StatusCode,
     form: &RequestForm,
     errors: &FieldErrors,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let choices = choices(state, principal).await?;
     let frame = Frame::load(state, principal, "Request machines", "provisions").await;
     let body = || views::form_page(principal, form, errors, &choices);
@@ -65,11 +57,11 @@ async fn to_request(
     state: &AppState,
     principal: &Principal,
     form: &RequestForm,
-) -> Result<NewRequest, PageError> {
+) -> Result<NewRequest, WebError> {
     let restore = if form.machine_config.trim().is_empty() && !form.fleet.trim().is_empty() {
         match crate::fleets::get(&state.ctx, &principal.caller(), form.fleet.trim()).await {
             Ok(f) => Some(f.spec.restore_machine_config),
-            Err(FleetsError::NotFound(_) | FleetsError::Invalid(_)) => None,
+            Err(OpError::NotFound(_) | OpError::Invalid(_)) => None,
             Err(e) => return Err(e.into()),
         }
     } else {
@@ -84,7 +76,7 @@ pub async fn new(
     principal: Principal,
     htmx: Htmx,
     query: web::Query<NewQuery>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let form = RequestForm::blank(&query.fleet);
     form_page(
         &state,
@@ -102,16 +94,16 @@ pub async fn plan(
     state: web::Data<AppState>,
     principal: Principal,
     form: web::Form<RequestForm>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let req = to_request(&state, &principal, &form).await?;
     // Problems the plan can name are shown in its own pane, not as a whole error page.
     match requests::plan(&state.ctx, &principal.caller(), &req).await {
         Ok(draft) => Ok(fragment(StatusCode::OK, views::plan_preview(&draft))),
-        Err(ProvisioningError::Invalid(errors)) => Ok(fragment(
+        Err(OpError::Invalid(errors)) => Ok(fragment(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::plan_problem(&errors),
         )),
-        Err(ProvisioningError::NotFound(what)) => {
+        Err(OpError::NotFound(what)) => {
             let mut errors = FieldErrors::default();
             errors.push("plan", format!("{what} not found"));
             Ok(fragment(
@@ -129,7 +121,7 @@ pub async fn create(
     principal: Principal,
     htmx: Htmx,
     form: web::Form<RequestForm>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let req = to_request(&state, &principal, &form).await?;
     match requests::create(&state.ctx, &principal.caller(), &req).await {
         Ok(p) => {
@@ -140,27 +132,7 @@ pub async fn create(
             flash(&state, &principal, &msg).await;
             Ok(see_other(&path_of(paths::PROVISION, p.id)))
         }
-        Err(ProvisioningError::Invalid(errors)) => {
-            form_page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &form,
-                &errors,
-            )
-            .await
-        }
-        Err(ProvisioningError::NotFound(what)) => {
-            let mut errors = FieldErrors::default();
-            let field = if what.starts_with("fleet") {
-                "fleet"
-            } else if what.starts_with("template") {
-                "template"
-            } else {
-                "machine_config"
-            };
-            errors.push(field, format!("{what} not found"));
+        Err(OpError::Invalid(errors)) => {
             form_page(
                 &state,
                 &principal,
@@ -182,7 +154,7 @@ async fn detail_page(
     status: StatusCode,
     id: i64,
     reject_errors: &FieldErrors,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let d = requests::get(&state.ctx, &principal.caller(), id).await?;
     let frame = Frame::load(state, principal, format!("Provision #{id}"), "provisions").await;
     let body = || views::detail(principal, &d, reject_errors);
@@ -195,7 +167,7 @@ pub async fn show(
     principal: Principal,
     htmx: Htmx,
     id: web::Path<i64>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     detail_page(
         &state,
         &principal,
@@ -213,11 +185,11 @@ pub async fn progress(
     principal: Principal,
     htmx: Htmx,
     id: web::Path<i64>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let d = requests::get(&state.ctx, &principal.caller(), *id).await?;
     let title = format!("Provision #{id}");
     // A poll must not consume the flash message meant for the next full page.
-    let frame = if htmx.is_htmx && !htmx.boosted && !htmx.history_restore_request {
+    let frame = if wants_partial(&htmx) {
         Frame {
             title,
             principal: Some(principal.clone()),
@@ -238,7 +210,7 @@ pub async fn approve(
     principal: Principal,
     id: web::Path<i64>,
     form: web::Form<ApproveForm>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let seen = form.plan_hash.trim();
     let p = requests::approve(
         &state.ctx,
@@ -266,13 +238,13 @@ pub async fn reject(
     htmx: Htmx,
     id: web::Path<i64>,
     form: web::Form<RejectForm>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     match requests::reject(&state.ctx, &principal.caller(), *id, &form.reason).await {
         Ok(p) => {
             flash(&state, &principal, &format!("Rejected request #{}.", p.id)).await;
             Ok(see_other(&path_of(paths::PROVISION, p.id)))
         }
-        Err(ProvisioningError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             detail_page(
                 &state,
                 &principal,
@@ -292,7 +264,7 @@ pub async fn cancel(
     state: web::Data<AppState>,
     principal: Principal,
     id: web::Path<i64>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let p = requests::cancel(&state.ctx, &principal.caller(), *id).await?;
     flash(&state, &principal, &format!("Cancelled request #{}.", p.id)).await;
     Ok(see_other(&path_of(paths::PROVISION, p.id)))
@@ -305,10 +277,10 @@ pub async fn destroy(
     principal: Principal,
     htmx: Htmx,
     path: web::Path<(i64, u32)>,
-) -> Result<HttpResponse, PageError> {
+) -> Result<HttpResponse, WebError> {
     let (id, idx) = *path;
     runner::destroy_machine(&state.ctx, &principal.caller(), id, idx).await?;
-    if htmx.is_htmx {
+    if wants_partial(&htmx) {
         let d = requests::get(&state.ctx, &principal.caller(), id).await?;
         return Ok(fragment(StatusCode::OK, views::progress(&principal, &d)));
     }

@@ -9,11 +9,12 @@ use super::views;
 use crate::auth::Principal;
 use crate::cloud_init::Secrets;
 use crate::domain::{FieldErrors, Role};
+use crate::error::OpError;
 use crate::machines::preview::{preview, PreviewRequest};
-use crate::machines::{machine_configs, templates, MachinesError};
+use crate::machines::{machine_configs, templates};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{fragment, respond, Frame};
 use crate::web::{flash, paths, see_other};
 
 /// GET /templates
@@ -65,7 +66,7 @@ pub async fn create(
                 &[("name", &v.name)],
             )))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let frame = Frame::load(&state, &principal, "New template", "templates").await;
             let body = || views::new_form(&principal, &form.name, &form.body, &errors);
             Ok(respond(
@@ -183,7 +184,7 @@ pub async fn update(
             flash(&state, &principal, &msg).await;
             Ok(see_other(&paths::fill(paths::TEMPLATE, &[("name", &name)])))
         }
-        Err(MachinesError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             editor(
                 &state,
                 &principal,
@@ -220,13 +221,8 @@ pub async fn live_preview(
     principal: Principal,
     form: web::Form<PreviewForm>,
 ) -> Result<HttpResponse, WebError> {
-    let html = |status: StatusCode, m: maud::Markup| {
-        HttpResponse::build(status)
-            .content_type("text/html; charset=utf-8")
-            .body(m.into_string())
-    };
     if form.config.trim().is_empty() {
-        return Ok(html(
+        return Ok(fragment(
             StatusCode::OK,
             views::preview_message("Create a machine config to preview this template with."),
         ));
@@ -234,14 +230,14 @@ pub async fn live_preview(
     let secrets = match Secrets::parse(Some(&form.mesh_preauth_key), Some(&form.tunnel_token)) {
         Ok(s) => s,
         Err(errors) => {
-            return Ok(html(
+            return Ok(fragment(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 views::preview_message(&errors.to_string()),
             ))
         }
     };
     if form.body.chars().count() > templates::MAX_TEMPLATE_CHARS {
-        return Ok(html(
+        return Ok(fragment(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::preview_message("body: too large to preview"),
         ));
@@ -254,12 +250,12 @@ pub async fn live_preview(
     };
     // Problems the preview can name are shown in its own pane, not as a whole error page.
     match preview(&state.ctx, &principal.caller(), &req).await {
-        Ok(result) => Ok(html(StatusCode::OK, views::preview(&result))),
-        Err(MachinesError::Invalid(errors)) => Ok(html(
+        Ok(result) => Ok(fragment(StatusCode::OK, views::preview(&result))),
+        Err(OpError::Invalid(errors)) => Ok(fragment(
             StatusCode::UNPROCESSABLE_ENTITY,
             views::preview_message(&errors.to_string()),
         )),
-        Err(MachinesError::NotFound(what)) => Ok(html(
+        Err(OpError::NotFound(what)) => Ok(fragment(
             StatusCode::NOT_FOUND,
             views::preview_message(&format!("{what} not found")),
         )),

@@ -7,9 +7,9 @@ use serde::Deserialize;
 
 use super::views;
 use crate::auth::tokens::{self, NewTokenInput};
-use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
+use crate::error::OpError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -81,7 +81,7 @@ pub async fn create(
             )
             .await
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             page(
                 &state,
                 &principal,
@@ -104,8 +104,8 @@ pub async fn revoke(
     path: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let id: i64 = path.parse().map_err(|_| {
-        WebError::NotFound(format!(
-            "token {:?} not found (id must be a number)",
+        OpError::NotFound(format!(
+            "token {:?} (the id must be a number)",
             path.chars().take(40).collect::<String>()
         ))
     })?;

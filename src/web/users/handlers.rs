@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use super::views;
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::AccountError;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
+use crate::error::OpError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::layout::{after_write, fragment, respond, wants_partial, Frame};
 use crate::web::{flash, paths, see_other};
 
 async fn page(
@@ -79,13 +79,9 @@ pub async fn create(
                 ),
             )
             .await;
-            if htmx.is_htmx {
-                htmx.redirect(paths::USERS);
-                return Ok(HttpResponse::Ok().finish());
-            }
-            Ok(see_other(paths::USERS))
+            Ok(after_write(&htmx, paths::USERS))
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let draft = NewUserInput {
                 password: String::new(),
                 ..input
@@ -118,29 +114,25 @@ async fn row_result(
     principal: &Principal,
     htmx: &Htmx,
     username: &str,
-    result: Result<crate::auth::users::User, AccountError>,
+    result: Result<crate::auth::users::User, OpError>,
     done: String,
 ) -> Result<HttpResponse, WebError> {
     match result {
         Ok(user) => {
-            if htmx.is_htmx {
+            if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, None);
-                return Ok(HttpResponse::Ok()
-                    .content_type("text/html; charset=utf-8")
-                    .body(row.into_string()));
+                return Ok(fragment(StatusCode::OK, row));
             }
             flash(state, principal, &done).await;
             Ok(see_other(paths::USERS))
         }
-        Err(AccountError::Invalid(errors)) => {
+        Err(OpError::Invalid(errors)) => {
             let user = users::get(&state.ctx, &principal.caller(), username).await?;
-            if htmx.is_htmx {
+            if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, Some(&errors.to_string()));
-                return Ok(HttpResponse::UnprocessableEntity()
-                    .content_type("text/html; charset=utf-8")
-                    .body(row.into_string()));
+                return Ok(fragment(StatusCode::UNPROCESSABLE_ENTITY, row));
             }
-            Err(WebError::BadRequest(errors.to_string()))
+            Err(errors.into())
         }
         Err(e) => Err(e.into()),
     }
