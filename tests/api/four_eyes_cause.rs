@@ -559,7 +559,7 @@ async fn a_new_template_version_supersedes_a_pending_proposal() {
     let r = requests::approve(&ctx, &caller("bob", Role::Approver), id, None).await;
 
     assert!(
-        matches!(r, Err(ProvisioningError::Conflict(ref m)) if m.contains("superseded")),
+        matches!(r, Err(OpError::Conflict(ref m)) if m.contains("superseded")),
         "{r:?}"
     );
     let p = requests::get(&ctx, &Caller::system(), id)

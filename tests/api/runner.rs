@@ -556,7 +556,7 @@ async fn a_server_without_our_label_is_never_destroyed() {
     let refused = runner::destroy_machine(&ctx, &caller("abe", Role::Approver), id, 0).await;
 
     assert!(
-        matches!(refused, Err(ProvisioningError::Conflict(ref m)) if m.contains("does not carry the label")),
+        matches!(refused, Err(OpError::Conflict(ref m)) if m.contains("does not carry the label")),
         "{refused:?}"
     );
     assert_eq!(fake.count(Method::Server), 1, "the guard read the server");
