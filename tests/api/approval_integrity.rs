@@ -132,6 +132,11 @@ async fn the_shown_payload_with_each_stand_in_replaced_is_byte_for_byte_what_het
 struct CapturedLogs {
     sink: Arc<Mutex<Vec<u8>>>,
     _guard: tracing::subscriber::DefaultGuard,
+    /// A second registered dispatcher, for as long as the capture lasts. With only one,
+    /// tracing asks just the registering thread's default about a new callsite, so a callsite
+    /// first reached by a parallel test (no subscriber there) would be cached as never
+    /// enabled, here too, and its lines silently lost.
+    _others: tracing::Dispatch,
 }
 
 /// One writer handed to the subscriber: appends to the shared buffer.
@@ -150,6 +155,7 @@ impl std::io::Write for Sink {
 
 impl CapturedLogs {
     fn start() -> CapturedLogs {
+        let others = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
         let sink = Arc::new(Mutex::new(Vec::new()));
         let writer = sink.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -162,6 +168,7 @@ impl CapturedLogs {
         CapturedLogs {
             sink,
             _guard: tracing::subscriber::set_default(subscriber),
+            _others: others,
         }
     }
 

@@ -225,6 +225,14 @@ async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
         "latency {}",
         hung.latency_ms
     );
+    // The deadline is the fleet's own: with a 2 s timeout the tick lasts at least 2 s.
+    let hung_longer = scrape_once(ctx, &spec(&[n1.uri()], 2)).await;
+    assert_eq!(err(&hung_longer), "timed out");
+    assert!(
+        (1_900..NODE_HANGS_FOR.as_millis() as u64).contains(&hung_longer.latency_ms),
+        "latency {}",
+        hung_longer.latency_ms
+    );
 
     // It recovers.
     n1.reset().await;
