@@ -12,6 +12,9 @@
 //!
 //! `cargo bench --bench dashboard_load`
 
+#[path = "support/goals.rs"]
+mod goals;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -258,8 +261,11 @@ async fn main() {
         );
     }
     let ratio = dash.rps / stat.rps;
-    println!(
-        "  dashboard / static = {ratio:.2} (goal: at least 0.50) {}",
-        if ratio >= 0.5 { "MET" } else { "MISSED" }
+    println!("  dashboard / static = {ratio:.2}");
+    let mut goals = goals::Goals::default();
+    goals.check(
+        &format!("dashboard at least 0.50× the static file's rate ({ratio:.2}×)"),
+        ratio >= 0.5,
     );
+    goals.exit_if_missed();
 }

@@ -11,6 +11,9 @@
 #[path = "../tests/api/series_history.rs"]
 mod history;
 
+#[path = "support/goals.rs"]
+mod goals;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -281,9 +284,12 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let ratio = medians[medians.len() - 1] / medians[0];
-    println!(
-        "\n90d / 1h (median total): {ratio:.2}× — goal ≤ 2×: {}",
-        if ratio <= 2.0 { "met" } else { "MISSED" }
+    println!("\n90d / 1h (median total): {ratio:.2}×");
+    let mut goals = goals::Goals::default();
+    goals.check(
+        &format!("90 d chart at most 2× the 1 h chart ({ratio:.2}×)"),
+        ratio <= 2.0,
     );
+    goals.exit_if_missed();
     Ok(())
 }

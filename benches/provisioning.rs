@@ -3,11 +3,15 @@
 //! client. Prints provider calls per created server (goal: at most 3, exactly one create
 //! each), total creates, and the time from approval to the request's first provider call.
 //!
-//! `cargo bench --bench provisioning` (the bucket's capacity: `BENCH_CAPACITY`, default 680,
-//! refilling one request per second, so the last calls wait for the budget).
+//! `cargo bench --bench provisioning` (the bucket's capacity: `BENCH_CAPACITY`, by default 60
+//! requests fewer than the run makes, refilling one request per second, so the last calls of
+//! the run are paced by the 1 request/s budget). Exits non-zero when a goal is missed or the
+//! budget never bound.
 
 #[path = "../tests/api/fake_hetzner.rs"]
 mod fake_hetzner;
+#[path = "support/goals.rs"]
+mod goals;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +33,12 @@ use fake_hetzner::{FakeHetzner, FakeHetznerOptions};
 
 const REQUESTS: usize = 100;
 const MACHINES: i64 = 3;
+/// The provider calls the run makes when every goal is met: one label lookup per request,
+/// one create and one action poll per machine.
+const EXPECTED_CALLS: u32 = REQUESTS as u32 * (1 + 2 * MACHINES as u32);
+/// How many calls more than the bucket holds the run makes by default: each waits for the
+/// refill, so the budget, not the runner, sets the pace at the end (about a minute).
+const BUDGET_SHORTFALL: u32 = 60;
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
 /// The real client, noting when each request's first provider call (its label lookup) left.
@@ -145,7 +155,7 @@ async fn main() {
     let capacity: u32 = std::env::var("BENCH_CAPACITY")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(680);
+        .unwrap_or(EXPECTED_CALLS - BUDGET_SHORTFALL);
     let fake = FakeHetzner::start_with(FakeHetznerOptions {
         capacity,
         refill_per_sec: 1.0,
@@ -269,4 +279,32 @@ async fn main() {
         "approval → first provider call of the first request (runner idle): {}",
         millis(first_call[&ids[0]].saturating_duration_since(approved_at[&ids[0]]))
     );
+    let mut goals = goals::Goals::default();
+    goals.check(
+        &format!("every request succeeded ({succeeded}/{REQUESTS})"),
+        succeeded == REQUESTS,
+    );
+    goals.check(
+        &format!("at most 3 provider calls per server ({calls} for {servers})"),
+        servers > 0 && calls <= 3 * servers,
+    );
+    goals.check(
+        &format!(
+            "exactly one create per planned machine ({creates} for {})",
+            REQUESTS as i64 * MACHINES
+        ),
+        creates as i64 == REQUESTS as i64 * MACHINES,
+    );
+    // The budget binds when the run needs more calls than the bucket holds: the calls past
+    // the capacity can only go out at the refill rate, which then paces the run's end.
+    let past_capacity = calls.saturating_sub(capacity as usize);
+    goals.check(
+        &format!(
+            "the 1 request/s budget bound ({calls} calls, capacity {capacity}, \
+             {past_capacity} paced over {})",
+            millis(took)
+        ),
+        past_capacity > 0 && took >= Duration::from_secs(past_capacity as u64 - 1),
+    );
+    goals.exit_if_missed();
 }

@@ -12,6 +12,9 @@
 //! `cargo bench --bench scraper`; `HEADROOM_BENCH_SECONDS=20` for a quick run (default 120),
 //! `HEADROOM_BENCH_FLEETS` to change the fleet count.
 
+#[path = "support/goals.rs"]
+mod goals;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -257,4 +260,15 @@ async fn main() {
         stats.lag_quantile_ms(0.5).unwrap_or(0),
         stats.lag_quantile_ms(0.99).unwrap_or(0)
     );
+    let mut goals = goals::Goals::default();
+    let cores = per_minute / 60.0;
+    goals.check(
+        &format!("scraper under 0.25 of a core ({cores:.3})"),
+        cores < 0.25,
+    );
+    goals.check(
+        &format!("no missed tick ({})", stats.missed_ticks()),
+        stats.missed_ticks() == 0,
+    );
+    goals.exit_if_missed();
 }

@@ -2,8 +2,20 @@
 # Runs headroom's test suite, first installing the Debian packages the tests drive for real:
 # chromium + chromium-driver (browser tests over WebDriver) and cloud-init (its own schema
 # check of rendered payloads). Extra arguments go to `cargo test`.
+#
+# In CI (`CI=true`) a test that did not run is a failure: the browser tests may not be
+# skipped (HEADROOM_SKIP_BROWSER), the browser and its driver must be on PATH after the
+# install step, and a run that reports any test as ignored fails after cargo's own verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+in_ci=false
+case "${CI:-}" in true | 1) in_ci=true ;; esac
+
+if $in_ci && [ -n "${HEADROOM_SKIP_BROWSER+set}" ]; then
+  echo "CI: HEADROOM_SKIP_BROWSER is set, which would report the browser tests as ignored; unset it" >&2
+  exit 1
+fi
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
@@ -13,8 +25,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing test dependencies: ${missing[*]}"
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if ! { $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
+    echo "could not install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+if $in_ci; then
+  for tool in chromium chromedriver; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "CI: $tool is not on PATH, so the browser tests cannot run" >&2
+      exit 1
+    fi
+  done
 fi
 
-cargo test --locked "$@"
+if ! $in_ci; then
+  exec cargo test --locked "$@"
+fi
+
+# In CI: keep the report to count what was ignored once cargo has passed.
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+cargo test --locked "$@" 2>&1 | tee "$report"
+ignored=$(grep -E '^test .* \.\.\. ignored' "$report" || true)
+if [ -n "$ignored" ]; then
+  echo "CI: $(printf '%s\n' "$ignored" | wc -l) test(s) ignored; every test must run in CI:" >&2
+  printf '%s\n' "$ignored" >&2
+  exit 1
+fi

@@ -53,10 +53,17 @@ struct Running {
 /// Runs one scrape loop per fleet until `shutdown` turns true (or its sender is dropped),
 /// then stops every loop and waits for them: a scrape in flight is abandoned (it only reads),
 /// a sample being recorded is finished.
-pub async fn run_until_stopped(
+pub async fn run_until_stopped(ctx: Ctx, stats: Arc<ScrapeStats>, shutdown: watch::Receiver<bool>) {
+    supervise(ctx, stats, shutdown, LIST_EVERY).await;
+}
+
+/// [`run_until_stopped`] looking for fleet changes every `list_every`: tests list often, so
+/// an edit or a delete reaches the loops without waiting `LIST_EVERY`.
+pub async fn supervise(
     ctx: Ctx,
     stats: Arc<ScrapeStats>,
     mut shutdown: watch::Receiver<bool>,
+    list_every: Duration,
 ) {
     let permits = Arc::new(Semaphore::new(ctx.settings.scrape_concurrency.max(1)));
     let mut running: HashMap<String, Running> = HashMap::new();
@@ -77,7 +84,7 @@ pub async fn run_until_stopped(
         }
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep(LIST_EVERY) => {}
+            _ = tokio::time::sleep(list_every) => {}
         }
     }
     for (_, r) in running.drain() {

@@ -5,6 +5,7 @@
 //! byte for byte the `user_data` Hetzner received; what is published never depends on a value.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 
 use headroom::domain::{ProvisionState, Role};
 use headroom::provisioning::{requests, runner};
@@ -122,6 +123,126 @@ async fn the_shown_payload_with_each_stand_in_replaced_is_byte_for_byte_what_het
             !rows.contains(&mesh) && !rows.contains(&tunnel),
             "a value is stored in {table}"
         );
+    }
+}
+
+/// Every event and span the code running on this thread emits (JSON, every level), kept in
+/// memory while the guard lives. The operations and the runner run on the test's thread, so
+/// their logs are all here.
+struct CapturedLogs {
+    sink: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+    /// A second registered dispatcher, for as long as the capture lasts. With only one,
+    /// tracing asks just the registering thread's default about a new callsite, so a callsite
+    /// first reached by a parallel test (no subscriber there) would be cached as never
+    /// enabled, here too, and its lines silently lost.
+    _others: tracing::Dispatch,
+}
+
+/// One writer handed to the subscriber: appends to the shared buffer.
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLogs {
+    fn start() -> CapturedLogs {
+        let others = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+        let sink = Arc::new(Mutex::new(Vec::new()));
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::TRACE)
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(move || Sink(writer.clone()))
+            .finish();
+        CapturedLogs {
+            sink,
+            _guard: tracing::subscriber::set_default(subscriber),
+            _others: others,
+        }
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        String::from_utf8(self.sink.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON log line"))
+            .collect()
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn a_fleet_secret_filed_approved_and_run_is_in_no_database_file_and_no_log_line() {
+    let var = "TEST_INTEGRITY_MESH_KEY_SCAN";
+    let mesh = unique("tskey-auth-kScan");
+    std::env::set_var(var, &mesh);
+    let declared = format!("mesh-fsn=env:{var}");
+    let fake = FakeHetzner::start().await;
+    let logs = CapturedLogs::start();
+    let (app, ctx) = hetzner_console_with(
+        &fake,
+        |s| declare(s, &[&declared]),
+        &[("mesh_preauth_key", "mesh-fsn")],
+    )
+    .await;
+
+    let id = approved(&ctx, "prod", 1).await;
+    runner::run_once(&ctx).await.expect("runner");
+    let detail = record(&ctx, id).await;
+    assert_eq!(detail.provision.state, ProvisionState::Succeeded);
+    // The provider got the value itself.
+    let creates = fake.creates();
+    assert_eq!(creates.len(), 1);
+    let sent = creates[0].body.as_ref().unwrap()["user_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(sent.contains(&mesh), "the provider got the real payload");
+
+    // The logs are captured (the runner's own, its provider calls included, are among them)
+    // and no line holds the value.
+    let lines = logs.lines();
+    let of_the_runner = lines
+        .iter()
+        .filter(|l| {
+            l["spans"]
+                .as_array()
+                .is_some_and(|spans| spans.iter().any(|s| s["name"] == "run_once"))
+        })
+        .count();
+    assert!(of_the_runner > 0, "no log line of the runner was captured");
+    for line in &lines {
+        assert!(
+            !line.to_string().contains(&mesh),
+            "a log line holds the secret: {line}"
+        );
+    }
+    // Nor the database file, its write-ahead log or its shared-memory index.
+    let wal = std::fs::read(app.db_path.with_extension("db-wal")).unwrap_or_default();
+    assert!(
+        !wal.is_empty(),
+        "the write-ahead log is scanned while it holds the writes"
+    );
+    for suffix in ["", "-wal", "-shm"] {
+        let file = format!("{}{suffix}", app.db_path.display());
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(!contains(&bytes, &mesh), "the secret is in {file}");
     }
 }
 

@@ -427,3 +427,24 @@ pub fn ctx_for(pool: SqlitePool) -> headroom::context::Ctx {
     )
     .expect("context")
 }
+
+/// A loopback port that refuses every connection for as long as this guard lives: bound, so
+/// no parallel test can take it, but never listening, so the kernel answers a connect with a
+/// reset (unlike a port bound and released, which another test may bind in between).
+pub struct DeadPort(tokio::net::TcpSocket);
+
+impl DeadPort {
+    /// Binds a fresh loopback port without listening on it.
+    pub fn bind() -> DeadPort {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("loopback"))
+            .expect("bind a loopback port");
+        DeadPort(socket)
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().expect("bound").port()
+    }
+}

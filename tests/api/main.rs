@@ -38,6 +38,7 @@ mod provisions;
 mod roles;
 mod runner;
 mod sandbox;
+mod scrape_supervisor;
 mod scraper;
 mod secret_guards;
 mod secrets;

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::helpers::TestApp;
+use crate::helpers::{DeadPort, TestApp};
 use crate::runner::{caller, console, ctx_with};
 
 /// An example yubaba answer committed with the repo.
@@ -32,13 +32,13 @@ fn fixture_json(name: &str) -> Value {
 }
 
 /// `host:port` of a fake node, as yubaba publishes it.
-fn addr(s: &MockServer) -> String {
+pub(crate) fn addr(s: &MockServer) -> String {
     s.address().to_string()
 }
 
 /// A `/raft/status` body: `node` as seen by itself, `leader` the one it knows, `members` every
 /// node (all voters), `headroom` the section (`None` leaves the key out).
-fn status(
+pub(crate) fn status(
     node: u64,
     leader: Option<u64>,
     term: u64,
@@ -65,7 +65,8 @@ fn status(
     v
 }
 
-async fn serve_status(s: &MockServer, body: Value) {
+/// Answers `/raft/status` with `body`.
+pub(crate) async fn serve_status(s: &MockServer, body: Value) {
     Mock::given(method("GET"))
         .and(path("/raft/status"))
         .respond_with(ResponseTemplate::new(200).set_body_json(body))
@@ -109,12 +110,6 @@ fn err(sample: &Sample) -> &str {
         Err(e) => e,
         Ok(o) => panic!("expected an error sample, got {o:?}"),
     }
-}
-
-/// A loopback port nothing listens on (bound, then released).
-fn dead_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 #[tokio::test]
@@ -183,6 +178,9 @@ async fn a_leader_change_is_followed_from_a_follower_endpoint() {
     );
 }
 
+/// How long a hanging node takes to answer: far beyond any scrape timeout.
+const NODE_HANGS_FOR: Duration = Duration::from_secs(30);
+
 #[tokio::test]
 async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
     let app = TestApp::spawn().await;
@@ -213,16 +211,27 @@ async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(healthy.clone())
-                .set_delay(Duration::from_secs(10)),
+                .set_delay(NODE_HANGS_FOR),
         )
         .mount(&n1)
         .await;
     let hung = scrape_once(ctx, &fleet).await;
     assert_eq!(err(&hung), "timed out");
+    // Bounds a loaded machine cannot break: not before the fleet's 1 s timeout, and before
+    // the node would have answered (only the timeout can have ended it).
+    assert!(hung.latency_ms >= 900, "latency {}", hung.latency_ms);
     assert!(
-        (900..3000).contains(&hung.latency_ms),
+        u128::from(hung.latency_ms) < NODE_HANGS_FOR.as_millis(),
         "latency {}",
         hung.latency_ms
+    );
+    // The deadline is the fleet's own: with a 2 s timeout the tick lasts at least 2 s.
+    let hung_longer = scrape_once(ctx, &spec(&[n1.uri()], 2)).await;
+    assert_eq!(err(&hung_longer), "timed out");
+    assert!(
+        (1_900..NODE_HANGS_FOR.as_millis() as u64).contains(&hung_longer.latency_ms),
+        "latency {}",
+        hung_longer.latency_ms
     );
 
     // It recovers.
@@ -232,7 +241,8 @@ async fn an_endpoint_going_down_makes_a_gap_and_recovery_resumes() {
     assert_eq!(ok(&back).spare, 2);
 
     // A node that is gone: nothing listens any more.
-    let gone = format!("http://127.0.0.1:{}", dead_port());
+    let dead = DeadPort::bind();
+    let gone = format!("http://127.0.0.1:{}", dead.port());
     assert_eq!(
         err(&scrape_once(ctx, &spec(std::slice::from_ref(&gone), 1)).await),
         "could not connect"
@@ -285,12 +295,13 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     let n2 = member(node.clone(), idle.clone()).await;
     let n3 = member(node.clone(), idle.clone()).await;
     let n4 = member(unpublished, idle).await;
+    let dead = DeadPort::bind();
     let members = [
         (1, addr(&n1)),
         (2, addr(&n2)),
         (3, addr(&n3)),
         (4, addr(&n4)),
-        (5, format!("127.0.0.1:{}", dead_port())),
+        (5, format!("127.0.0.1:{}", dead.port())),
     ];
     // No `headroom` key: an older build.
     serve_status(&n1, status(1, Some(1), 3, &members, None)).await;
@@ -409,7 +420,8 @@ async fn an_endpoint_that_knows_no_leader_is_passed_over_for_the_next_one() {
     assert!(after.received_requests().await.unwrap().is_empty());
 
     // Only when every endpoint failed is the tick a gap, with the first endpoint's reason.
-    let gone = format!("http://127.0.0.1:{}", dead_port());
+    let dead = DeadPort::bind();
+    let gone = format!("http://127.0.0.1:{}", dead.port());
     let sample = scrape_once(ctx, &spec(&[learner.uri(), follower.uri(), gone], 3)).await;
     assert_eq!(err(&sample), "no leader (and 2 other endpoints failed)");
 }
@@ -421,7 +433,8 @@ async fn a_follower_whose_leader_is_unreachable_is_passed_over_for_the_leader_en
     let (follower, leader) = (MockServer::start().await, MockServer::start().await);
     // The leader advertises an address the console cannot reach (nothing listens there), but
     // the fleet's second endpoint reaches the leader itself.
-    let unreachable = format!("127.0.0.1:{}", dead_port());
+    let dead = DeadPort::bind();
+    let unreachable = format!("127.0.0.1:{}", dead.port());
     let members = [(1, unreachable), (2, addr(&follower))];
     serve_status(
         &follower,
@@ -621,7 +634,8 @@ async fn run_until_stopped_scrapes_every_fleet_and_stops_on_shutdown() {
         ),
     )
     .await;
-    let gone = format!("http://127.0.0.1:{}", dead_port());
+    let dead = DeadPort::bind();
+    let gone = format!("http://127.0.0.1:{}", dead.port());
     for (name, endpoint) in [("alpha", n1.uri()), ("beta", gone)] {
         let input = FleetInput {
             name: name.into(),

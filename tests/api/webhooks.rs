@@ -459,39 +459,224 @@ async fn after_the_attempt_cap_a_delivery_is_failed_and_never_sent_again() {
     move_to(&app, id, PendingApproval, Cancelled, "alice").await;
 }
 
+/// A webhook receiver on loopback that holds the first delivery it gets (accepted, read,
+/// never answered) until [`HeldReceiver::release`], and answers every later one at once.
+/// It records each request's `X-Headroom-Delivery` as it arrives.
+pub(crate) struct HeldReceiver {
+    pub uri: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl HeldReceiver {
+    pub(crate) async fn start() -> HeldReceiver {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut first = Some(released);
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let held = first.take();
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if sock.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).to_lowercase();
+                    let header = |name: &str| {
+                        head.lines()
+                            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
+                    };
+                    let length: usize = header("content-length:")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if sock.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push(header("x-headroom-delivery:").unwrap_or_default());
+                    if let Some(released) = held {
+                        let _ = released.await;
+                    }
+                    let _ = sock
+                        .write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        HeldReceiver {
+            uri,
+            seen,
+            release: Some(release),
+        }
+    }
+
+    /// The `X-Headroom-Delivery` of every request received so far.
+    pub(crate) fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Polls until the held delivery has arrived (10 s at most).
+    pub(crate) async fn until_holding(&self) {
+        for _ in 0..400 {
+            if !self.seen().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no delivery reached the receiver");
+    }
+
+    /// Lets the held delivery be answered.
+    pub(crate) fn release(&mut self) {
+        if let Some(r) = self.release.take() {
+            let _ = r.send(());
+        }
+    }
+}
+
+/// An app whose webhook posts to `uri`'s `/hook`, loopback allowed.
+async fn app_posting_to(uri: &str) -> TestApp {
+    let url = format!("{uri}/hook");
+    TestApp::spawn_with(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from(SECRET.to_owned()));
+        s.public_url = PUBLIC.into();
+        s.webhook_attempts = 8;
+        s.outbound_allow = headroom::outbound::AllowList::parse(&["127.0.0.1"]).unwrap();
+    })
+    .await
+}
+
+fn restore_for_alice() -> Filing<'static> {
+    Filing {
+        fleet: "prod-eu",
+        machine_config: "spare-fsn1",
+        requester: "alice",
+        reason: "restore",
+        count: 1,
+    }
+}
+
 #[tokio::test]
 async fn a_hanging_receiver_does_not_hold_a_transition() {
-    let receiver = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/hook"))
-        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
-        .mount(&receiver)
-        .await;
-    let app = app_with_webhook(&receiver, 8).await;
-    let id = file(
-        &app,
-        Filing {
-            fleet: "prod-eu",
-            machine_config: "spare-fsn1",
-            requester: "alice",
-            reason: "restore",
-            count: 1,
-        },
-    )
-    .await;
-    // A delivery is in flight (the server's loop or this one) while the request moves on.
+    let receiver = HeldReceiver::start().await;
+    let app = app_posting_to(&receiver.uri).await;
+    let id = file(&app, restore_for_alice()).await;
+    let delivery = deliveries(&app, id).await[0].id;
+    // A delivery is in flight (the server's loop or this one) and the receiver holds it.
     let ctx = app.state.ctx.clone();
     let sending = tokio::spawn(async move { notify::deliver_once(&ctx).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = std::time::Instant::now();
+    receiver.until_holding().await;
     use ProvisionState::*;
     move_to(&app, id, PendingApproval, Approved, "bob").await;
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
+    // The transition is done while the receiver still holds the delivery unanswered: it
+    // waited for no receiver (nor for the lock of a write left open during the send).
+    let mut conn = app.pool.acquire().await.unwrap();
+    let row = webhooks::get(&mut conn, delivery).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state.as_str(), row.attempts),
+        ("pending", 0),
+        "the held delivery is not settled yet"
     );
+    assert_eq!(receiver.seen(), [delivery.to_string()]);
     sending.abort();
+}
+
+#[tokio::test]
+async fn two_delivery_loops_never_send_one_delivery_twice() {
+    let mut receiver = HeldReceiver::start().await;
+    let app = app_posting_to(&receiver.uri).await;
+    let id = file(&app, restore_for_alice()).await;
+    let delivery = deliveries(&app, id).await[0].id;
+    // Loop one (this one, or the server's own if it got there first) claims the delivery and
+    // is held sending it.
+    let ctx = app.state.ctx.clone();
+    let first = tokio::spawn(async move { notify::deliver_once(&ctx).await });
+    receiver.until_holding().await;
+    // Loop two runs half a lease later: the delivery is claimed, not due.
+    app.clock.advance(Duration::from_secs(30));
+    assert_eq!(
+        notify::deliver_once(&app.state.ctx).await.unwrap(),
+        0,
+        "a second loop sent a delivery another loop was sending"
+    );
+    receiver.release();
+    first.await.unwrap().unwrap();
+    let row = round(&app, delivery, 1).await;
+    assert_eq!(row.state, "delivered");
+    assert_eq!(
+        receiver.seen(),
+        [delivery.to_string()],
+        "the receiver got the delivery exactly once"
+    );
+}
+
+/// Two loops that both read the delivery as due race for it: the claim lets one through.
+#[tokio::test]
+async fn of_two_loops_that_both_saw_a_delivery_due_only_one_claims_it() {
+    let receiver = ok_receiver().await;
+    let app = app_with_webhook(&receiver, 8).await;
+    let id = file(&app, restore_for_alice()).await;
+    let delivery = deliveries(&app, id).await[0].id;
+    let now = app.state.ctx.now();
+    let lease = now + 60_000;
+    let mut conn = app.pool.acquire().await.unwrap();
+    let (due_one, due_two) = (
+        webhooks::due(&mut conn, now, 20).await.unwrap(),
+        webhooks::due(&mut conn, now, 20).await.unwrap(),
+    );
+    assert!(due_one.iter().chain(&due_two).all(|r| r.id == delivery));
+    let first = webhooks::claim(&mut conn, delivery, now, lease)
+        .await
+        .unwrap();
+    let second = webhooks::claim(&mut conn, delivery, now, lease)
+        .await
+        .unwrap();
+    // The server's own loop may have claimed it before either: then neither wins here.
+    assert!(!(first && second), "both loops claimed delivery {delivery}");
+    assert!(!second, "the second claim of one due read succeeded");
+}
+
+#[tokio::test]
+async fn a_receiver_the_outbound_policy_does_not_allow_receives_nothing() {
+    let receiver = ok_receiver().await;
+    let url = format!("{}/hook", receiver.uri());
+    // The receiver is on loopback, which the webhook policy refuses unless allow-listed.
+    let app = TestApp::spawn_with(move |s| {
+        s.webhook_url = Some(url.parse().unwrap());
+        s.webhook_secret = Some(secrecy::SecretString::from(SECRET.to_owned()));
+        s.public_url = PUBLIC.into();
+        s.webhook_attempts = 1;
+    })
+    .await;
+    let id = file(&app, restore_for_alice()).await;
+    let delivery = deliveries(&app, id).await[0].id;
+    let row = round(&app, delivery, 1).await;
+    assert_eq!(row.state, "failed", "{row:?}");
+    assert_eq!(row.last_status, None, "{row:?}");
+    let error = row.last_error.unwrap_or_default();
+    assert!(
+        error.contains("loopback"),
+        "the refusal names its rule: {error}"
+    );
+    assert!(
+        receiver.received_requests().await.unwrap().is_empty(),
+        "a receiver the policy does not allow got a request"
+    );
 }
 
 #[tokio::test]
