@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::json;
 use sqlx::SqliteConnection;
 
-use super::password::{self, PasswordError};
 use super::principal::{Caller, Forbidden};
 use super::throttle::{self, Admission, Limit};
 use crate::audit::{self, Action, NewEntry};
@@ -16,6 +15,7 @@ use crate::db;
 /// A stored user, as pages and the API show it.
 pub use crate::db::users::User;
 use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
+use crate::password_hashing::PasswordError;
 
 /// Why an account operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +116,7 @@ pub async fn create_user(
     let (Some(username), Some(role), Some(pass)) = (username, role, pass) else {
         return Err(AccountError::Invalid(errors));
     };
-    let hash = password::hash(pass.expose().to_owned()).await?;
+    let hash = ctx.hashing.hash(pass.expose().to_owned()).await?;
     let mut tx = db::begin_write(pool).await?;
     let Some(user) = db::users::insert(&mut tx, &username, role, &hash, now).await? else {
         return Err(FieldError::new("username", "is already taken").into());
@@ -344,7 +344,9 @@ pub async fn change_own_password(
     let verified = if input.current_password.len() > NewPassword::MAX_LEN * 4 {
         Ok(false)
     } else {
-        password::verify(input.current_password.clone(), Some(stored)).await
+        ctx.hashing
+            .verify(input.current_password.clone(), Some(stored))
+            .await
     };
     match verified {
         Ok(true) => {}
@@ -366,7 +368,7 @@ pub async fn change_own_password(
             return Err(e.into());
         }
     }
-    let hash = match password::hash(new.expose().to_owned()).await {
+    let hash = match ctx.hashing.hash(new.expose().to_owned()).await {
         Ok(hash) => hash,
         Err(e) => {
             // The current password was right: this attempt must not count against the user.
@@ -436,7 +438,7 @@ pub async fn reset_password(
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let pass = NewPassword::parse_field("password", new_password)?;
-    let hash = password::hash(pass.expose().to_owned()).await?;
+    let hash = ctx.hashing.hash(pass.expose().to_owned()).await?;
     let mut tx = db::begin_write(pool).await?;
     let user = find_user(&mut tx, "username", username).await?;
     db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
