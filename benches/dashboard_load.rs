@@ -208,7 +208,7 @@ async fn main() {
     let pool = headroom::db::connect(&settings.database_url)
         .await
         .expect("database");
-    let app = headroom::startup::Application::build(settings, pool, Arc::new(SystemClock))
+    let app = headroom::startup::Application::bind(settings, pool, Arc::new(SystemClock))
         .await
         .expect("build");
     let port = app.port();

@@ -41,7 +41,7 @@ pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::
         settings
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut app = Application::build(settings, pool, clock).await?;
+    let mut app = Application::bind(settings, pool, clock).await?;
     if demo {
         app.seed_demo().await?;
         tracing::info!(

@@ -1,7 +1,8 @@
 //! The context every operation works with: `op(ctx, caller, input)`. It holds what operations
-//! need to do their work — storage, time, settings, providers, the template renderer and the
-//! outbound client — and nothing of HTTP, so pages, the API, the CLI and background loops call
-//! the same operations the same way.
+//! need to do their work — storage, time, settings, providers, the template renderer, the
+//! outbound clients, the password-hashing bound and the catalogue refresh lock — and nothing
+//! of HTTP, so pages, the API, the CLI and background loops call the same operations the same
+//! way (and two consoles in one process, as in tests, share none of it).
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use crate::cloud_init::Renderer;
 use crate::config::Settings;
 use crate::domain::{Clock, UnixMillis};
 use crate::outbound::OutboundClient;
+use crate::password_hashing::Hashing;
 use crate::provider::Providers;
 
 /// Audit exports that may run at once (the rest are refused as busy): each walks the log.
@@ -36,6 +38,12 @@ pub struct Ctx {
     /// Client for fleet status scrapes, under the outbound policy for scraping (loopback and
     /// private addresses allowed, link-local refused); each scrape sets its fleet's timeout.
     pub scrape: OutboundClient,
+    /// The bound every password hash and verify goes through (sized by
+    /// `password_hash_concurrency`), so a burst of logins cannot take the memory.
+    pub hashing: Arc<Hashing>,
+    /// One catalogue refresh at a time, so a burst of requests against a stale cache asks the
+    /// provider once, not once per request.
+    pub catalogue_refresh: Arc<tokio::sync::Mutex<()>>,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
@@ -202,6 +210,8 @@ impl Ctx {
         }
         Ok(Ctx {
             pool,
+            hashing: Arc::new(Hashing::new(settings.password_hash_concurrency)),
+            catalogue_refresh: Arc::new(tokio::sync::Mutex::new(())),
             scrape: scrape.build()?,
             webhook: webhook.build()?,
             clock,

@@ -16,6 +16,7 @@ pub mod headroom;
 pub mod http;
 pub mod machines;
 pub mod outbound;
+pub mod password_hashing;
 pub mod provider;
 pub mod provisioning;
 pub mod scraper;

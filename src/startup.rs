@@ -1,6 +1,8 @@
-//! Builds the HTTP application (listener bound first, so port 0 works) and runs it.
+//! Builds the HTTP application on a listener bound first (by the caller, or from settings by
+//! [`Application::bind`], so port 0 works), starts its background loops
+//! ([`start_background_loops`]) and runs it.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_htmx::HtmxMiddleware;
@@ -9,6 +11,8 @@ use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use sqlx::SqlitePool;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
@@ -29,135 +33,56 @@ pub fn route_table() -> Vec<Endpoint> {
 
 /// A bound, not yet running, console.
 pub struct Application {
-    port: u16,
+    address: SocketAddr,
     server: Server,
     state: AppState,
-    /// Turned true when the server ends; every background loop watches it.
-    shutdown: tokio::sync::watch::Sender<bool>,
-    /// The background loops, awaited after the stop signal so none outlives the server.
-    loops: Vec<tokio::task::JoinHandle<()>>,
+    /// Awaited after the server ends, so no loop outlives it.
+    loops: BackgroundLoops,
 }
 
 impl Application {
-    /// Loads first-start data (the default template; the simulated catalogue in the demo),
-    /// binds `settings.bind` and prepares the server over an open pool.
-    pub async fn build(
+    /// Binds `settings.bind` and builds the console on it (what `serve` and `demo` run).
+    pub async fn bind(
         settings: Settings,
         pool: SqlitePool,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(&settings.bind)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.bind))?;
-        let port = listener.local_addr()?.port();
-        let hashing = crate::auth::password::configure(settings.password_hash_concurrency);
-        if hashing != settings.password_hash_concurrency {
-            // The bound is process-wide and set once (tests start several apps in one process).
-            tracing::warn!(
-                password.hash_concurrency = hashing,
-                "password hashing bound already set; keeping it"
-            );
-        }
-        let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;
-        crate::provisioning::plan::secret_digest_key(&pool, clock.now()).await?;
-        let ctx = crate::context::Ctx::build(settings, pool, clock)?;
-        ctx.renderer.probe().await?;
-        let state = AppState {
-            ctx,
-            metrics: Arc::new(crate::telemetry::metrics::Metrics::for_routes(
-                route_table().iter().map(|e| e.path),
-            )),
-            login_key,
-            sessions: Arc::new(crate::auth::sessions::Activity::default()),
-            scrape_stats: Arc::new(crate::scraper::ScrapeStats::default()),
-        };
-        crate::machines::templates::ensure_default(&state.ctx).await?;
-        // Stored templates that the sandbox now refuses are reported, never changed: each
-        // renders with a blocking finding until someone edits it.
-        // Awaited, not spawned: a check is a few milliseconds a template, and nothing is left
-        // running that shutdown would have to stop.
-        crate::machines::templates::report_refused(&state.ctx).await;
-        if state.ctx.settings.simulated_provider {
-            crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
-        }
+        Self::build(listener, settings, pool, clock).await
+    }
+
+    /// Prepares the console over an open pool on `listener` (the caller binds it, so port 0
+    /// works and the port is known before anything runs): loads first-start data, finishes the
+    /// deficit work a previous run left undone, and starts the background loops.
+    pub async fn build(
+        listener: TcpListener,
+        settings: Settings,
+        pool: SqlitePool,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        let address = listener.local_addr()?;
+        let state = prepare(settings, pool, clock).await?;
         // Deficits a crash left without their restore proposal are filed, and ended ones left
         // unsettled are settled, before the scraper starts (and after the catalogue their
         // plans are priced from), so a recovery it sees next always finds the proposal to
-        // supersede. A failure is logged, never fatal: the scraper supervisor retries on
-        // every pass.
-        // A standby instance (scraping off) leaves deficits to the active one.
+        // supersede. A standby instance (scraping off) leaves deficits to the active one.
         if state.ctx.settings.scrape_enabled {
-            match crate::headroom::deficit::resume(&state.ctx).await {
-                Ok(done) if done == Default::default() => {}
-                Ok(done) => tracing::info!(
-                    proposals = done.filed,
-                    settlements = done.settled,
-                    failed = done.failed,
-                    "finished deficit work a previous run left undone"
-                ),
-                Err(e) => tracing::error!(
-                    error = format!("{e:#}"),
-                    "resuming deficit work failed; the scraper retries it"
-                ),
-            }
+            resume_deficits(&state.ctx).await;
         }
         let server = run(listener, state.clone())?;
-        let (shutdown, _) = tokio::sync::watch::channel(false);
-        let mut loops = vec![
-            // Webhook notifications queued by provision changes (none when no webhook is set).
-            tokio::spawn(crate::provisioning::notify::run_until_stopped(
-                state.ctx.clone(),
-                shutdown.subscribe(),
-            )),
-            // A configured provider with an empty cache is fetched now, without holding up start.
-            tokio::spawn(crate::machines::catalogue::fetch_missing_until_stopped(
-                state.ctx.clone(),
-                shutdown.subscribe(),
-            )),
-            tokio::spawn(crate::auth::sessions::run_until_stopped(
-                crate::auth::sessions::PurgeDeps {
-                    pool: state.ctx.pool.clone(),
-                    clock: state.ctx.clock.clone(),
-                    life: crate::auth::sessions::Lifetimes {
-                        idle: state.ctx.settings.session_idle,
-                        absolute: state.ctx.settings.session_absolute,
-                    },
-                    every: crate::auth::sessions::PURGE_EVERY,
-                    activity: state.sessions.clone(),
-                },
-                shutdown.subscribe(),
-            )),
-            // Reconciles interrupted executions first, then runs approved requests.
-            tokio::spawn(crate::provisioning::runner::start(
-                state.ctx.clone(),
-                shutdown.subscribe(),
-            )),
-            // Drops headroom history older than its retention, at start and every ten minutes.
-            tokio::spawn(crate::headroom::retention::run_until_stopped(
-                state.ctx.clone(),
-                shutdown.subscribe(),
-            )),
-        ];
-        if state.ctx.settings.scrape_enabled {
-            // Every fleet on its own schedule (the proposals a crash left unfiled were filed
-            // above, before any new sample could race them).
-            loops.push(tokio::spawn(crate::scraper::run_until_stopped(
-                state.ctx.clone(),
-                state.scrape_stats.clone(),
-                shutdown.subscribe(),
-            )));
-        }
+        let loops = start_background_loops(&state);
         Ok(Self {
-            port,
+            address,
             server,
             state,
-            shutdown,
             loops,
         })
     }
 
     /// The port actually bound.
     pub fn port(&self) -> u16 {
-        self.port
+        self.address.port()
     }
 
     /// Shared state (for background loops started beside the server).
@@ -168,18 +93,11 @@ impl Application {
     /// Seeds the demo (machine config, accounts), starts its simulated yubaba fleets (their
     /// loops stop with the other background loops) and prints where to sign in.
     pub async fn seed_demo(&mut self) -> anyhow::Result<()> {
-        // The bound port, not the configured one, which may be 0.
-        let host = self
-            .state
-            .ctx
-            .settings
-            .bind
-            .rsplit_once(':')
-            .map_or("127.0.0.1", |(host, _)| host);
-        let address = format!("{host}:{}", self.port);
+        // The bound address, not the configured one, whose port may be 0.
+        let address = self.address.to_string();
         let fleets =
-            crate::sim::demo::seed(&self.state, &address, self.shutdown.subscribe()).await?;
-        self.loops.extend(fleets);
+            crate::sim::demo::seed(&self.state, &address, self.loops.shutdown.subscribe()).await?;
+        self.loops.handles.extend(fleets);
         Ok(())
     }
 
@@ -187,15 +105,135 @@ impl Application {
     /// background loops and waits for them.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
+        self.loops.stop().await;
+        served
+    }
+}
+
+/// The context and shared state, with first-start data loaded: the keys, the default
+/// template (stored ones the sandbox now refuses are reported) and, in the demo, the
+/// simulated catalogue.
+async fn prepare(
+    settings: Settings,
+    pool: SqlitePool,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<AppState> {
+    let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;
+    crate::provisioning::plan::secret_digest_key(&pool, clock.now()).await?;
+    let ctx = crate::context::Ctx::build(settings, pool, clock)?;
+    ctx.renderer.probe().await?;
+    let state = AppState {
+        ctx,
+        metrics: Arc::new(crate::telemetry::metrics::Metrics::for_routes(
+            route_table().iter().map(|e| e.path),
+        )),
+        login_key,
+        sessions: Arc::new(crate::auth::sessions::Activity::default()),
+        scrape_stats: Arc::new(crate::scraper::ScrapeStats::default()),
+    };
+    crate::machines::templates::ensure_default(&state.ctx).await?;
+    // Stored templates that the sandbox now refuses are reported, never changed: each
+    // renders with a blocking finding until someone edits it.
+    // Awaited, not spawned: a check is a few milliseconds a template, and nothing is left
+    // running that shutdown would have to stop.
+    crate::machines::templates::report_refused(&state.ctx).await;
+    if state.ctx.settings.simulated_provider {
+        crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
+    }
+    Ok(state)
+}
+
+/// Files and settles what a previous run left undone (`headroom::deficit::resume`). A failure
+/// is logged, never fatal: the scraper supervisor retries on every pass.
+async fn resume_deficits(ctx: &crate::context::Ctx) {
+    match crate::headroom::deficit::resume(ctx).await {
+        Ok(done) if done == Default::default() => {}
+        Ok(done) => tracing::info!(
+            proposals = done.filed,
+            settlements = done.settled,
+            failed = done.failed,
+            "finished deficit work a previous run left undone"
+        ),
+        Err(e) => tracing::error!(
+            error = format!("{e:#}"),
+            "resuming deficit work failed; the scraper retries it"
+        ),
+    }
+}
+
+/// The background loops beside the server, and the signal that stops them.
+pub struct BackgroundLoops {
+    /// Sending `true` asks every loop to stop; each watches its own receiver.
+    pub shutdown: watch::Sender<bool>,
+    /// The running loops.
+    pub handles: Vec<JoinHandle<()>>,
+}
+
+impl BackgroundLoops {
+    /// Signals shutdown and waits for every loop to end (one that panicked is logged).
+    pub async fn stop(self) {
         // No receiver left only means every loop already ended.
         let _ = self.shutdown.send(true);
-        for handle in self.loops {
+        for handle in self.handles {
             if let Err(e) = handle.await {
                 tracing::warn!(error = %e, "a background loop ended abnormally");
             }
         }
-        served
     }
+}
+
+/// Starts every background loop of the console over `state`: webhook deliveries, the
+/// catalogue fetch for empty caches, session purging, the provisioning runner, headroom
+/// retention and, unless scraping is off (a standby), the scraper. All stop when the returned
+/// signal turns true.
+pub fn start_background_loops(state: &AppState) -> BackgroundLoops {
+    let (shutdown, _) = watch::channel(false);
+    let ctx = &state.ctx;
+    let mut handles = vec![
+        // Webhook notifications queued by provision changes (none when no webhook is set).
+        tokio::spawn(crate::provisioning::notify::run_until_stopped(
+            ctx.clone(),
+            shutdown.subscribe(),
+        )),
+        // A configured provider with an empty cache is fetched now, without holding up start.
+        tokio::spawn(crate::machines::catalogue::fetch_missing_until_stopped(
+            ctx.clone(),
+            shutdown.subscribe(),
+        )),
+        tokio::spawn(crate::auth::sessions::run_until_stopped(
+            crate::auth::sessions::PurgeDeps {
+                pool: ctx.pool.clone(),
+                clock: ctx.clock.clone(),
+                life: crate::auth::sessions::Lifetimes {
+                    idle: ctx.settings.session_idle,
+                    absolute: ctx.settings.session_absolute,
+                },
+                every: crate::auth::sessions::PURGE_EVERY,
+                activity: state.sessions.clone(),
+            },
+            shutdown.subscribe(),
+        )),
+        // Reconciles interrupted executions first, then runs approved requests.
+        tokio::spawn(crate::provisioning::runner::start(
+            ctx.clone(),
+            shutdown.subscribe(),
+        )),
+        // Drops headroom history older than its retention, at start and every ten minutes.
+        tokio::spawn(crate::headroom::retention::run_until_stopped(
+            ctx.clone(),
+            shutdown.subscribe(),
+        )),
+    ];
+    if ctx.settings.scrape_enabled {
+        // Every fleet on its own schedule (the proposals a crash left unfiled were filed
+        // before, so no new sample could race them).
+        handles.push(tokio::spawn(crate::scraper::run_until_stopped(
+            ctx.clone(),
+            state.scrape_stats.clone(),
+            shutdown.subscribe(),
+        )));
+    }
+    BackgroundLoops { shutdown, handles }
 }
 
 fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::password::{self, PasswordError};
 use super::secret_token;
 use super::throttle::{self, Admission};
 use crate::audit::{self, Action, Actor, NewEntry};
 use crate::context::Ctx;
 use crate::db;
 use crate::domain::{FieldErrors, NewPassword, Username};
+use crate::password_hashing::PasswordError;
 
 /// Why a login did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ pub async fn login(
         Some((u, h)) => (Some(u), Some(h)),
         None => (None, None),
     };
-    let password_ok = match password::verify(pass.to_owned(), hash).await {
+    let password_ok = match ctx.hashing.verify(pass.to_owned(), hash).await {
         Ok(ok) => ok,
         Err(PasswordError::Busy(busy)) => {
             // The password was never checked, so this was no guess: give the attempt back.

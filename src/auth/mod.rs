@@ -1,10 +1,9 @@
-//! Who is asking and what they may do: passwords, sessions, CSRF, API tokens, throttling,
+//! Who is asking and what they may do: sign-in (passwords hashed through `Ctx::hashing`), sessions, CSRF, API tokens, throttling,
 //! account management with its role checks, and the per-route guard.
 
 pub mod api_tokens;
 pub mod csrf;
 pub mod login;
-pub mod password;
 pub mod principal;
 pub mod secret_token;
 pub mod sessions;

@@ -5,7 +5,6 @@
 use serde_json::json;
 use sqlx::SqliteConnection;
 
-use super::password::{self, PasswordError};
 use super::principal::{Caller, Forbidden};
 use super::throttle::{self, Admission, Limit};
 use crate::audit::{self, Action, NewEntry};
@@ -15,6 +14,7 @@ use crate::db;
 pub use crate::db::users::User;
 use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
 use crate::error::OpError;
+use crate::password_hashing::PasswordError;
 
 /// The password-hashing bound's refusal as a 503: headroom, not the caller, is short.
 impl From<PasswordError> for OpError {
@@ -90,7 +90,7 @@ pub async fn create_user(
     let (Some(username), Some(role), Some(pass)) = (username, role, pass) else {
         return Err(OpError::Invalid(errors));
     };
-    let hash = password::hash(pass.expose().to_owned()).await?;
+    let hash = ctx.hashing.hash(pass.expose().to_owned()).await?;
     let mut tx = db::begin_write(pool).await?;
     let Some(user) = db::users::insert(&mut tx, &username, role, &hash, now).await? else {
         return Err(FieldError::new("username", "is already taken").into());
@@ -324,7 +324,9 @@ pub async fn change_own_password(
     let verified = if input.current_password.len() > NewPassword::MAX_LEN * 4 {
         Ok(false)
     } else {
-        password::verify(input.current_password.clone(), Some(stored)).await
+        ctx.hashing
+            .verify(input.current_password.clone(), Some(stored))
+            .await
     };
     match verified {
         Ok(true) => {}
@@ -346,7 +348,7 @@ pub async fn change_own_password(
             return Err(e.into());
         }
     }
-    let hash = match password::hash(new.expose().to_owned()).await {
+    let hash = match ctx.hashing.hash(new.expose().to_owned()).await {
         Ok(hash) => hash,
         Err(e) => {
             // The current password was right: this attempt must not count against the user.
@@ -416,7 +418,7 @@ pub async fn reset_password(
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let pass = NewPassword::parse_field("password", new_password)?;
-    let hash = password::hash(pass.expose().to_owned()).await?;
+    let hash = ctx.hashing.hash(pass.expose().to_owned()).await?;
     let mut tx = db::begin_write(pool).await?;
     let user = find_user(&mut tx, "username", username).await?;
     db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;

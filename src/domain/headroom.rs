@@ -158,6 +158,13 @@ pub fn health(
     }
 }
 
+/// Spares a fleet must keep when yubaba does not say (derived mode): its override, else N+2
+/// (two spares) when its machine configs span two or more regions, since a whole region can
+/// vanish with one of its spares, else N+1 (one spare).
+pub fn required_spares(override_: Option<u32>, regions: usize) -> u32 {
+    override_.unwrap_or(if regions >= 2 { 2 } else { 1 })
+}
+
 /// When a deficit is entered and left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeficitPolicy {
@@ -578,6 +585,21 @@ mod tests {
             &[Some((0, 2)), None, Some((1, 2)), None, None, Some((1, 2))],
         );
         assert_eq!(changes.last(), Some(&DeficitChange::Entered));
+    }
+
+    #[test]
+    fn one_region_keeps_one_spare_and_two_or_more_keep_two() {
+        assert_eq!(required_spares(None, 0), 1, "no config read yet: N+1");
+        assert_eq!(required_spares(None, 1), 1, "N+1");
+        assert_eq!(required_spares(None, 2), 2, "N+2");
+        assert_eq!(required_spares(None, 3), 2, "still N+2");
+    }
+
+    #[test]
+    fn the_fleets_override_wins_over_the_regions() {
+        assert_eq!(required_spares(Some(0), 2), 0);
+        assert_eq!(required_spares(Some(5), 1), 5);
+        assert_eq!(required_spares(Some(1), 3), 1);
     }
 
     #[test]

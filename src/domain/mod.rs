@@ -2,6 +2,7 @@
 
 pub mod caller;
 pub mod clock;
+pub mod deficit;
 pub mod digest;
 pub mod field_error;
 pub mod fleet;
@@ -9,6 +10,7 @@ pub mod headroom;
 pub mod machine;
 pub mod password;
 pub mod provision;
+pub mod rebucket;
 pub mod role;
 pub mod secret;
 pub mod textdiff;

@@ -8,7 +8,7 @@
 //!
 //! A deficit that outlives its proposal (rejected, expired, failed, cancelled, or a restore
 //! that succeeded but was too small: capped at `COUNT_MAX`, or required grew) gets a
-//! follow-up ([`followup`]): once no request for the fleet is open, after
+//! follow-up (`domain::deficit::follow_up`): once no request for the fleet is open, after
 //! `deficit_enter_samples` further samples below required, at most one per
 //! `proposal_cooldown` after the previous proposal, and never within the approval window of a
 //! person's rejection or cancellation. The deficit records the latest request and keeps the
@@ -144,7 +144,7 @@ pub fn deferral(at: UnixMillis, last: Option<Superseded>, cooldown: Duration) ->
 
 /// Machines a restore asks for: the missing spares, at least one and at most the fleet's
 /// `max_restore_machines` (`cap`, itself at most a request's maximum). A larger gap stays a
-/// deficit once this restore has joined, and gets a follow-up proposal (see [`followup`]), so
+/// deficit once this restore has joined, and gets a follow-up proposal (see `domain::deficit::follow_up`), so
 /// a wrong or hostile `required` costs at most `cap` machines per approval.
 pub fn restore_count(spare: i64, required: i64, cap: u32) -> u32 {
     let missing = required.saturating_sub(spare).max(1);
@@ -200,63 +200,6 @@ fn suspicious_note(evidence: &serde_json::Value) -> String {
         .as_str()
         .map(|why| format!("; suspicious: {why}"))
         .unwrap_or_default()
-}
-
-/// What the follow-up rule says for an open deficit's newest sample below required.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FollowUp {
-    /// Its latest proposal is still open, or was never settled: nothing to count.
-    Nothing,
-    /// The latest proposal is over: count this sample, not due yet.
-    Count,
-    /// Enough samples since and outside the cool-down: file a follow-up.
-    Release,
-}
-
-/// The follow-up rule for open deficit `p` at a sample below required at `now`: its latest
-/// request finished (any end: none of them restored the headroom, or the deficit would have
-/// ended) or filing was refused; this is the `enter_after`-th such sample; and `now` is at
-/// least `cooldown` after the latest proposal — and, after a person's rejection or
-/// cancellation, at least the request's own approval window (its TTL) after that decision,
-/// so a "no" is not asked again every cool-down.
-pub fn followup(
-    p: &fleet_deficits::LatestProposal,
-    now: UnixMillis,
-    enter_after: u32,
-    cooldown: Duration,
-) -> FollowUp {
-    let finished = match (p.provision_id, p.state.as_deref()) {
-        (Some(_), Some(state)) => state
-            .parse::<ProvisionState>()
-            .is_ok_and(|s| s.is_terminal()),
-        // Our request deleted (never done): nothing stands for the deficit any more.
-        (Some(_), None) => true,
-        // Refused (a note says why) or not settled yet (resume's job).
-        (None, _) => !p.note.is_empty(),
-    };
-    if !finished {
-        return FollowUp::Nothing;
-    }
-    if p.followup_below.saturating_add(1) < i64::from(enter_after) {
-        return FollowUp::Count;
-    }
-    let cooldown = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
-    let mut due = p
-        .proposed_at
-        .unwrap_or(p.detected_at)
-        .saturating_add(cooldown);
-    if matches!(p.state.as_deref(), Some("rejected" | "cancelled")) {
-        if let (Some(created), Some(expires), Some(finished)) =
-            (p.created_at, p.expires_at, p.finished_at)
-        {
-            due = due.max(finished.saturating_add(expires.saturating_sub(created)));
-        }
-    }
-    if now >= due {
-        FollowUp::Release
-    } else {
-        FollowUp::Count
-    }
 }
 
 /// A refusal as a note on the deficit: what the fleet page shows instead of a request.

@@ -9,9 +9,11 @@ use super::deficit;
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
-use crate::db::fleet_status;
+use crate::db::fleet_status::{self, StoredTracker};
+use crate::domain::deficit::{follow_up, step, FollowUp, LatestProposal, OpenDeficit, Step};
 use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
-use crate::domain::headroom::{DeficitChange, Sample};
+use crate::domain::headroom::{Observation, Sample};
+use crate::domain::UnixMillis;
 
 /// The fleet's `max_restore_machines` (the default if its stored spec cannot be read: the
 /// proposal, which reads it again, then says why it was not filed).
@@ -22,8 +24,8 @@ async fn restore_cap(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::
     Ok(spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines))
 }
 
-/// What to do once the sample is committed.
-enum FollowUp {
+/// What is left to do once the sample is committed.
+enum AfterCommit {
     Nothing,
     Propose(i64),
     Recovered(i64),
@@ -34,9 +36,12 @@ enum FollowUp {
 /// superseded, defers it), on leaving one settles it. A deferred proposal is filed by the
 /// first sample (ok or not) at or after its due time while the deficit is still open. While a
 /// deficit outlives its proposal, samples below required count towards a follow-up proposal
-/// (`deficit::followup`). A fleet deleted while it was being scraped is not an error: nothing
-/// is written. Once the sample is committed, a proposal or settlement that fails is logged,
-/// not returned: the sample is stored, and `resume` retries either.
+/// (`domain::deficit::follow_up`). A fleet deleted while it was being scraped is not an
+/// error: nothing is written. Once the sample is committed, a proposal or settlement that
+/// fails is logged, not returned: the sample is stored, and `resume` retries either.
+///
+/// The decisions are `domain::deficit`'s; this function reads what they need and writes what
+/// they say.
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<()> {
     let mut tx = db::begin_write(&ctx.pool).await?;
@@ -45,103 +50,72 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
     };
     db::fleet_samples::insert(&mut tx, fleet_id, sample).await?;
     let mut stored = fleet_status::tracker(&mut tx, fleet_id).await?;
-    let policy = ctx.settings.deficit;
-    let change = stored.tracker.observe(policy, sample.numbers());
-    let follow = match (change, &sample.outcome) {
-        (DeficitChange::Entered, Ok(obs)) => {
-            // The tracker counted `below_streak` ok samples below required, this one included:
-            // they are the streak, and the first of them is when the deficit started. The
-            // evidence keeps at most the policy's streak (and never more than 50 samples).
-            let n = deficit::streak_len(policy, stored.tracker.below_streak);
-            let streak = fleet_deficits::streak(&mut tx, fleet_id, i64::from(n)).await?;
-            let started_at = streak.first().map_or(sample.at, |s| s.at.min(sample.at));
-            let cap = restore_cap(&mut tx, fleet).await?;
-            let evidence = deficit::evidence(obs, &streak, cap);
-            let cooldown = ctx.settings.proposal_cooldown;
-            let since = sample
-                .at
-                .saturating_sub(i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX));
-            let last =
-                fleet_deficits::superseded_since(&mut tx, fleet, since, deficit::RECOVERED_REASON)
-                    .await?;
-            let deferral = deficit::deferral(sample.at, last, cooldown);
-            let id = fleet_deficits::insert(
-                &mut tx,
-                &NewDeficit {
-                    fleet_id,
-                    started_at,
-                    detected_at: sample.at,
-                    spare: obs.spare,
-                    required: obs.required,
-                    evidence: &evidence,
-                    note: deferral.as_ref().map_or("", |d| d.note.as_str()),
-                    proposal_due_at: deferral.as_ref().map(|d| d.due_at),
-                },
-            )
-            .await?;
-            stored.open_deficit_id = Some(id);
-            stored.proposal_due_at = deferral.as_ref().map(|d| d.due_at);
-            if deferral.is_some() {
-                FollowUp::Nothing
-            } else {
-                FollowUp::Propose(id)
-            }
-        }
-        (DeficitChange::Left, _) => {
-            let open = stored.open_deficit_id.take();
-            if let Some(id) = open {
-                fleet_deficits::end(&mut tx, id, sample.at).await?;
-            }
-            open.map_or(FollowUp::Nothing, FollowUp::Recovered)
-        }
-        // Still in the deficit, whose deferred proposal fell due: release it for filing now
-        // (the deficit lasted through the cool-down, so it gets its restore).
-        _ => match (stored.open_deficit_id, stored.proposal_due_at) {
-            (Some(id), Some(due)) if due <= sample.at => {
-                if fleet_deficits::release_deferred(&mut tx, id, sample.at).await? {
-                    FollowUp::Propose(id)
+    let change = stored
+        .tracker
+        .observe(ctx.settings.deficit, sample.numbers());
+    let open = OpenDeficit {
+        id: stored.open_deficit_id,
+        proposal_due_at: stored.proposal_due_at,
+    };
+    let after = match step(change, sample.numbers(), open, sample.at) {
+        Step::Nothing => AfterCommit::Nothing,
+        Step::Open => match &sample.outcome {
+            Ok(obs) => {
+                let (id, deferred) =
+                    open_deficit(&mut tx, ctx, fleet, fleet_id, sample, obs, &stored).await?;
+                stored.open_deficit_id = Some(id);
+                stored.proposal_due_at = deferred;
+                if deferred.is_some() {
+                    AfterCommit::Nothing
                 } else {
-                    FollowUp::Nothing
+                    AfterCommit::Propose(id)
                 }
             }
-            // Still in the deficit and still below: if its latest proposal is over without
-            // restoring the headroom, count towards (and maybe file) a follow-up. Read only
-            // for fleets in deficit, by primary keys.
-            (Some(id), None) if sample.numbers().is_some_and(|(s, r)| s < r) => {
-                let latest = fleet_deficits::latest_proposal(&mut tx, id).await?;
-                let step = latest.map_or(deficit::FollowUp::Nothing, |p| {
-                    deficit::followup(
-                        &p,
-                        sample.at,
-                        policy.enter_after,
-                        ctx.settings.proposal_cooldown,
-                    )
-                });
-                match step {
-                    deficit::FollowUp::Nothing => FollowUp::Nothing,
-                    deficit::FollowUp::Count => {
-                        fleet_deficits::count_followup_sample(&mut tx, id).await?;
-                        FollowUp::Nothing
-                    }
-                    deficit::FollowUp::Release => {
-                        if fleet_deficits::release_followup(&mut tx, id).await? {
-                            FollowUp::Propose(id)
-                        } else {
-                            FollowUp::Nothing
-                        }
-                    }
-                }
-            }
-            // A failed sample never changes the tracker, so it cannot enter a deficit.
-            _ => FollowUp::Nothing,
+            // `step` opens only on a sample with numbers.
+            Err(_) => AfterCommit::Nothing,
         },
+        Step::Close(id) => {
+            stored.open_deficit_id = None;
+            fleet_deficits::end(&mut tx, id, sample.at).await?;
+            AfterCommit::Recovered(id)
+        }
+        Step::ReleaseDeferred(id) => {
+            if fleet_deficits::release_deferred(&mut tx, id, sample.at).await? {
+                AfterCommit::Propose(id)
+            } else {
+                AfterCommit::Nothing
+            }
+        }
+        Step::ConsiderFollowUp(id) => {
+            // Read only for fleets in deficit, by primary keys.
+            let latest = fleet_deficits::latest_proposal(&mut tx, id).await?;
+            let rule = latest.map_or(FollowUp::Nothing, |p| {
+                follow_up(
+                    &latest_proposal(p),
+                    sample.at,
+                    ctx.settings.deficit.enter_after,
+                    ctx.settings.proposal_cooldown,
+                )
+            });
+            match rule {
+                FollowUp::Nothing => AfterCommit::Nothing,
+                FollowUp::Count => {
+                    fleet_deficits::count_followup_sample(&mut tx, id).await?;
+                    AfterCommit::Nothing
+                }
+                FollowUp::Release if fleet_deficits::release_followup(&mut tx, id).await? => {
+                    AfterCommit::Propose(id)
+                }
+                FollowUp::Release => AfterCommit::Nothing,
+            }
+        }
     };
     fleet_status::upsert(&mut tx, fleet_id, sample, &stored).await?;
     tx.commit().await?;
     ctx.board.invalidate();
-    match follow {
-        FollowUp::Nothing => {}
-        FollowUp::Propose(id) => {
+    match after {
+        AfterCommit::Nothing => {}
+        AfterCommit::Propose(id) => {
             if let Err(e) = deficit::propose(ctx, id).await {
                 tracing::warn!(
                     deficit.id = id, error = ?e,
@@ -149,7 +123,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
                 );
             }
         }
-        FollowUp::Recovered(id) => {
+        AfterCommit::Recovered(id) => {
             if let Err(e) = deficit::recovered(ctx, id).await {
                 tracing::warn!(
                     deficit.id = id, error = ?e,
@@ -159,4 +133,63 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// Records the deficit `sample` entered (its streak, evidence and, inside the cool-down after
+/// a proposal that recovery superseded, its deferral): its id and, when deferred, when its
+/// proposal falls due.
+async fn open_deficit(
+    tx: &mut sqlx::SqliteConnection,
+    ctx: &Ctx,
+    fleet: &str,
+    fleet_id: i64,
+    sample: &Sample,
+    obs: &Observation,
+    stored: &StoredTracker,
+) -> anyhow::Result<(i64, Option<UnixMillis>)> {
+    // The tracker counted `below_streak` ok samples below required, this one included: they
+    // are the streak, and the first of them is when the deficit started. The evidence keeps
+    // at most the policy's streak (and never more than 50 samples).
+    let n = deficit::streak_len(ctx.settings.deficit, stored.tracker.below_streak);
+    let streak = fleet_deficits::streak(&mut *tx, fleet_id, i64::from(n)).await?;
+    let started_at = streak.first().map_or(sample.at, |s| s.at.min(sample.at));
+    let cap = restore_cap(&mut *tx, fleet).await?;
+    let evidence = deficit::evidence(obs, &streak, cap);
+    let cooldown = ctx.settings.proposal_cooldown;
+    let since = sample
+        .at
+        .saturating_sub(i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX));
+    let last =
+        fleet_deficits::superseded_since(&mut *tx, fleet, since, deficit::RECOVERED_REASON).await?;
+    let deferral = deficit::deferral(sample.at, last, cooldown);
+    let id = fleet_deficits::insert(
+        &mut *tx,
+        &NewDeficit {
+            fleet_id,
+            started_at,
+            detected_at: sample.at,
+            spare: obs.spare,
+            required: obs.required,
+            evidence: &evidence,
+            note: deferral.as_ref().map_or("", |d| d.note.as_str()),
+            proposal_due_at: deferral.as_ref().map(|d| d.due_at),
+        },
+    )
+    .await?;
+    Ok((id, deferral.map(|d| d.due_at)))
+}
+
+/// The stored latest proposal as the follow-up rule weighs it.
+fn latest_proposal(p: fleet_deficits::LatestProposal) -> LatestProposal {
+    LatestProposal {
+        provision_id: p.provision_id,
+        state: p.state,
+        note: p.note,
+        proposed_at: p.proposed_at,
+        detected_at: p.detected_at,
+        created_at: p.created_at,
+        expires_at: p.expires_at,
+        finished_at: p.finished_at,
+        followup_below: p.followup_below,
+    }
 }

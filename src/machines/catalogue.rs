@@ -29,7 +29,7 @@ pub async fn refresh(ctx: &Ctx, caller: &Caller, kind: ProviderKind) -> Result<C
     // Refreshes queue behind one another, and one that finds a fetch younger than the interval
     // answers from it: a burst of clicks or API calls costs the provider (and its rate limit,
     // shared with provisioning) one call, and the audit log one entry.
-    let _one_at_a_time = refresh_lock().lock().await;
+    let _one_at_a_time = ctx.catalogue_refresh.lock().await;
     let (cached, fetched_at) = cached_rows(&ctx.pool, kind).await?;
     if fetched_at.is_some_and(|t| ctx.now().saturating_sub(t) < MIN_REFRESH_INTERVAL_MS) {
         return Ok(cached);
@@ -163,13 +163,6 @@ impl CurrentCatalogue {
     }
 }
 
-/// One refresh-on-use at a time, so a burst of requests against a stale cache asks the
-/// provider once, not once per request.
-fn refresh_lock() -> &'static tokio::sync::Mutex<()> {
-    static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
-    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
-}
-
 fn is_stale(ctx: &Ctx, fetched_at: Option<UnixMillis>) -> bool {
     let max_age = i64::try_from(ctx.settings.catalogue_max_age.as_millis()).unwrap_or(i64::MAX);
     fetched_at.is_none_or(|t| ctx.clock.now().saturating_sub(t) > max_age)
@@ -188,7 +181,7 @@ pub(super) async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCata
             fetch_error: None,
         });
     }
-    let _one_at_a_time = refresh_lock().lock().await;
+    let _one_at_a_time = ctx.catalogue_refresh.lock().await;
     // Someone else may have fetched it while this request waited.
     let (catalogue, fetched_at) = cached_rows(&ctx.pool, kind).await?;
     if !is_stale(ctx, fetched_at) {

@@ -1,6 +1,7 @@
 //! Derived headroom, for yubaba builds whose `/raft/status` has no `headroom` section: spare
 //! is counted from each member's `/node` and `/node/usage` (yubaba's own rule), required from
-//! the regions the fleet's machine configs span (N+2 when a whole region can vanish).
+//! the regions the fleet's machine configs span (the rule is
+//! `domain::headroom::required_spares`: N+2 when a whole region can vanish).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -109,12 +110,6 @@ async fn member_is_spare(
     let cap = node::parse_node(cap.status, &cap.body).map_err(|e| e.to_string())?;
     let usage = node::parse_usage(usage.status, &usage.body).map_err(|e| e.to_string())?;
     Ok(node::is_spare(&cap, &usage))
-}
-
-/// Spares a fleet must keep in derived mode: its override, else 2 when its machine configs
-/// span two or more regions, else 1.
-pub fn required(override_: Option<u32>, regions: &BTreeSet<String>) -> u32 {
-    override_.unwrap_or(if regions.len() >= 2 { 2 } else { 1 })
 }
 
 /// The regions of a fleet's machine configs, kept by its loop between refreshes.
@@ -237,16 +232,5 @@ mod tests {
         let bases = node_bases(&members, "http://127.0.0.1:1");
         assert_eq!(bases.len() * 2, MAX_NODE_GETS);
         assert_eq!(bases[0].0, 0);
-    }
-
-    #[test]
-    fn required_follows_the_override_then_the_regions() {
-        let one: BTreeSet<String> = ["eu-central".to_owned()].into();
-        let two: BTreeSet<String> = ["eu-central".to_owned(), "na-east".to_owned()].into();
-        assert_eq!(required(None, &BTreeSet::new()), 1);
-        assert_eq!(required(None, &one), 1);
-        assert_eq!(required(None, &two), 2);
-        assert_eq!(required(Some(0), &two), 0);
-        assert_eq!(required(Some(5), &one), 5);
     }
 }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::context::Ctx;
 use crate::domain::fleet::FleetSpec;
-use crate::domain::headroom::{Observation, Sample, Source};
+use crate::domain::headroom::{required_spares, Observation, Sample, Source};
 use status::{HeadroomSection, RaftStatus};
 
 pub use stats::ScrapeStats;
@@ -83,7 +83,7 @@ async fn observe(
         HeadroomSection::Absent => {
             let required = match fleet.required_override {
                 Some(r) => r,
-                None => derived::required(None, regions.get(ctx, fleet).await?),
+                None => required_spares(None, regions.get(ctx, fleet).await?.len()),
             };
             // Members get a little less than the tick's deadline, so a hung node is counted
             // out (not spare) and the sample still arrives, instead of the whole tick timing

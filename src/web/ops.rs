@@ -51,7 +51,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let fleets = fleet_metrics::render(board, &scrape);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render() + &crate::auth::password::global().metrics_text() + &fleets)
+        .body(state.metrics.render() + &state.ctx.hashing.metrics_text() + &fleets)
 }
 
 /// Files compiled into the binary, so the console needs nothing beside it at run time.

@@ -59,7 +59,7 @@ impl DemoApp {
         };
         let pool = headroom::db::connect(&settings.database_url).await.unwrap();
         // The real clock: samples, deficits and the series are read back by time.
-        let app = Application::build(settings, pool.clone(), Arc::new(SystemClock))
+        let app = Application::bind(settings, pool.clone(), Arc::new(SystemClock))
             .await
             .unwrap();
         let address = format!("http://127.0.0.1:{}", app.port());

@@ -105,7 +105,9 @@ impl TestApp {
             .await
             .expect("database");
         let clock = ManualClock::new(1_796_000_000_000);
-        let app = Application::build(settings, pool.clone(), Arc::new(clock.clone()))
+        // The test owns the socket: the app is built on it, never binding by itself.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
+        let app = Application::build(listener, settings, pool.clone(), Arc::new(clock.clone()))
             .await
             .expect("build");
         let address = format!("http://127.0.0.1:{}", app.port());

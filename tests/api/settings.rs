@@ -175,3 +175,27 @@ async fn serve_stops_its_background_loops_and_exits_cleanly_on_sigterm() {
     let done = log.find("headroom stopped").expect("serve returned");
     assert!(stopped < done, "{log}");
 }
+
+/// Every loop `start_background_loops` starts ends once shutdown is signalled: with scraping
+/// on (six loops) each handle completes within a bound that only a loop ignoring the signal
+/// would miss.
+#[tokio::test]
+async fn the_started_background_loops_all_end_when_shutdown_is_signalled() {
+    let app = crate::helpers::TestApp::spawn_with(|s| s.scrape_enabled = true).await;
+    let loops = headroom::startup::start_background_loops(&app.state);
+    assert_eq!(loops.handles.len(), 6, "every loop, the scraper included");
+    // Let each loop reach its wait, so the signal finds it running rather than starting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let long_lived = loops.handles.iter().filter(|h| !h.is_finished()).count();
+    assert!(
+        long_lived >= 5,
+        "only {long_lived} loops still run before the signal"
+    );
+    loops.shutdown.send(true).expect("the loops listen");
+    for (i, handle) in loops.handles.into_iter().enumerate() {
+        tokio::time::timeout(Duration::from_secs(30), handle)
+            .await
+            .unwrap_or_else(|_| panic!("loop {i} still runs after shutdown"))
+            .unwrap_or_else(|e| panic!("loop {i} ended abnormally: {e}"));
+    }
+}

@@ -1,7 +1,7 @@
 //! The headroom chart: a pure view from a [`Series`] and its provision [`Annotation`]s to an
 //! inline SVG figure with a text alternative. No JavaScript, no I/O, deterministic output (the
 //! same input renders the same bytes), and its size is bounded by [`CHART_POINTS`] whatever the
-//! series holds: a series with more points is re-bucketed here before drawing.
+//! series holds: a series with more points is re-bucketed (`domain::rebucket`) before drawing.
 //!
 //! What it draws: spare as a step line (each bucket's minimum: a dip is what matters), required
 //! as a dashed threshold, deficit buckets (spare < required) hatched, gaps (failed scrapes and
@@ -12,6 +12,7 @@
 use maud::{html, Markup};
 
 use crate::domain::headroom::{Annotation, Point, Range, Resolution, Series, CHART_POINTS};
+use crate::domain::rebucket::rebucket;
 use crate::domain::UnixMillis;
 use crate::web::paths;
 
@@ -121,7 +122,7 @@ impl Model {
             .collect();
         points.sort_by_key(|p| p.t);
         if points.len() > CHART_POINTS as usize {
-            (points, step) = rebucket(&points, from, to, step);
+            (points, step) = rebucket(&points, from, to, step, CHART_POINTS);
         }
         let gaps = gaps(&points, step);
         let mut annotations: Vec<Annotation> = annotations
@@ -231,50 +232,6 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
-}
-
-/// Merges `points` into buckets of a step wide enough that the range holds at most
-/// `CHART_POINTS` (a multiple of the old step, so buckets never straddle an old one): spare is
-/// the bucket's minimum, spare_max its maximum, required its maximum, ok if any was ok.
-fn rebucket(points: &[Point], from: UnixMillis, to: UnixMillis, step: i64) -> (Vec<Point>, i64) {
-    let wanted = ((to - from) + CHART_POINTS - 1) / CHART_POINTS;
-    let step = ((wanted + step - 1) / step).max(1) * step;
-    let mut out: Vec<Point> = Vec::with_capacity(CHART_POINTS as usize + 1);
-    for p in points {
-        let t = from + (p.t - from) / step * step;
-        match out.last_mut() {
-            Some(last) if last.t == t => {
-                let ok_numbers = p.ok.then_some(p);
-                if let Some(p) = ok_numbers {
-                    last.spare = min_opt(last.spare, p.spare);
-                    last.spare_max = max_opt(last.spare_max, p.spare_max.or(p.spare));
-                    last.required = max_opt(last.required, p.required);
-                    last.ok = true;
-                }
-                last.source = p.source;
-            }
-            _ => {
-                let mut q = p.clone();
-                q.t = t;
-                if !q.ok {
-                    (q.spare, q.spare_max, q.required) = (None, None, None);
-                }
-                out.push(q);
-            }
-        }
-    }
-    (out, step)
-}
-
-fn min_opt(a: Option<u32>, b: Option<u32>) -> Option<u32> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn max_opt(a: Option<u32>, b: Option<u32>) -> Option<u32> {
-    a.max(b)
 }
 
 /// The gaps between and at failed points: a bucket with `ok = false`, or a jump in `t` larger

@@ -1,10 +1,12 @@
-//! argon2id hashing and verification, run on the blocking pool behind one process-wide bound.
+//! argon2id hashing and verification, run on the blocking pool behind one bound per console
+//! (`Ctx::hashing`, sized by `password_hash_concurrency`). It imports nothing of ours, so the
+//! context can hold it while `auth` (which uses the context) hashes through it.
 //!
 //! argon2id is deliberately slow and takes about 19 MiB per call. Unbounded, a burst of logins
 //! runs as many at once as the blocking pool has threads (512 by default), and memory follows:
 //! 150 parallel logins once ran 81 hashes at once and took the process from 118 MiB to 1.6 GiB.
 //! So every hash and verify in the process (login, password change, user creation, the CLI)
-//! goes through [`global`]: a few callers may wait briefly for a permit, the rest are turned
+//! goes through the context's [`Hashing`]: a few callers may wait briefly for a permit, the rest are turned
 //! away at once with [`Busy`], which pages and the API answer with 503 and `Retry-After`.
 //!
 //! The bound alone is not enough: argon2's own `Vec` of blocks is freed after every call, and
@@ -12,9 +14,8 @@
 //! pool's threads still peaked at 356 MiB. Each permit therefore reuses one block buffer from
 //! a small pool (at most one buffer per permit), and memory stays at bound × 19 MiB.
 
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::sync::Mutex;
@@ -273,42 +274,6 @@ fn verify_with(buffers: &Buffers, password: &[u8], stored: &str) -> anyhow::Resu
     Ok(Output::new(&out).map_err(|e| bad(&e.to_string()))? == expected)
 }
 
-static GLOBAL: OnceLock<Hashing> = OnceLock::new();
-
-/// One permit per core, at most four: argon2 is CPU-bound, so more at once only adds latency,
-/// and each permit keeps a 19 MiB buffer for good — on a 32-core host one per core would keep
-/// 600 MiB for logins alone.
-pub fn default_bound() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(4)
-}
-
-/// Sizes the process-wide bound; only the first call (or first use) decides. Returns the
-/// bound in force, which differs from `bound` when something hashed or configured earlier.
-pub fn configure(bound: usize) -> usize {
-    global_or(bound).bound()
-}
-
-fn global_or(bound: usize) -> &'static Hashing {
-    GLOBAL.get_or_init(|| Hashing::new(bound))
-}
-
-/// The process-wide bound every hash and verify goes through.
-pub fn global() -> &'static Hashing {
-    global_or(default_bound())
-}
-
-/// Hashes a password with argon2id through the process-wide bound.
-pub async fn hash(password: String) -> Result<String, PasswordError> {
-    global().hash(password).await
-}
-
-/// Verifies a password through the process-wide bound (see [`Hashing::verify`]).
-pub async fn verify(password: String, phc: Option<String>) -> Result<bool, PasswordError> {
-    global().verify(password, phc).await
-}
-
 // argon2id of a random string nobody knows, with the default parameters.
 const DUMMY_HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Yq0i3HkqM2qvS0vJ2Xy7rC3dA0pR7F3c0qfQmY2bQ0o";
@@ -319,13 +284,18 @@ mod tests {
 
     #[tokio::test]
     async fn verifies_only_the_right_password() {
-        let h = hash("correct horse battery".into()).await.unwrap();
+        let hashing = Hashing::new(1);
+        let h = hashing.hash("correct horse battery".into()).await.unwrap();
         assert!(h.starts_with("$argon2id$"));
-        assert!(verify("correct horse battery".into(), Some(h.clone()))
+        assert!(hashing
+            .verify("correct horse battery".into(), Some(h.clone()))
             .await
             .unwrap());
-        assert!(!verify("wrong horse battery".into(), Some(h)).await.unwrap());
-        assert!(!verify("anything".into(), None).await.unwrap());
+        assert!(!hashing
+            .verify("wrong horse battery".into(), Some(h))
+            .await
+            .unwrap());
+        assert!(!hashing.verify("anything".into(), None).await.unwrap());
     }
 
     #[test]
