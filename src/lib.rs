@@ -10,6 +10,7 @@ pub mod config;
 pub mod context;
 pub mod db;
 pub mod domain;
+pub mod export;
 pub mod fleets;
 pub mod headroom;
 pub mod http;

@@ -8,6 +8,7 @@ use super::forms::AuditQuery;
 use super::views;
 use crate::audit;
 use crate::auth::Principal;
+use crate::export::ExportFormat;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -56,11 +57,14 @@ pub async fn export(
     let search = query
         .search(PAGE)
         .map_err(|e| WebError::BadRequest(e.to_string()))?;
-    let format = match query.format.as_str() {
-        "" | "jsonl" => audit::ExportFormat::Jsonl,
-        "csv" => audit::ExportFormat::Csv,
-        _ => return Err(WebError::BadRequest("format: must be jsonl or csv".into())),
-    };
+    // Like the history's export link, no format means JSON lines.
+    let format = ExportFormat::parse_optional(&query.format)
+        .map_err(|e| WebError::BadRequest(e.to_string()))?
+        .unwrap_or(ExportFormat::Jsonl);
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
-    Ok(crate::http::stream::audit_export(format, stream))
+    Ok(crate::http::stream::download(
+        format.content_type(),
+        &format.file_name(audit::FILE_STEM),
+        stream,
+    ))
 }
