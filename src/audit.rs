@@ -8,13 +8,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::SqliteConnection;
 
-use crate::db::audit as rows;
-/// The stored entry and the filter, as pages and the API see them.
-pub use crate::db::audit::{AuditFilter, AuditRow};
-use crate::domain::clock::parse_utc;
+use crate::db::audit::{self as rows, AuditRow};
 use crate::domain::digest::hex;
-use crate::domain::field_error::reject_control_chars;
 use crate::domain::{FieldErrors, Role, UnixMillis};
+use crate::export::{self, ExportFormat, ExportStream};
 
 /// The `prev_hash` of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -172,6 +169,67 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// One entry of the log as pages, the API and exports read it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Entry {
+    pub id: i64,
+    pub at: UnixMillis,
+    /// A username, `system` or `anonymous`.
+    pub actor: String,
+    /// The dotted wire name of an [`Action`].
+    pub action: String,
+    pub target_kind: String,
+    pub target_id: String,
+    /// The details as stored (JSON text, free of secrets).
+    pub details: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+impl From<AuditRow> for Entry {
+    fn from(r: AuditRow) -> Self {
+        Entry {
+            id: r.id,
+            at: r.at,
+            actor: r.actor,
+            action: r.action,
+            target_kind: r.target_kind,
+            target_id: r.target_id,
+            details: r.details,
+            prev_hash: r.prev_hash,
+            hash: r.hash,
+        }
+    }
+}
+
+/// What a search or export of the log matches; empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Exact actor name.
+    pub actor: Option<String>,
+    /// Exact action, or a prefix when it ends with `.` or `*` (e.g. `user.`).
+    pub action: Option<String>,
+    /// Target kind and optionally id (`user` or `user:alice`).
+    pub target: Option<String>,
+    /// Inclusive lower bound on time.
+    pub from: Option<UnixMillis>,
+    /// Exclusive upper bound on time.
+    pub to: Option<UnixMillis>,
+}
+
+impl Filter {
+    /// The same filter in the table's terms.
+    fn to_rows(&self) -> rows::AuditFilter {
+        rows::AuditFilter {
+            actor: self.actor.clone(),
+            action: self.action.clone(),
+            target: self.target.clone(),
+            from: self.from,
+            to: self.to,
+        }
+    }
+}
+
 /// An entry to append.
 #[derive(Debug, Clone)]
 pub struct NewEntry<'a> {
@@ -318,6 +376,9 @@ pub struct ExportRecord<'a> {
     pub details: Value,
     pub prev_hash: &'a str,
     pub hash: &'a str,
+    /// The details as stored, for CSV: the cell shows the exact text that was hashed.
+    #[serde(skip)]
+    details_text: &'a str,
 }
 
 impl<'a> From<&'a AuditRow> for ExportRecord<'a> {
@@ -332,17 +393,29 @@ impl<'a> From<&'a AuditRow> for ExportRecord<'a> {
             details: serde_json::from_str(&r.details).unwrap_or(Value::Null),
             prev_hash: &r.prev_hash,
             hash: &r.hash,
+            details_text: &r.details,
         }
     }
 }
 
-/// Export encodings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// One JSON object per line.
-    Jsonl,
-    /// RFC 4180 CSV with a header row.
-    Csv,
+impl export::Record for ExportRecord<'_> {
+    const CSV_HEADER: &'static str = CSV_HEADER;
+
+    fn csv_cells(&self) -> Vec<String> {
+        [
+            &self.id.to_string(),
+            &self.time,
+            self.actor,
+            self.action,
+            self.target_kind,
+            self.target_id,
+            self.details_text,
+            self.prev_hash,
+            self.hash,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
 }
 
 /// Entries read per batch while exporting: memory stays flat however long the log is.
@@ -353,12 +426,12 @@ const EXPORT_BATCH: i64 = 1000;
 pub async fn export(
     ctx: &crate::context::Ctx,
     caller: &Caller,
-    filter: &rows::AuditFilter,
+    filter: &Filter,
     format: ExportFormat,
     sink: impl AsyncFnMut(String) -> bool,
 ) -> Result<(), OpError> {
     require_reader(caller)?;
-    Ok(export_rows(&ctx.pool, filter, format, sink).await?)
+    Ok(export_rows(&ctx.pool, &filter.to_rows(), format, sink).await?)
 }
 
 /// The walk behind [`export`] and [`export_stream`]; the caller has checked the role.
@@ -368,7 +441,8 @@ async fn export_rows(
     format: ExportFormat,
     mut sink: impl AsyncFnMut(String) -> bool,
 ) -> sqlx::Result<()> {
-    if format == ExportFormat::Csv && !sink(CSV_HEADER.to_owned()).await {
+    let head = format.head::<ExportRecord<'_>>();
+    if !head.is_empty() && !sink(head.to_owned()).await {
         return Ok(());
     }
     let mut after = 0;
@@ -383,10 +457,7 @@ async fn export_rows(
         after = last.id;
         let chunk: String = batch
             .iter()
-            .map(|r| match format {
-                ExportFormat::Jsonl => to_jsonl(r),
-                ExportFormat::Csv => to_csv(r),
-            })
+            .map(|r| format.line(&ExportRecord::from(r)))
             .collect();
         if !sink(chunk).await || (batch.len() as i64) < EXPORT_BATCH {
             return Ok(());
@@ -394,51 +465,11 @@ async fn export_rows(
     }
 }
 
+/// The download's name, before its extension.
+pub const FILE_STEM: &str = "headroom-audit";
+
 /// The CSV header row.
 pub const CSV_HEADER: &str = "id,time,actor,action,target_kind,target_id,details,prev_hash,hash\n";
-
-/// One entry as a JSON line (with trailing newline).
-pub fn to_jsonl(row: &AuditRow) -> String {
-    let mut s = serde_json::to_string(&ExportRecord::from(row)).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
-/// One entry as an RFC 4180 CSV line (with trailing CRLF-free newline). Cells that a
-/// spreadsheet would run as a formula are prefixed with `'`.
-pub fn to_csv(row: &AuditRow) -> String {
-    let cells = [
-        row.id.to_string(),
-        crate::domain::clock::format_utc(row.at),
-        row.actor.clone(),
-        row.action.clone(),
-        row.target_kind.clone(),
-        row.target_id.clone(),
-        row.details.clone(),
-        row.prev_hash.clone(),
-        row.hash.clone(),
-    ];
-    let mut line = cells
-        .iter()
-        .map(|c| csv_cell(c))
-        .collect::<Vec<_>>()
-        .join(",");
-    line.push('\n');
-    line
-}
-
-fn csv_cell(raw: &str) -> String {
-    let defused = if raw.starts_with(['=', '+', '-', '@']) && raw.parse::<f64>().is_err() {
-        format!("'{raw}")
-    } else {
-        raw.to_owned()
-    };
-    if defused.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", defused.replace('"', "\"\""))
-    } else {
-        defused
-    }
-}
 
 /// An audit search as submitted (the API's query string; the page's form); empty means any.
 #[derive(Debug, Clone, Copy, Default)]
@@ -463,7 +494,7 @@ pub struct SearchInput<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Search {
     /// Who, what, which target, when.
-    pub filter: rows::AuditFilter,
+    pub filter: Filter,
     /// Entries with ids below this one.
     pub before: Option<i64>,
     pub limit: i64,
@@ -473,66 +504,12 @@ pub struct Search {
 pub const DEFAULT_PAGE: i64 = 50;
 /// The most entries one page may hold.
 pub const MAX_PAGE: i64 = 500;
-/// The longest filter text.
-pub const MAX_FILTER_CHARS: usize = 200;
-
-fn filter_text(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
-    let v = raw.trim();
-    if v.is_empty() {
-        return None;
-    }
-    if v.chars().count() > MAX_FILTER_CHARS {
-        errors.push(
-            field,
-            format!("must be at most {MAX_FILTER_CHARS} characters"),
-        );
-        return None;
-    }
-    errors.check(reject_control_chars(field, v))?;
-    Some(v.to_owned())
-}
-
-fn filter_time(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<UnixMillis> {
-    let v = raw.trim();
-    if v.is_empty() {
-        return None;
-    }
-    let parsed = parse_utc(v);
-    if parsed.is_none() {
-        errors.push(
-            field,
-            "must be a time like 2026-12-02T09:30 (UTC) or RFC 3339",
-        );
-    }
-    parsed
-}
-
-fn whole_number(
-    errors: &mut FieldErrors,
-    field: &str,
-    raw: &str,
-    min: i64,
-    max: i64,
-    rule: &str,
-) -> Option<i64> {
-    let v = raw.trim();
-    if v.is_empty() {
-        return None;
-    }
-    match v.parse::<i64>() {
-        Ok(n) if (min..=max).contains(&n) => Some(n),
-        _ => {
-            errors.push(field, rule);
-            None
-        }
-    }
-}
 
 impl Search {
     /// The newest `limit` entries, unfiltered.
     pub fn latest(limit: i64) -> Search {
         Search {
-            filter: AuditFilter::default(),
+            filter: Filter::default(),
             before: None,
             limit,
         }
@@ -541,35 +518,24 @@ impl Search {
     /// Parses every field, naming each one that breaks its rule.
     pub fn parse(input: &SearchInput<'_>) -> Result<Search, FieldErrors> {
         let mut errors = FieldErrors::default();
-        let filter = rows::AuditFilter {
-            actor: filter_text(&mut errors, "actor", input.actor),
-            action: filter_text(&mut errors, "action", input.action),
-            target: filter_text(&mut errors, "target", input.target),
-            from: filter_time(&mut errors, "from", input.from),
-            to: filter_time(&mut errors, "to", input.to),
+        let filter = Filter {
+            actor: export::filter_text(&mut errors, "actor", input.actor),
+            action: export::filter_text(&mut errors, "action", input.action),
+            target: export::filter_text(&mut errors, "target", input.target),
+            from: export::filter_time(&mut errors, "from", input.from),
+            to: export::filter_time(&mut errors, "to", input.to),
         };
-        let before = whole_number(
-            &mut errors,
-            "cursor",
-            input.cursor,
-            1,
-            i64::MAX,
-            "must be a next_cursor this API gave out (a positive entry id)",
-        );
-        let limit = whole_number(
-            &mut errors,
-            "limit",
-            input.limit,
-            1,
-            MAX_PAGE,
-            "must be a whole number from 1 to 500",
-        )
-        .unwrap_or(DEFAULT_PAGE);
-        if let (Some(f), Some(t)) = (filter.from, filter.to) {
-            if f >= t {
-                errors.push("to", "must be later than from");
-            }
-        }
+        let before = errors
+            .check(export::parse_cursor(
+                "cursor",
+                input.cursor,
+                "must be a next_cursor this API gave out (a positive entry id)",
+            ))
+            .flatten();
+        let limit = errors
+            .check(export::parse_limit(input.limit, MAX_PAGE, DEFAULT_PAGE))
+            .unwrap_or(DEFAULT_PAGE);
+        export::check_window(&mut errors, filter.from, filter.to);
         if errors.is_empty() {
             Ok(Search {
                 filter,
@@ -585,7 +551,7 @@ impl Search {
 /// One page of a search, newest first.
 #[derive(Debug, Clone)]
 pub struct Page {
-    pub entries: Vec<AuditRow>,
+    pub entries: Vec<Entry>,
     /// Pass as `cursor` for the next (older) page; `None` on the last page.
     pub next_cursor: Option<i64>,
 }
@@ -603,8 +569,16 @@ pub async fn search(
     require_reader(caller)?;
     let mut conn = ctx.pool.acquire().await?;
     // One extra row tells whether an older page exists.
-    let mut entries =
-        rows::page(&mut conn, &search.filter, search.before, search.limit + 1).await?;
+    let mut entries: Vec<Entry> = rows::page(
+        &mut conn,
+        &search.filter.to_rows(),
+        search.before,
+        search.limit + 1,
+    )
+    .await?
+    .into_iter()
+    .map(Entry::from)
+    .collect();
     let more = entries.len() > usize::try_from(search.limit).unwrap_or(usize::MAX);
     entries.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
     let next_cursor = more.then(|| entries.last().map(|e| e.id)).flatten();
@@ -614,12 +588,27 @@ pub async fn search(
     })
 }
 
+/// The newest `limit` entries about `target` (`kind` or `kind:id`), newest first, for pages
+/// that show an object's own trail; the caller has checked who may see the object.
+pub async fn about(
+    conn: &mut SqliteConnection,
+    target: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<Entry>> {
+    let filter = rows::AuditFilter {
+        target: Some(target.to_owned()),
+        ..rows::AuditFilter::default()
+    };
+    let found = rows::page(conn, &filter, None, limit).await?;
+    Ok(found.into_iter().map(Entry::from).collect())
+}
+
 /// The export as a stream of encoded chunks, fed by [`export`] on its own task (so the walk
 /// runs once, however the caller sends it); dropping the stream stops the walk.
 pub fn export_stream(
     ctx: &crate::context::Ctx,
     caller: &Caller,
-    filter: rows::AuditFilter,
+    filter: Filter,
     format: ExportFormat,
 ) -> Result<ExportStream, OpError> {
     require_reader(caller)?;
@@ -635,22 +624,17 @@ pub fn export_stream(
         )
     })?;
     let pool = ctx.pool.clone();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
-    tokio::spawn(async move {
-        let _permit = permit;
-        let sink = tx.clone();
-        let walked = export_rows(&pool, &filter, format, async move |chunk: String| {
-            sink.send(Ok(chunk)).await.is_ok()
-        })
-        .await;
-        if let Err(e) = walked {
-            tracing::error!(error = %e, "audit export failed");
-            let _ = tx
-                .send(Err(std::io::Error::other("audit export failed")))
-                .await;
-        }
-    });
-    Ok(ExportStream(rx))
+    let filter = filter.to_rows();
+    Ok(export::spawn_walk(
+        "audit",
+        permit,
+        move |sink| async move {
+            export_rows(&pool, &filter, format, async move |chunk: String| {
+                sink.send(chunk).await
+            })
+            .await
+        },
+    ))
 }
 
 /// Reading the log needs the viewer role (so, a signed-in user).
@@ -658,20 +642,6 @@ fn require_reader(caller: &Caller) -> Result<(), OpError> {
     caller
         .require(Role::Viewer)
         .map_err(|_| OpError::Forbidden("reading the audit log needs the viewer role".to_owned()))
-}
-
-/// Encoded export chunks, in order; an error item ends a broken walk.
-pub struct ExportStream(tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>);
-
-impl futures_core::Stream for ExportStream {
-    type Item = Result<String, std::io::Error>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
-    }
 }
 
 #[cfg(test)]
@@ -738,7 +708,7 @@ mod tests {
                 .map(|e| e.field)
                 .collect()
         };
-        let long = "a".repeat(MAX_FILTER_CHARS + 1);
+        let long = "a".repeat(export::MAX_FILTER_CHARS + 1);
         assert_eq!(
             fields(SearchInput {
                 actor: &long,
@@ -795,13 +765,5 @@ mod tests {
             .limit,
             500
         );
-    }
-
-    #[test]
-    fn csv_quotes_and_defuses_formulas() {
-        assert_eq!(csv_cell("a,b"), "\"a,b\"");
-        assert_eq!(csv_cell("=cmd()"), "'=cmd()");
-        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_cell("-5"), "-5");
     }
 }

@@ -162,15 +162,15 @@ pub async fn audit(ctx: &Ctx, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
         },
         AuditCommand::Export { format } => {
             let format = match format {
-                ExportFormat::Jsonl => audit::ExportFormat::Jsonl,
-                ExportFormat::Csv => audit::ExportFormat::Csv,
+                ExportFormat::Jsonl => crate::export::ExportFormat::Jsonl,
+                ExportFormat::Csv => crate::export::ExportFormat::Csv,
             };
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut failure = None;
             audit::export(
                 ctx,
                 &caller,
-                &audit::AuditFilter::default(),
+                &audit::Filter::default(),
                 format,
                 async |chunk: String| match out.write_all(chunk.as_bytes()) {
                     Ok(()) => true,

@@ -11,6 +11,7 @@ pub mod context;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod export;
 pub mod fleets;
 pub mod headroom;
 pub mod http;

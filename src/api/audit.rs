@@ -5,11 +5,10 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
-use crate::audit::AuditRow;
-use crate::audit::{self, ExportFormat, Search, SearchInput};
+use crate::audit::{self, Entry, Search, SearchInput};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
-use crate::domain::FieldError;
+use crate::export::ExportFormat;
 use crate::state::AppState;
 
 /// The query string, as submitted; empty means "any".
@@ -67,8 +66,8 @@ pub struct AuditEntryJson {
     pub prev_hash: String,
 }
 
-impl From<&AuditRow> for AuditEntryJson {
-    fn from(r: &AuditRow) -> Self {
+impl From<&Entry> for AuditEntryJson {
+    fn from(r: &Entry) -> Self {
         Self {
             id: r.id,
             at: format_utc(r.at),
@@ -101,16 +100,8 @@ pub async fn list(
     query: web::Query<AuditParams>,
 ) -> Result<HttpResponse, ApiError> {
     let q = &*query;
-    let format = match q.format.trim() {
-        "" => None,
-        "jsonl" => Some(ExportFormat::Jsonl),
-        "csv" => Some(ExportFormat::Csv),
-        _ => {
-            return Err(ApiError::invalid(
-                FieldError::new("format", "must be jsonl or csv").into(),
-            ))
-        }
-    };
+    let format =
+        ExportFormat::parse_optional(&q.format).map_err(|e| ApiError::invalid(e.into()))?;
     let search = Search::parse(&SearchInput {
         actor: &q.actor,
         action: &q.action,
@@ -129,5 +120,9 @@ pub async fn list(
         }));
     };
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
-    Ok(crate::http::stream::audit_export(format, stream))
+    Ok(crate::http::stream::download(
+        format.content_type(),
+        &format.file_name(audit::FILE_STEM),
+        stream,
+    ))
 }

@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::errors::ApiError;
 use crate::auth::Principal;
-use crate::provisioning::history::{self, ExportFormat, FilterInput};
+use crate::export::ExportFormat;
+use crate::provisioning::history::{self, FilterInput};
 use crate::state::AppState;
 
 /// The query string, as submitted; empty filters mean "any".
@@ -72,14 +73,14 @@ pub async fn export(
         (Ok(f), Ok(fmt)) => (f, fmt),
         (f, fmt) => {
             let mut all = f.err().unwrap_or_default();
-            all.0.extend(fmt.err().unwrap_or_default().0);
+            all.0.extend(fmt.err());
             return Err(ApiError::invalid(all));
         }
     };
     let stream = history::export(&state.ctx, &principal.caller(), &filter, format).await?;
     Ok(crate::http::stream::download(
         format.content_type(),
-        format.file_name(),
+        &format.file_name(history::FILE_STEM),
         stream,
     ))
 }

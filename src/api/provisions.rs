@@ -11,12 +11,13 @@ use super::json::{decode, ApiJson};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::{FieldError, FieldErrors};
+use crate::export;
 use crate::provisioning::history::{parse_filter, FilterInput};
 use crate::provisioning::{requests, MachineRecord, NewRequest, Provision, ProvisionDetail};
 use crate::state::AppState;
 
 /// Requests per page when `limit` is not given.
-const LIMIT_DEFAULT: u32 = 50;
+const LIMIT_DEFAULT: i64 = 50;
 
 /// One planned machine and how far it got.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -360,23 +361,16 @@ pub async fn list(
             None
         }
     };
-    let cursor = errors.check(match q.cursor.trim() {
-        "" => Ok(None),
-        raw => raw
-            .parse::<i64>()
-            .ok()
-            .filter(|c| *c > 0)
-            .map(Some)
-            .ok_or_else(|| FieldError::new("cursor", "must be the next_cursor of a page")),
-    });
-    let limit = errors.check(match q.limit.trim() {
-        "" => Ok(LIMIT_DEFAULT),
-        raw => raw
-            .parse::<u32>()
-            .ok()
-            .filter(|l| (1..=requests::LIST_LIMIT_MAX).contains(l))
-            .ok_or_else(|| FieldError::new("limit", "must be a whole number from 1 to 200")),
-    });
+    let cursor = errors.check(export::parse_cursor(
+        "cursor",
+        &q.cursor,
+        "must be the next_cursor of a page",
+    ));
+    let max = i64::from(requests::LIST_LIMIT_MAX);
+    // Within 1..=LIST_LIMIT_MAX once parsed, so it fits a u32.
+    let limit = errors
+        .check(export::parse_limit(&q.limit, max, LIMIT_DEFAULT))
+        .and_then(|l| u32::try_from(l).ok());
     let (Some(filter), Some(cursor), Some(limit)) = (filter, cursor, limit) else {
         return Err(ApiError::invalid(errors));
     };

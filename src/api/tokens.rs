@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::errors::ApiError;
 use super::json::ApiJson;
 use super::rules;
-use crate::auth::tokens::TokenRow;
+use crate::auth::tokens::Token;
 use crate::auth::tokens::{self, NewTokenInput};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
@@ -32,8 +32,8 @@ pub struct TokenJson {
     pub revoked_at: Option<String>,
 }
 
-impl From<&TokenRow> for TokenJson {
-    fn from(t: &TokenRow) -> Self {
+impl From<&Token> for TokenJson {
+    fn from(t: &Token) -> Self {
         Self {
             id: t.id,
             username: t.username.clone(),

@@ -8,11 +8,40 @@ use super::users::{find_user, write_audit};
 use crate::audit::Action;
 use crate::context::Ctx;
 use crate::db;
-/// A stored token (its digest, never the token), as pages and the API show it.
-pub use crate::db::tokens::TokenRow;
+use crate::db::tokens::TokenRow;
 use crate::domain::field_error::reject_control_chars;
-use crate::domain::{FieldError, FieldErrors, Role, Username};
+use crate::domain::{FieldError, FieldErrors, Role, UnixMillis, Username};
 use crate::error::OpError;
+
+/// A token as pages and the API show it (never the token, nor its digest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub id: i64,
+    pub user_id: i64,
+    /// Who the token acts as.
+    pub username: String,
+    /// What the token is for.
+    pub label: String,
+    pub created_at: UnixMillis,
+    pub created_by: String,
+    pub last_used_at: Option<UnixMillis>,
+    pub revoked_at: Option<UnixMillis>,
+}
+
+impl From<TokenRow> for Token {
+    fn from(t: TokenRow) -> Self {
+        Token {
+            id: t.id,
+            user_id: t.user_id,
+            username: t.username,
+            label: t.label,
+            created_at: t.created_at,
+            created_by: t.created_by,
+            last_used_at: t.last_used_at,
+            revoked_at: t.revoked_at,
+        }
+    }
+}
 
 /// A token to create, as submitted.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -27,7 +56,7 @@ pub async fn create_token(
     ctx: &Ctx,
     caller: &Caller,
     input: &NewTokenInput,
-) -> Result<(String, TokenRow), OpError> {
+) -> Result<(String, Token), OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut errors = FieldErrors::default();
@@ -72,11 +101,11 @@ pub async fn create_token(
         .await?
         .ok_or_else(|| OpError::NotFound("token".into()))?;
     tx.commit().await?;
-    Ok((token, row))
+    Ok((token, row.into()))
 }
 
 /// Revokes an API token (admin only).
-pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRow, OpError> {
+pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Token, OpError> {
     let (pool, now) = (&ctx.pool, ctx.now());
     caller.require(Role::Admin)?;
     let mut tx = db::begin_write(pool).await?;
@@ -97,22 +126,23 @@ pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<TokenRo
     }
     let token = db::tokens::by_id(&mut tx, id).await?.unwrap_or(token);
     tx.commit().await?;
-    Ok(token)
+    Ok(token.into())
 }
 
 /// Lists API tokens (admin only).
-pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<TokenRow>, OpError> {
+pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<Token>, OpError> {
     let pool = &ctx.pool;
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
-    Ok(db::tokens::list(&mut conn).await?)
+    let tokens = db::tokens::list(&mut conn).await?;
+    Ok(tokens.into_iter().map(Token::from).collect())
 }
 
 /// What the tokens page shows: every token and the users one can be made for (admin only).
 pub async fn overview(
     ctx: &Ctx,
     caller: &Caller,
-) -> Result<(Vec<TokenRow>, Vec<super::users::User>), OpError> {
+) -> Result<(Vec<Token>, Vec<super::users::User>), OpError> {
     Ok((
         list_tokens(ctx, caller).await?,
         super::users::list_users(ctx, caller).await?,

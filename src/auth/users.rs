@@ -10,11 +10,31 @@ use super::throttle::{self, Admission, Limit};
 use crate::audit::{self, Action, NewEntry};
 use crate::context::Ctx;
 use crate::db;
-/// A stored user, as pages and the API show it.
-pub use crate::db::users::User;
 use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
 use crate::error::OpError;
 use crate::password_hashing::PasswordError;
+
+/// A user as the account pages and the API see them (never the password hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    pub disabled: bool,
+    pub created_at: UnixMillis,
+}
+
+impl From<db::users::User> for User {
+    fn from(u: db::users::User) -> Self {
+        User {
+            id: u.id,
+            username: u.username,
+            role: u.role,
+            disabled: u.disabled,
+            created_at: u.created_at,
+        }
+    }
+}
 
 /// The password-hashing bound's refusal as a 503: headroom, not the caller, is short.
 impl From<PasswordError> for OpError {
@@ -72,6 +92,7 @@ pub(super) async fn find_user(
     let name = Username::parse_field(field, raw)?;
     db::users::by_name(conn, name.as_str())
         .await?
+        .map(User::from)
         .ok_or_else(|| OpError::NotFound(format!("user {name}")))
 }
 
@@ -106,7 +127,7 @@ pub async fn create_user(
     )
     .await?;
     tx.commit().await?;
-    Ok(user)
+    Ok(user.into())
 }
 
 /// Refuses a change that would leave no enabled admin.
@@ -445,6 +466,7 @@ pub async fn get(ctx: &Ctx, caller: &Caller, username: &str) -> Result<User, OpE
     let mut conn = ctx.pool.acquire().await?;
     db::users::by_name(&mut conn, username)
         .await?
+        .map(User::from)
         .ok_or_else(|| OpError::NotFound(format!("user {username}")))
 }
 
@@ -453,5 +475,6 @@ pub async fn list_users(ctx: &Ctx, caller: &Caller) -> Result<Vec<User>, OpError
     let pool = &ctx.pool;
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
-    Ok(db::users::list(&mut conn).await?)
+    let users = db::users::list(&mut conn).await?;
+    Ok(users.into_iter().map(User::from).collect())
 }

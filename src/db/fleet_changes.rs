@@ -55,11 +55,11 @@ pub async fn for_fleet(
     .iter()
     .map(|r| {
         Ok(FleetChangeRow {
-            id: r.try_get(0)?,
-            at: r.try_get(1)?,
-            actor: r.try_get(2)?,
-            kind: r.try_get(3)?,
-            changes: r.try_get(4)?,
+            id: r.try_get("id")?,
+            at: r.try_get("at")?,
+            actor: r.try_get("actor")?,
+            kind: r.try_get("kind")?,
+            changes: r.try_get("changes")?,
         })
     })
     .collect()

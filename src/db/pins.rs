@@ -6,7 +6,7 @@ use crate::domain::UnixMillis;
 
 /// A remembered verdict.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
-pub struct PinCheck {
+pub struct PinCheckRow {
     pub url: String,
     pub sha256: String,
     pub verdict: String,
@@ -16,7 +16,7 @@ pub struct PinCheck {
 }
 
 /// Records a verdict, replacing the previous one for the same pair.
-pub async fn record(conn: &mut SqliteConnection, c: &PinCheck) -> sqlx::Result<()> {
+pub async fn record(conn: &mut SqliteConnection, c: &PinCheckRow) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO pin_checks (url, sha256, verdict, message, checked_at, checked_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (url, sha256) DO UPDATE SET verdict = excluded.verdict, message = excluded.message,
@@ -38,7 +38,7 @@ pub async fn get(
     conn: &mut SqliteConnection,
     url: &str,
     sha256: &str,
-) -> sqlx::Result<Option<PinCheck>> {
+) -> sqlx::Result<Option<PinCheckRow>> {
     sqlx::query_as("SELECT * FROM pin_checks WHERE url = ?1 AND sha256 = ?2")
         .bind(url)
         .bind(sha256)

@@ -41,7 +41,7 @@ pub async fn append(conn: &mut SqliteConnection, e: NewEvent<'_>) -> sqlx::Resul
     .bind(e.details.to_string())
     .fetch_one(conn)
     .await?;
-    row.try_get(0)
+    row.try_get("id")
 }
 
 /// Every line of a request, oldest first (a request's timeline is short: its states, its
@@ -60,12 +60,12 @@ pub async fn for_provision(
     rows.into_iter()
         .map(|r| {
             Ok(EventRow {
-                id: r.try_get(0)?,
-                at: r.try_get(1)?,
-                kind: r.try_get(2)?,
-                machine: r.try_get(3)?,
-                message: r.try_get(4)?,
-                details: r.try_get(5)?,
+                id: r.try_get("id")?,
+                at: r.try_get("at")?,
+                kind: r.try_get("kind")?,
+                machine: r.try_get("machine")?,
+                message: r.try_get("message")?,
+                details: r.try_get("details")?,
             })
         })
         .collect()

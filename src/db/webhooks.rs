@@ -28,17 +28,17 @@ const COLUMNS: &str = "id, event, provision_id, body, state, attempts, next_atte
 
 fn row_from(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<DeliveryRow> {
     Ok(DeliveryRow {
-        id: r.try_get(0)?,
-        event: r.try_get(1)?,
-        provision_id: r.try_get(2)?,
-        body: r.try_get(3)?,
-        state: r.try_get(4)?,
-        attempts: r.try_get(5)?,
-        next_attempt_at: r.try_get(6)?,
-        last_status: r.try_get(7)?,
-        last_error: r.try_get(8)?,
-        created_at: r.try_get(9)?,
-        delivered_at: r.try_get(10)?,
+        id: r.try_get("id")?,
+        event: r.try_get("event")?,
+        provision_id: r.try_get("provision_id")?,
+        body: r.try_get("body")?,
+        state: r.try_get("state")?,
+        attempts: r.try_get("attempts")?,
+        next_attempt_at: r.try_get("next_attempt_at")?,
+        last_status: r.try_get("last_status")?,
+        last_error: r.try_get("last_error")?,
+        created_at: r.try_get("created_at")?,
+        delivered_at: r.try_get("delivered_at")?,
     })
 }
 

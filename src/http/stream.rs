@@ -1,10 +1,8 @@
-//! A response body of text chunks, for exports that stream as they are read, and the audit
-//! export's answer built once for the page and the API.
+//! A response body of text chunks, for exports that stream as they are read, answered as a
+//! download.
 
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
-
-use crate::audit::{ExportFormat, ExportStream};
 
 /// Text chunks (e.g. an audit export) as the bytes actix sends.
 pub struct TextChunks<S>(pub S);
@@ -23,21 +21,6 @@ where
             .poll_next(cx)
             .map(|item| item.map(|chunk| chunk.map(web::Bytes::from)))
     }
-}
-
-/// The streamed audit export as a download (`headroom-audit.jsonl` or `.csv`).
-pub fn audit_export(format: ExportFormat, stream: ExportStream) -> HttpResponse {
-    let (mime, ext) = match format {
-        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
-        ExportFormat::Jsonl => ("application/x-ndjson", "jsonl"),
-    };
-    HttpResponse::Ok()
-        .content_type(mime)
-        .insert_header((
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"headroom-audit.{ext}\""),
-        ))
-        .streaming(TextChunks(stream))
 }
 
 /// A streamed export of encoded text chunks as a download named `file_name`.

@@ -8,11 +8,36 @@ use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict};
 use crate::context::Ctx;
 use crate::db;
-/// A remembered pin verdict.
-pub use crate::db::pins::PinCheck;
+use crate::db::pins::PinCheckRow;
 use crate::domain::machine::document_name;
-use crate::domain::Role;
+use crate::domain::{Role, UnixMillis};
 use crate::error::OpError;
+
+/// A remembered pin verdict, as the config page and the API show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinCheck {
+    pub url: String,
+    pub sha256: String,
+    /// `verified`, `mismatch`, … (the verdict's kind).
+    pub verdict: String,
+    /// The verdict in a sentence.
+    pub message: String,
+    pub checked_at: UnixMillis,
+    pub checked_by: String,
+}
+
+impl From<PinCheckRow> for PinCheck {
+    fn from(r: PinCheckRow) -> Self {
+        PinCheck {
+            url: r.url,
+            sha256: r.sha256,
+            verdict: r.verdict,
+            message: r.message,
+            checked_at: r.checked_at,
+            checked_by: r.checked_by,
+        }
+    }
+}
 
 /// A finished check: the stored verdict and, when the download completed, its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +86,7 @@ async fn record(
     verdict: &PinVerdict,
 ) -> Result<PinCheck, OpError> {
     let now = ctx.clock.now();
-    let row = PinCheck {
+    let row = PinCheckRow {
         url: url.to_owned(),
         sha256: sha256.to_owned(),
         verdict: verdict.kind().to_owned(),
@@ -84,7 +109,7 @@ async fn record(
     )
     .await?;
     tx.commit().await?;
-    Ok(row)
+    Ok(row.into())
 }
 
 /// The remembered verdict for a config's current pin.
@@ -96,5 +121,7 @@ pub async fn latest_for(
 ) -> Result<Option<PinCheck>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
-    Ok(db::pins::get(&mut conn, url, sha256).await?)
+    Ok(db::pins::get(&mut conn, url, sha256)
+        .await?
+        .map(PinCheck::from))
 }

@@ -7,13 +7,34 @@ use crate::auth::Caller;
 use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
 use crate::context::Ctx;
 use crate::db;
-/// A stored template version.
-pub use crate::db::versions::Version;
 use crate::db::versions::{self, Family};
 use crate::domain::digest::sha256_hex;
 use crate::domain::machine::document_name;
 use crate::domain::{FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
+
+/// One version of a template, as the editor, its history and the API show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Version {
+    pub name: String,
+    pub version: i64,
+    /// The tera source.
+    pub content: String,
+    pub author: String,
+    pub created_at: UnixMillis,
+}
+
+impl From<versions::Version> for Version {
+    fn from(v: versions::Version) -> Self {
+        Version {
+            name: v.name,
+            version: v.version,
+            content: v.content,
+            author: v.author,
+            created_at: v.created_at,
+        }
+    }
+}
 
 /// Longest template accepted, in characters (as JSON Schema's maxLength counts them; the
 /// rendered payload must still fit in 32 KiB).
@@ -135,7 +156,7 @@ pub async fn create(
         .await?
         .ok_or_else(|| OpError::NotFound(name.clone()))?;
     tx.commit().await?;
-    Ok(v)
+    Ok(v.into())
 }
 
 /// Saves a new version (operator and up); an unchanged body creates none.
@@ -158,7 +179,7 @@ pub async fn update(
         return Err(errors.into());
     }
     if current.content == *body {
-        return Ok((current, false));
+        return Ok((current.into(), false));
     }
     let version = versions::append(
         &mut tx,
@@ -184,7 +205,7 @@ pub async fn update(
         .await?
         .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
     tx.commit().await?;
-    Ok((v, true))
+    Ok((v.into(), true))
 }
 
 /// Logs every stored template (latest version) that the sandbox refuses, and returns their
@@ -219,6 +240,7 @@ pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, O
     let mut conn = ctx.pool.acquire().await?;
     versions::latest(&mut conn, Family::Template, name)
         .await?
+        .map(Version::from)
         .ok_or_else(|| OpError::NotFound(format!("template {name}")))
 }
 
@@ -242,7 +264,8 @@ pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, 
 pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
-    Ok(versions::latest_all(&mut conn, Family::Template).await?)
+    let latest = versions::latest_all(&mut conn, Family::Template).await?;
+    Ok(latest.into_iter().map(Version::from).collect())
 }
 
 /// Every version of one template, newest first.
@@ -253,5 +276,5 @@ pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<Versi
     if h.is_empty() {
         return Err(OpError::NotFound(format!("template {name}")));
     }
-    Ok(h)
+    Ok(h.into_iter().map(Version::from).collect())
 }

@@ -3,19 +3,17 @@
 //! like the list, walked page by page through `requests::list` so memory stays flat however
 //! long the history is.
 
-use serde_json::json;
-
 use super::{requests, Provision, ProvisionFilter};
 use crate::context::Ctx;
-use crate::domain::clock::{format_utc, parse_utc};
-use crate::domain::field_error::reject_control_chars;
+use crate::domain::clock::format_utc;
 use crate::domain::{Caller, FieldErrors, ProvisionState};
 use crate::error::OpError;
+use crate::export::{self, ExportFormat, ExportStream};
 
-/// The longest text filter, in characters.
-pub const MAX_FILTER_CHARS: usize = 200;
 /// Requests read per page while exporting.
 const EXPORT_PAGE: u32 = 200;
+/// The download's name, before its extension.
+pub const FILE_STEM: &str = "headroom-provisions";
 
 /// Filters as submitted (query string of the page, its export links and the API); empty means
 /// any.
@@ -33,37 +31,6 @@ pub struct FilterInput<'a> {
     pub to: &'a str,
 }
 
-fn text(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<String> {
-    let v = raw.trim();
-    if v.is_empty() {
-        return None;
-    }
-    if v.chars().count() > MAX_FILTER_CHARS {
-        errors.push(
-            field,
-            format!("must be at most {MAX_FILTER_CHARS} characters"),
-        );
-        return None;
-    }
-    errors.check(reject_control_chars(field, v))?;
-    Some(v.to_owned())
-}
-
-fn time(errors: &mut FieldErrors, field: &str, raw: &str) -> Option<i64> {
-    let v = raw.trim();
-    if v.is_empty() {
-        return None;
-    }
-    let parsed = parse_utc(v);
-    if parsed.is_none() {
-        errors.push(
-            field,
-            "must be a time like 2026-12-02T09:30 (UTC) or RFC 3339",
-        );
-    }
-    parsed
-}
-
 /// Parses every filter, naming each field that breaks its rule.
 pub fn parse_filter(input: &FilterInput<'_>) -> Result<ProvisionFilter, FieldErrors> {
     let mut errors = FieldErrors::default();
@@ -72,63 +39,19 @@ pub fn parse_filter(input: &FilterInput<'_>) -> Result<ProvisionFilter, FieldErr
         raw => errors.check(ProvisionState::parse_field("state", raw)),
     };
     let filter = ProvisionFilter {
-        fleet: text(&mut errors, "fleet", input.fleet),
-        machine_config: text(&mut errors, "machine_config", input.machine_config),
+        fleet: export::filter_text(&mut errors, "fleet", input.fleet),
+        machine_config: export::filter_text(&mut errors, "machine_config", input.machine_config),
         state,
-        requester: text(&mut errors, "requester", input.requester),
-        approver: text(&mut errors, "approver", input.approver),
-        from: time(&mut errors, "from", input.from),
-        to: time(&mut errors, "to", input.to),
+        requester: export::filter_text(&mut errors, "requester", input.requester),
+        approver: export::filter_text(&mut errors, "approver", input.approver),
+        from: export::filter_time(&mut errors, "from", input.from),
+        to: export::filter_time(&mut errors, "to", input.to),
     };
-    if let (Some(f), Some(t)) = (filter.from, filter.to) {
-        if f >= t {
-            errors.push("to", "must be later than from");
-        }
-    }
+    export::check_window(&mut errors, filter.from, filter.to);
     if errors.is_empty() {
         Ok(filter)
     } else {
         Err(errors)
-    }
-}
-
-/// Export encodings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// RFC 4180 CSV with a header row.
-    Csv,
-    /// One JSON object per line.
-    Jsonl,
-}
-
-impl ExportFormat {
-    /// Parses `format`, naming the field when it is neither encoding.
-    pub fn parse(raw: &str) -> Result<Self, FieldErrors> {
-        match raw.trim() {
-            "csv" => Ok(ExportFormat::Csv),
-            "jsonl" => Ok(ExportFormat::Jsonl),
-            _ => {
-                let mut e = FieldErrors::default();
-                e.push("format", "must be csv or jsonl");
-                Err(e)
-            }
-        }
-    }
-
-    /// The media type of the download.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            ExportFormat::Csv => "text/csv; charset=utf-8",
-            ExportFormat::Jsonl => "application/x-ndjson",
-        }
-    }
-
-    /// The download's file name.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            ExportFormat::Csv => "headroom-provisions.csv",
-            ExportFormat::Jsonl => "headroom-provisions.jsonl",
-        }
     }
 }
 
@@ -187,18 +110,15 @@ impl Record {
             server_ids,
         }
     }
+}
 
-    /// One JSON line, newline included.
-    pub fn to_jsonl(&self) -> String {
-        let mut s = serde_json::to_string(self).unwrap_or_else(|_| json!({}).to_string());
-        s.push('\n');
-        s
-    }
+impl export::Record for Record {
+    const CSV_HEADER: &'static str = CSV_HEADER;
 
-    /// One RFC 4180 CSV line, newline included; lists are joined with spaces.
-    pub fn to_csv(&self) -> String {
+    /// Lists are joined with spaces.
+    fn csv_cells(&self) -> Vec<String> {
         let join = |v: &[String]| v.join(" ");
-        let cells = [
+        vec![
             self.id.to_string(),
             self.created_at.clone(),
             self.state.to_owned(),
@@ -223,30 +143,7 @@ impl Record {
                     .map(i64::to_string)
                     .collect::<Vec<_>>(),
             ),
-        ];
-        let mut line = cells
-            .iter()
-            .map(|c| csv_cell(c))
-            .collect::<Vec<_>>()
-            .join(",");
-        line.push('\n');
-        line
-    }
-}
-
-/// One CSV cell: text a spreadsheet would run as a formula (`=`, `+`, `-`, `@` first) gets a
-/// leading `'`; then RFC 4180 quoting when it holds a comma, quote or line break.
-pub fn csv_cell(raw: &str) -> String {
-    // A plain negative number is data, not a formula.
-    let defused = if raw.starts_with(['=', '+', '-', '@']) && raw.parse::<f64>().is_err() {
-        format!("'{raw}")
-    } else {
-        raw.to_owned()
-    };
-    if defused.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", defused.replace('"', "\"\""))
-    } else {
-        defused
+        ]
     }
 }
 
@@ -264,11 +161,7 @@ async fn encode(ctx: &Ctx, page: &[Provision], format: ExportFormat) -> anyhow::
     let mut out = String::new();
     for p in page {
         let server_ids = servers.remove(&p.id).unwrap_or_default();
-        let record = Record::new(p, server_ids);
-        out.push_str(&match format {
-            ExportFormat::Csv => record.to_csv(),
-            ExportFormat::Jsonl => record.to_jsonl(),
-        });
+        out.push_str(&format.line(&Record::new(p, server_ids)));
     }
     Ok(out)
 }
@@ -295,57 +188,32 @@ pub async fn export(
         )
     })?;
     let (first, mut cursor) = requests::list(ctx, caller, filter, None, EXPORT_PAGE).await?;
-    let mut head = String::new();
-    if format == ExportFormat::Csv {
-        head.push_str(CSV_HEADER);
-    }
+    let mut head = format.head::<Record>().to_owned();
     head.push_str(
         &encode(ctx, &first, format)
             .await
             .map_err(OpError::Internal)?,
     );
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     let (ctx, caller, filter) = (ctx.clone(), caller.clone(), filter.clone());
-    tokio::spawn(async move {
-        let _permit = permit;
-        if tx.send(Ok(head)).await.is_err() {
-            return;
-        }
-        let walked: Result<(), OpError> = async {
+    Ok(export::spawn_walk(
+        "provision",
+        permit,
+        move |sink| async move {
+            if !sink.send(head).await {
+                return Ok(());
+            }
             while let Some(before) = cursor {
                 let (page, next) =
                     requests::list(&ctx, &caller, &filter, Some(before), EXPORT_PAGE).await?;
                 cursor = next;
                 let chunk = encode(&ctx, &page, format).await?;
-                if tx.send(Ok(chunk)).await.is_err() {
+                if !sink.send(chunk).await {
                     break;
                 }
             }
-            Ok(())
-        }
-        .await;
-        if let Err(e) = walked {
-            tracing::error!(error = %e, "provision export failed");
-            let _ = tx
-                .send(Err(std::io::Error::other("provision export failed")))
-                .await;
-        }
-    });
-    Ok(ExportStream(rx))
-}
-
-/// Encoded export chunks, in order; an error item ends a broken walk.
-pub struct ExportStream(tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>);
-
-impl futures_core::Stream for ExportStream {
-    type Item = Result<String, std::io::Error>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
-    }
+            Ok::<(), OpError>(())
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -353,19 +221,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csv_cells_defuse_formulas_and_quote_by_rfc_4180() {
-        assert_eq!(csv_cell("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        assert_eq!(csv_cell("+1+1"), "'+1+1");
-        assert_eq!(csv_cell("@SUM(A1)"), "'@SUM(A1)");
-        assert_eq!(csv_cell("-2"), "-2");
-        assert_eq!(csv_cell("a,b"), "\"a,b\"");
-        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
-        assert_eq!(csv_cell("plain"), "plain");
-    }
-
-    #[test]
     fn filters_are_refused_by_field() {
-        let long = "x".repeat(MAX_FILTER_CHARS + 1);
+        let long = "x".repeat(export::MAX_FILTER_CHARS + 1);
         let input = FilterInput {
             fleet: &long,
             machine_config: "a\u{0}b",
@@ -399,6 +256,6 @@ mod tests {
         .unwrap();
         assert_eq!(ok.state, Some(ProvisionState::Succeeded));
         assert_eq!(ok.approver.as_deref(), Some("bob"));
-        assert_eq!(ExportFormat::parse("xml").unwrap_err().0[0].field, "format");
+        assert_eq!(ExportFormat::parse("xml").unwrap_err().field, "format");
     }
 }

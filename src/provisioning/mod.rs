@@ -185,5 +185,5 @@ pub struct ProvisionDetail {
     /// The redacted payload (every machine's differs only by its name), for display.
     pub redacted_payload: String,
     /// Audit entries whose target is this request, oldest first.
-    pub audit: Vec<crate::audit::AuditRow>,
+    pub audit: Vec<crate::audit::Entry>,
 }

@@ -12,7 +12,7 @@ use super::plan::{self, DraftPlan};
 use super::transition::{self, Outcome, Transition};
 use super::{notify, Event, MachineRecord, NewRequest, Provision, ProvisionDetail};
 use super::{ProvisionFilter, REASON_MAX};
-use crate::audit::{self, Action, AuditFilter, NewEntry};
+use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
@@ -634,11 +634,7 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
             details: serde_json::from_str(&e.details).unwrap_or(serde_json::Value::Null),
         })
         .collect();
-    let filter = AuditFilter {
-        target: Some(format!("provision:{id}")),
-        ..AuditFilter::default()
-    };
-    let mut audit = db::audit::page(&mut conn, &filter, None, AUDIT_SHOWN_MAX).await?;
+    let mut audit = audit::about(&mut conn, &format!("provision:{id}"), AUDIT_SHOWN_MAX).await?;
     audit.reverse();
     Ok(ProvisionDetail {
         provision,

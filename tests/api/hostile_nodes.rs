@@ -561,7 +561,10 @@ async fn a_name_resolving_to_link_local_is_refused_in_resolution() {
                 "rebind.hostile-node.invalid",
                 vec![ip("127.0.0.1"), ip("169.254.169.254")],
             ),
-            ("v6.hostile-node.invalid", vec![ip("::ffff:169.254.169.254")]),
+            (
+                "v6.hostile-node.invalid",
+                vec![ip("::ffff:169.254.169.254")],
+            ),
         ])))
         .build()
         .unwrap();

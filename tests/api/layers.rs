@@ -477,6 +477,117 @@ fn pages_and_the_api_never_reach_the_database_layer() {
     );
 }
 
+/// Where a file re-exports something of `src/db` (`pub use crate::db::…`, `pub(crate) use
+/// db::…`, a `{…}` group naming db), as `path:line: code`.
+fn db_re_exports(files: &[PathBuf]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let src = std::fs::read_to_string(file).unwrap();
+        let code = code_only(&src);
+        let lines: Vec<&str> = src.lines().collect();
+        let db_lines: BTreeSet<usize> = references(file, &code)
+            .into_iter()
+            .filter(|r| r.module == "db")
+            .map(|r| r.line)
+            .collect();
+        for statement in pub_use_statements(&code) {
+            let (first, last) = statement;
+            if let Some(line) = db_lines.range(first..=last).next() {
+                found.push(format!(
+                    "{}:{}: {}",
+                    display(file),
+                    line,
+                    lines[line - 1].trim()
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The first and last line of every `pub use …;` / `pub(…) use …;` statement in `code`.
+fn pub_use_statements(code: &str) -> Vec<(usize, usize)> {
+    let chars: Vec<char> = code.chars().collect();
+    let line_of = |pos: usize| chars[..pos].iter().filter(|&&c| c == '\n').count() + 1;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_word = i == 0 || !is_ident(chars[i - 1]);
+        if !starts_word || ident_at(&chars, i) != "pub" {
+            i += 1;
+            continue;
+        }
+        let mut j = skip_space(&chars, i + 3);
+        if chars.get(j) == Some(&'(') {
+            // `pub(crate)`, `pub(super)`, `pub(in path)`.
+            while j < chars.len() && chars[j] != ')' {
+                j += 1;
+            }
+            j = skip_space(&chars, j + 1);
+        }
+        if ident_at(&chars, j) == "use" {
+            let end = (j..chars.len())
+                .find(|&k| chars[k] == ';')
+                .unwrap_or(chars.len() - 1);
+            out.push((line_of(i), line_of(end)));
+            i = end;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn no_module_above_db_re_exports_its_rows() {
+    let src = src_dir();
+    let files: Vec<PathBuf> = library_files()
+        .into_iter()
+        .filter(|f| !f.starts_with(src.join("db")))
+        .collect();
+    let found = db_re_exports(&files);
+    assert!(
+        found.is_empty(),
+        "operations return their own read models; `pub use` of src/db above it ({} places):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The re-export check on made-up files: a `pub use` of db counts however it is spelt; a
+/// private `use`, or a `pub use` of something else, does not.
+#[test]
+fn the_re_export_check_finds_pub_use_of_db_only() {
+    // Only the path matters (it names the module `super::` resolves against); never read.
+    let file = src_dir().join("auth/made_up.rs");
+    let flagged = |text: &str| -> Vec<usize> {
+        let c = code_only(text);
+        let db: BTreeSet<usize> = references(&file, &c)
+            .into_iter()
+            .filter(|r| r.module == "db")
+            .map(|r| r.line)
+            .collect();
+        pub_use_statements(&c)
+            .into_iter()
+            .filter_map(|(a, b)| db.range(a..=b).next().copied())
+            .collect()
+    };
+    assert_eq!(flagged("pub use crate::db::users::User;\n"), [1]);
+    assert_eq!(
+        flagged("pub(crate) use crate::db::tokens::TokenRow;\n"),
+        [1]
+    );
+    assert_eq!(
+        flagged("pub use crate::{\n    audit::Entry,\n    db::pins::PinCheck,\n};\n"),
+        [3]
+    );
+    assert_eq!(
+        flagged("use crate::db;\npub use db::versions::Version;\n"),
+        [2]
+    );
+    assert!(flagged("use crate::db::users::User;\n").is_empty());
+    assert!(flagged("pub use crate::domain::Actor;\n// pub use crate::db::x;\n").is_empty());
+}
+
 #[test]
 fn no_two_modules_of_src_import_each_other() {
     let files = library_files();

@@ -246,7 +246,11 @@ async fn the_secrets_and_fleet_history_routes_refuse_hostile_input() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), StatusCode::OK, "a viewer lists declared secrets");
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "a viewer lists declared secrets"
+    );
     for path in [
         "/api/v1/fleets/%00/history".to_owned(),
         "/api/v1/fleets/..%2f..%2fsecrets/history".to_owned(),
@@ -267,7 +271,10 @@ async fn the_secrets_and_fleet_history_routes_refuse_hostile_input() {
         let shown = &path[..path.len().min(60)];
         // Refused as the caller's mistake (no such fleet, or a field and its rule), never
         // served and never a server error.
-        assert!(status.is_client_error(), "GET {shown} -> {status} {body:.200}");
+        assert!(
+            status.is_client_error(),
+            "GET {shown} -> {status} {body:.200}"
+        );
         assert!(
             !body.contains("mesh") && !body.contains("env:"),
             "GET {shown} answered with secret details: {body:.200}"

@@ -8,7 +8,7 @@ use super::forms::AuditQuery;
 use super::views;
 use crate::audit;
 use crate::auth::Principal;
-use crate::domain::FieldError;
+use crate::export::ExportFormat;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -55,11 +55,12 @@ pub async fn export(
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, WebError> {
     let search = query.search(PAGE)?;
-    let format = match query.format.as_str() {
-        "" | "jsonl" => audit::ExportFormat::Jsonl,
-        "csv" => audit::ExportFormat::Csv,
-        _ => return Err(FieldError::new("format", "must be jsonl or csv").into()),
-    };
+    // Like the history export link, no format means JSON lines.
+    let format = ExportFormat::parse_optional(&query.format)?.unwrap_or(ExportFormat::Jsonl);
     let stream = audit::export_stream(&state.ctx, &principal.caller(), search.filter, format)?;
-    Ok(crate::http::stream::audit_export(format, stream))
+    Ok(crate::http::stream::download(
+        format.content_type(),
+        &format.file_name(audit::FILE_STEM),
+        stream,
+    ))
 }

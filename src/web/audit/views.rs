@@ -3,7 +3,7 @@
 use maud::{html, Markup};
 
 use super::forms::AuditQuery;
-use crate::audit::AuditRow;
+use crate::audit::Entry;
 use crate::domain::FieldErrors;
 use crate::web::components::{error_summary, time};
 use crate::web::paths;
@@ -61,7 +61,7 @@ fn query_string(q: &AuditQuery, before: Option<i64>, format: Option<&str>) -> St
 }
 
 /// Results table with paging and export links (the htmx swap target).
-pub fn results(q: &AuditQuery, rows: Option<(&[AuditRow], bool)>, errors: &FieldErrors) -> Markup {
+pub fn results(q: &AuditQuery, rows: Option<(&[Entry], bool)>, errors: &FieldErrors) -> Markup {
     html! {
         section.card #audit-results {
             (error_summary(errors))
@@ -82,7 +82,7 @@ pub fn results(q: &AuditQuery, rows: Option<(&[AuditRow], bool)>, errors: &Field
 }
 
 /// Audit entries as a table.
-pub fn entries_table(rows: &[AuditRow]) -> Markup {
+pub fn entries_table(rows: &[Entry]) -> Markup {
     html! {
         table.data.audit {
             thead { tr { th { "#" } th { "Time" } th { "Actor" } th { "Action" } th { "Target" } th { "Details" } } }

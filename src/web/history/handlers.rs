@@ -8,7 +8,8 @@ use serde::Deserialize;
 use super::views;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
-use crate::provisioning::history::{self, ExportFormat, FilterInput};
+use crate::export::{self, ExportFormat};
+use crate::provisioning::history::{self, FilterInput};
 use crate::provisioning::requests;
 use crate::state::AppState;
 use crate::web::errors::WebError;
@@ -49,17 +50,12 @@ impl HistoryQuery {
     }
 
     fn cursor(&self) -> Result<Option<i64>, FieldErrors> {
-        match self.before.trim() {
-            "" => Ok(None),
-            raw => match raw.parse::<i64>() {
-                Ok(n) if n >= 1 => Ok(Some(n)),
-                _ => {
-                    let mut e = FieldErrors::default();
-                    e.push("before", "must be a request id this page gave out");
-                    Err(e)
-                }
-            },
-        }
+        export::parse_cursor(
+            "before",
+            &self.before,
+            "must be a request id this page gave out",
+        )
+        .map_err(FieldErrors::from)
     }
 }
 
@@ -100,22 +96,20 @@ pub async fn export(
 ) -> Result<HttpResponse, WebError> {
     let filter = history::parse_filter(&query.input());
     // Like the audit page's export link, no format means JSON lines (the API asks for one).
-    let format = match query.format.trim() {
-        "" => Ok(ExportFormat::Jsonl),
-        raw => ExportFormat::parse(raw),
-    };
+    let format =
+        ExportFormat::parse_optional(&query.format).map(|f| f.unwrap_or(ExportFormat::Jsonl));
     let (filter, format) = match (filter, format) {
         (Ok(f), Ok(fmt)) => (f, fmt),
         (f, fmt) => {
             let mut all = f.err().unwrap_or_default();
-            all.0.extend(fmt.err().unwrap_or_default().0);
+            all.0.extend(fmt.err());
             return Err(all.into());
         }
     };
     let stream = history::export(&state.ctx, &principal.caller(), &filter, format).await?;
     Ok(crate::http::stream::download(
         format.content_type(),
-        format.file_name(),
+        &format.file_name(history::FILE_STEM),
         stream,
     ))
 }

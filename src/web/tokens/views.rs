@@ -3,7 +3,7 @@
 use maud::{html, Markup};
 
 use crate::auth::tokens::NewTokenInput;
-use crate::auth::tokens::TokenRow;
+use crate::auth::tokens::Token;
 use crate::auth::users::User;
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
@@ -13,7 +13,7 @@ use crate::web::paths;
 /// The token list, the create form, and a just-created token (shown once).
 pub fn tokens_page(
     principal: &Principal,
-    tokens: &[TokenRow],
+    tokens: &[Token],
     users: &[User],
     created: Option<&str>,
     draft: &NewTokenInput,
