@@ -11,6 +11,7 @@ pub mod password;
 pub mod provision;
 pub mod role;
 pub mod secret;
+pub mod text;
 pub mod textdiff;
 pub mod username;
 

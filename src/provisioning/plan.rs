@@ -166,7 +166,7 @@ fn secrets_for(ctx: &Ctx, fleet: &FleetSpec) -> Result<Secrets, FieldError> {
             "fleet",
             format!(
                 "fleet {}: a render-time secret cannot be read: {e}",
-                fleet.name
+                fleet.name()
             ),
         )
     })
@@ -365,7 +365,7 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> 
         .collect();
     let spec = &src.config.spec;
     plan_hash(&HashInput {
-        fleet: &src.fleet.name,
+        fleet: &src.fleet.name(),
         machine_config: spec.name.as_str(),
         config_version: src.config.version,
         template: &src.template.name,
@@ -450,7 +450,7 @@ pub async fn plan(
     let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
     let spec = &src.config.spec;
     Ok(DraftPlan {
-        fleet: src.fleet.name.clone(),
+        fleet: src.fleet.name().to_string(),
         machine_config: spec.name.as_str().to_owned(),
         config_version: src.config.version,
         config_author: src.config.author.clone(),
@@ -459,8 +459,8 @@ pub async fn plan(
         template_author: src.template.author.clone(),
         count: parsed.count,
         reason: parsed.reason,
-        approvals_required: u32::from(src.fleet.approvals_required),
-        approval_ttl_hours: src.fleet.approval_ttl_hours,
+        approvals_required: u32::from(src.fleet.approvals_required()),
+        approval_ttl_hours: src.fleet.approval_ttl_hours(),
         plan: Plan {
             provider: spec.provider.as_str().to_owned(),
             location: spec.location.clone(),

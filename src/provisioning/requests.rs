@@ -20,7 +20,7 @@ use crate::db::provision_events::{self, NewEvent};
 use crate::db::provisions::{ListFilter, MachineRow, NewMachine, NewProvision, ProvisionRow};
 use crate::db::versions::{self, Family};
 use crate::domain::field_error::reject_control_chars;
-use crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT;
+use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
 
 /// Most requests one listing page returns.
@@ -489,15 +489,17 @@ pub async fn approve(
     load(&mut conn, id).await?.ok_or_else(|| not_found(id))
 }
 
-/// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile).
+/// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile; a
+/// stored spec that no longer reads back is an internal error naming the fleet).
 async fn run_window_hours(
     conn: &mut SqliteConnection,
     fleet: &str,
 ) -> Result<u32, ProvisioningError> {
-    let row = db::fleets::get(conn, fleet).await?;
-    Ok(row
-        .and_then(|r| serde_json::from_str::<crate::domain::fleet::FleetSpec>(&r.spec).ok())
-        .map_or(APPROVAL_TTL_HOURS_DEFAULT, |s| s.approval_ttl_hours))
+    let spec = match db::fleets::get(conn, fleet).await? {
+        Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec).map_err(anyhow::Error::from)?),
+        None => None,
+    };
+    Ok(spec.map_or(APPROVAL_TTL_HOURS_DEFAULT, |s| s.approval_ttl_hours()))
 }
 
 /// Parses a rejection reason: 1–`REASON_MAX` characters, no control characters.

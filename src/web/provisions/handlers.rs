@@ -38,7 +38,12 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
     Ok(FormChoices {
         fleets: fleets
             .into_iter()
-            .map(|f| (f.spec.name, f.spec.restore_machine_config))
+            .map(|f| {
+                (
+                    f.spec.name().to_string(),
+                    f.spec.restore_machine_config().to_string(),
+                )
+            })
             .collect(),
         configs,
         templates: templates.into_iter().map(|t| t.name).collect(),
@@ -68,7 +73,7 @@ async fn to_request(
 ) -> Result<NewRequest, PageError> {
     let restore = if form.machine_config.trim().is_empty() && !form.fleet.trim().is_empty() {
         match crate::fleets::get(&state.ctx, &principal.caller(), form.fleet.trim()).await {
-            Ok(f) => Some(f.spec.restore_machine_config),
+            Ok(f) => Some(f.spec.restore_machine_config().to_string()),
             Err(FleetsError::NotFound(_) | FleetsError::Invalid(_)) => None,
             Err(e) => return Err(e.into()),
         }
