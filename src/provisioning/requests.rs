@@ -21,6 +21,7 @@ use crate::db::provisions::{ListFilter, MachineRow, NewMachine, NewProvision, Pr
 use crate::db::versions::{self, Family};
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
+use crate::domain::provision::PlanHash;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
 
 /// Most requests one listing page returns.
@@ -396,7 +397,7 @@ pub async fn approve(
     ctx: &Ctx,
     caller: &Caller,
     id: i64,
-    seen_plan_hash: Option<&str>,
+    seen_plan_hash: Option<&PlanHash>,
 ) -> Result<Provision, ProvisioningError> {
     caller.require(Role::Approver)?;
     let me = caller.actor.name();
@@ -410,7 +411,7 @@ pub async fn approve(
         )));
     }
     four_eyes(&mut tx, &p, me, "approve").await?;
-    if seen_plan_hash.is_some_and(|h| h != p.plan_hash) {
+    if seen_plan_hash.is_some_and(|h| *h != p.plan_hash) {
         return Err(ProvisioningError::Conflict(format!(
             "the plan changed since you saw it: provision {id} now has plan {}; review it again",
             p.plan_hash

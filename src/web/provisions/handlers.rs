@@ -186,11 +186,11 @@ async fn detail_page(
     htmx: &Htmx,
     status: StatusCode,
     id: i64,
-    reject_errors: &FieldErrors,
+    form_errors: &FieldErrors,
 ) -> Result<HttpResponse, PageError> {
     let d = requests::get(&state.ctx, &principal.caller(), id).await?;
     let frame = Frame::load(state, principal, format!("Provision #{id}"), "provisions").await;
-    let body = || views::detail(principal, &d, reject_errors);
+    let body = || views::detail(principal, &d, form_errors);
     Ok(respond(htmx, status, frame, body, body))
 }
 
@@ -237,21 +237,24 @@ pub async fn progress(
     Ok(respond(&htmx, StatusCode::OK, frame, full, partial))
 }
 
-/// POST /provisions/{id}/approve: approves the plan the approver was shown.
+/// POST /provisions/{id}/approve: approves the plan the approver was shown. A plan hash that
+/// breaks its rule brings the page back (422) with the message at the approve button.
 pub async fn approve(
     state: web::Data<AppState>,
     principal: Principal,
+    htmx: Htmx,
     id: web::Path<i64>,
     form: web::Form<ApproveForm>,
 ) -> Result<HttpResponse, PageError> {
-    let seen = form.plan_hash.trim();
-    let p = requests::approve(
-        &state.ctx,
-        &principal.caller(),
-        *id,
-        (!seen.is_empty()).then_some(seen),
-    )
-    .await?;
+    let seen = match form.seen_plan_hash() {
+        Ok(seen) => seen,
+        Err(e) => {
+            let errors = FieldErrors::from(e);
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return detail_page(&state, &principal, &htmx, status, *id, &errors).await;
+        }
+    };
+    let p = requests::approve(&state.ctx, &principal.caller(), *id, seen.as_ref()).await?;
     let msg = format!(
         "Approved request #{} ({} of {} approvals); it is now {}.",
         p.id,
