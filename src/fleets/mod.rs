@@ -249,7 +249,7 @@ async fn check_restore_config(
     conn: &mut sqlx::SqliteConnection,
     spec: &FleetSpec,
 ) -> Result<(), FleetsError> {
-    if versions::latest(conn, Family::MachineConfig, &spec.restore_machine_config())
+    if versions::latest(conn, Family::MachineConfig, spec.restore_machine_config())
         .await?
         .is_none()
     {
@@ -307,9 +307,9 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
     check_restore_config(&mut tx, &spec).await?;
     check_endpoints_unclaimed(&mut tx, &spec).await?;
     let write = FleetWrite {
-        name: &spec.name(),
+        name: spec.name(),
         spec: &content,
-        restore_machine_config: &spec.restore_machine_config(),
+        restore_machine_config: spec.restore_machine_config(),
         at: now,
         by,
     };
@@ -323,12 +323,12 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
         caller,
         now,
         Action::FleetCreated,
-        &spec.name(),
+        spec.name(),
         details,
     )
     .await?;
     let created = every_field(&spec, true);
-    write_history(&mut tx, &spec.name(), now, caller, "created", &created).await?;
+    write_history(&mut tx, spec.name(), now, caller, "created", &created).await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(Fleet {
@@ -403,7 +403,7 @@ pub async fn update(
     let write = FleetWrite {
         name,
         spec: &content,
-        restore_machine_config: &spec.restore_machine_config(),
+        restore_machine_config: spec.restore_machine_config(),
         at: now,
         by,
     };

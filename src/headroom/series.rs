@@ -129,7 +129,7 @@ pub async fn annotations(
     let (_, spec) = find(&mut conn, fleet).await?;
     let mut events = db::fleet_samples::state_events(
         &mut conn,
-        &spec.name(),
+        spec.name(),
         from,
         to,
         i64::from(MAX_ANNOTATIONS),

@@ -18,8 +18,9 @@ use crate::db;
 use crate::db::versions::{self, Family};
 use crate::domain::digest::sha256_hex;
 use crate::domain::field_error::reject_control_chars;
+use crate::domain::fleet::FleetName;
 use crate::domain::fleet::FleetSpec;
-use crate::domain::machine::{document_name, rfc1123_label, MachineSpec};
+use crate::domain::machine::{ConfigName, MachineSpec, TemplateName};
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
 use crate::machines::machine_configs::ConfigVersion;
 
@@ -93,9 +94,9 @@ impl DraftPlan {
 
 /// The request's own fields, parsed.
 struct Parsed {
-    fleet: String,
-    machine_config: String,
-    template: Option<String>,
+    fleet: FleetName,
+    machine_config: ConfigName,
+    template: Option<TemplateName>,
     count: u32,
     reason: String,
 }
@@ -103,11 +104,13 @@ struct Parsed {
 /// Parses a request's fields, every broken rule named by its field.
 fn parse(req: &NewRequest) -> Result<Parsed, FieldErrors> {
     let mut errors = FieldErrors::default();
-    let fleet = errors.check(rfc1123_label("fleet", &req.fleet));
-    let machine_config = errors.check(document_name("machine_config", &req.machine_config));
+    // The same types the fleet and machine-config operations parse names into, so a page, the
+    // API and storage all hold one rule per name.
+    let fleet = errors.check(FleetName::parse("fleet", &req.fleet));
+    let machine_config = errors.check(ConfigName::parse("machine_config", &req.machine_config));
     let template = match req.template.as_deref().map(str::trim) {
         None | Some("") => Some(None),
-        Some(t) => errors.check(document_name("template", t)).map(Some),
+        Some(t) => errors.check(TemplateName::parse("template", t)).map(Some),
     };
     let count = match u32::try_from(req.count) {
         Ok(c) if (1..=COUNT_MAX).contains(&c) => Some(c),
@@ -365,7 +368,7 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> 
         .collect();
     let spec = &src.config.spec;
     plan_hash(&HashInput {
-        fleet: &src.fleet.name(),
+        fleet: src.fleet.name(),
         machine_config: spec.name.as_str(),
         config_version: src.config.version,
         template: &src.template.name,
@@ -599,6 +602,7 @@ pub async fn newer_version_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::machine::rfc1123_label;
 
     fn input<'a>(machines: &'a [(&'a str, &'a str)]) -> HashInput<'a> {
         HashInput {

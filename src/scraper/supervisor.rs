@@ -212,7 +212,7 @@ async fn fleet_loop(
         }
         // Not raced against `stop`: a sample being written is finished, and `record` keeps
         // its transaction short.
-        if let Err(e) = crate::headroom::record::record(&ctx, &spec.name(), &sample).await {
+        if let Err(e) = crate::headroom::record::record(&ctx, spec.name(), &sample).await {
             tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
         }
     }

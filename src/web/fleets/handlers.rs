@@ -81,7 +81,7 @@ pub async fn create(
             flash(&state, &principal, &msg).await;
             Ok(see_other(&paths::fill(
                 paths::FLEET,
-                &[("name", &f.spec.name())],
+                &[("name", f.spec.name())],
             )))
         }
         Err(FleetsError::Invalid(errors)) => {

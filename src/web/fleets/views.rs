@@ -37,9 +37,9 @@ pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
                 tbody {
                     @for f in fleets {
                         tr {
-                            td { a href=(paths::fill(paths::FLEET, &[("name", &f.spec.name())])) { strong { (f.spec.name()) } } }
+                            td { a href=(paths::fill(paths::FLEET, &[("name", f.spec.name())])) { strong { (f.spec.name()) } } }
                             td { @for e in f.spec.endpoints() { code { (e) } br; } }
-                            td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &f.spec.restore_machine_config())])) { (f.spec.restore_machine_config()) } }
+                            td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", f.spec.restore_machine_config())])) { (f.spec.restore_machine_config()) } }
                             td { (policy(f)) }
                             td { (time(f.updated_at)) " by " (f.updated_by) }
                         }
@@ -105,7 +105,7 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
             h2 #settings-heading { "Settings" }
             dl.spec {
                 dt { "endpoints" } dd { @for e in s.endpoints() { code { (e) } br; } }
-                dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &s.restore_machine_config())])) { code { (s.restore_machine_config()) } } }
+                dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", s.restore_machine_config())])) { code { (s.restore_machine_config()) } } }
                 dt { "approvals_required" } dd { code { (s.approvals_required()) } }
                 dt { "approval_ttl_hours" } dd { code { (s.approval_ttl_hours()) } }
                 dt { "scrape_interval_secs" } dd { code { (s.scrape_interval_secs()) } }
