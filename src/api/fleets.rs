@@ -132,23 +132,23 @@ pub struct FleetJson {
 
 impl From<Fleet> for FleetJson {
     fn from(f: Fleet) -> Self {
-        let source = |n: SecretName| f.spec.secrets.get(&n).map(ToString::to_string);
+        let source = |n: SecretName| f.spec.secrets().get(&n).map(ToString::to_string);
         let secrets = FleetSecretsJson {
             mesh_preauth_key: source(SecretName::MeshPreauthKey),
             tunnel_token: source(SecretName::TunnelToken),
         };
         let s = f.spec;
         Self {
-            name: s.name,
-            endpoints: s.endpoints,
-            restore_machine_config: s.restore_machine_config,
-            approvals_required: s.approvals_required,
-            approval_ttl_hours: s.approval_ttl_hours,
-            scrape_interval_secs: s.scrape_interval_secs,
-            scrape_timeout_secs: s.scrape_timeout_secs,
-            required_override: s.required_override,
+            name: s.name().to_string(),
+            endpoints: s.endpoints().to_vec(),
+            restore_machine_config: s.restore_machine_config().to_string(),
+            approvals_required: s.approvals_required(),
+            approval_ttl_hours: s.approval_ttl_hours(),
+            scrape_interval_secs: s.scrape_interval_secs(),
+            scrape_timeout_secs: s.scrape_timeout_secs(),
+            required_override: s.required_override(),
             secrets,
-            max_restore_machines: s.max_restore_machines,
+            max_restore_machines: s.max_restore_machines(),
             created_at: format_utc(f.created_at),
             updated_at: format_utc(f.updated_at),
             updated_by: f.updated_by,

@@ -10,6 +10,7 @@ use super::errors::ApiError;
 use super::json::{decode, ApiJson};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
+use crate::domain::provision::PlanHash;
 use crate::domain::{FieldError, FieldErrors};
 use crate::export;
 use crate::provisioning::history::{parse_filter, FilterInput};
@@ -453,23 +454,12 @@ pub async fn approve(
             Err(problem) => return Ok(problem.response()),
         }
     };
-    if let Some(h) = &seen.plan_hash {
-        if h.len() != 64
-            || !h
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(ApiError::invalid(
-                FieldError::new(
-                    "plan_hash",
-                    "must be the request's plan_hash (64 lower-case hex digits)",
-                )
-                .into(),
-            ));
-        }
-    }
+    let seen = (seen.plan_hash.as_deref())
+        .map(|h| PlanHash::parse("plan_hash", h))
+        .transpose()
+        .map_err(|e| ApiError::invalid(e.into()))?;
     let caller = principal.caller();
-    let p = requests::approve(&state.ctx, &caller, id, seen.plan_hash.as_deref()).await?;
+    let p = requests::approve(&state.ctx, &caller, id, seen.as_ref()).await?;
     Ok(HttpResponse::Ok().json(ProvisionJson::new(&p, None)))
 }
 

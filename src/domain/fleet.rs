@@ -6,7 +6,15 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::machine::{document_name, ConfigName};
 use super::secret::{DeclaredSecrets, SecretRef};
+use super::text::text_value;
+
+text_value!(
+    /// A fleet's name: a document name (an RFC 1123 label other than `new`), unique.
+    FleetName,
+    parsed as "fleet" by document_name
+);
 
 /// Approvals a fleet may require, at most.
 pub const APPROVALS_MAX: u8 = 5;
@@ -146,32 +154,93 @@ pub fn is_system_path(path: &std::path::Path) -> bool {
         .any(|root| path.starts_with(root))
 }
 
-/// A fleet as stored: every field already valid.
+/// A fleet as stored: every field already valid. Made only by [`FleetSpec::parse`] (from input)
+/// or [`FleetSpec::from_stored`] (from storage), so holding one proves its rules hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetSpec {
-    /// RFC 1123 label, unique.
-    pub name: String,
+    name: FleetName,
+    endpoints: Vec<String>,
+    restore_machine_config: ConfigName,
+    approvals_required: u8,
+    approval_ttl_hours: u32,
+    scrape_interval_secs: u32,
+    scrape_timeout_secs: u32,
+    required_override: Option<u32>,
+    secrets: BTreeMap<SecretName, SecretRef>,
+    #[serde(default = "max_restore_machines_default")]
+    max_restore_machines: u32,
+}
+
+/// A stored fleet's spec that no longer reads back: a stored-data fault, never the caller's.
+#[derive(Debug, thiserror::Error)]
+#[error("the stored spec of fleet {fleet} is unreadable")]
+pub struct UnreadableFleet {
+    fleet: String,
+    #[source]
+    source: serde_json::Error,
+}
+
+impl FleetSpec {
+    /// Reads back the spec stored for fleet `fleet`: the one decode of a stored fleet. Its
+    /// names go through their parsers again; a failure is an internal error naming the fleet.
+    pub fn from_stored(fleet: &str, json: &str) -> Result<FleetSpec, UnreadableFleet> {
+        serde_json::from_str(json).map_err(|source| UnreadableFleet {
+            fleet: fleet.to_owned(),
+            source,
+        })
+    }
+
+    /// The fleet's name, unique.
+    pub fn name(&self) -> &FleetName {
+        &self.name
+    }
+
     /// yubaba base URLs (`http` or `https`, no credentials, no query), 1–16 of them.
-    pub endpoints: Vec<String>,
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
     /// The machine config a restore provisions.
-    pub restore_machine_config: String,
+    pub fn restore_machine_config(&self) -> &ConfigName {
+        &self.restore_machine_config
+    }
+
     /// Distinct approvers a request needs (1–5).
-    pub approvals_required: u8,
+    pub fn approvals_required(&self) -> u8 {
+        self.approvals_required
+    }
+
     /// Hours an approval stays valid before the request expires (1–168).
-    pub approval_ttl_hours: u32,
+    pub fn approval_ttl_hours(&self) -> u32 {
+        self.approval_ttl_hours
+    }
+
     /// Seconds between scrapes (5–3600).
-    pub scrape_interval_secs: u32,
+    pub fn scrape_interval_secs(&self) -> u32 {
+        self.scrape_interval_secs
+    }
+
     /// Seconds one scrape may take (1–60, below the interval).
-    pub scrape_timeout_secs: u32,
+    pub fn scrape_timeout_secs(&self) -> u32 {
+        self.scrape_timeout_secs
+    }
+
     /// Spare nodes required, overriding the N+1 / N+2 rule (0–100).
-    pub required_override: Option<u32>,
+    pub fn required_override(&self) -> Option<u32> {
+        self.required_override
+    }
+
     /// Which declared secret each render-time secret is (raw sources only in specs stored
     /// before secrets were declared by the server).
-    pub secrets: BTreeMap<SecretName, SecretRef>,
+    pub fn secrets(&self) -> &BTreeMap<SecretName, SecretRef> {
+        &self.secrets
+    }
+
     /// Most machines one restore proposal of headroom's asks for (1–20): a scraped
     /// `required` (or an override) can never turn into more than this many machines at once.
-    #[serde(default = "max_restore_machines_default")]
-    pub max_restore_machines: u32,
+    pub fn max_restore_machines(&self) -> u32 {
+        self.max_restore_machines
+    }
 }
 
 /// Base URLs a fleet may list, at most.
@@ -391,9 +460,9 @@ impl FleetSpec {
         declared: &DeclaredSecrets,
     ) -> Result<FleetSpec, super::FieldErrors> {
         let mut e = super::FieldErrors::default();
-        let name = e.check(super::machine::document_name("name", &input.name));
+        let name = e.check(FleetName::parse("name", &input.name));
         let endpoints = endpoints(&mut e, &input.endpoints);
-        let restore = e.check(super::machine::document_name(
+        let restore = e.check(ConfigName::parse(
             "restore_machine_config",
             &input.restore_machine_config,
         ));
@@ -491,9 +560,9 @@ impl FleetSpec {
     pub fn to_input(&self) -> FleetInput {
         use serde_json::Value;
         FleetInput {
-            name: self.name.clone(),
+            name: self.name.to_string(),
             endpoints: self.endpoints.clone(),
-            restore_machine_config: self.restore_machine_config.clone(),
+            restore_machine_config: self.restore_machine_config.to_string(),
             approvals_required: Some(Value::from(self.approvals_required)),
             approval_ttl_hours: Some(Value::from(self.approval_ttl_hours)),
             scrape_interval_secs: Some(Value::from(self.scrape_interval_secs)),
@@ -903,8 +972,55 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("max_restore_machines");
-        let s: FleetSpec = serde_json::from_value(stored).unwrap();
-        assert_eq!(s.max_restore_machines, MAX_RESTORE_MACHINES_DEFAULT);
+        let s = FleetSpec::from_stored("eu-prod", &stored.to_string()).unwrap();
+        assert_eq!(s.max_restore_machines(), MAX_RESTORE_MACHINES_DEFAULT);
+    }
+
+    #[test]
+    fn a_stored_spec_that_no_longer_reads_back_is_an_error_naming_the_fleet() {
+        let good = serde_json::to_value(FleetSpec::parse(&input(), &declared()).unwrap()).unwrap();
+        let mut bad_name = good.clone();
+        bad_name["name"] = json!("Not A Label");
+        let mut bad_config = good.clone();
+        bad_config["restore_machine_config"] = json!("new");
+        for stored in [
+            "".to_owned(),
+            "{".to_owned(),
+            "{}".to_owned(),
+            bad_name.to_string(),
+            bad_config.to_string(),
+        ] {
+            let e = FleetSpec::from_stored("eu-prod", &stored).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "the stored spec of fleet eu-prod is unreadable",
+                "{stored}"
+            );
+        }
+        let back = FleetSpec::from_stored("eu-prod", &good.to_string()).unwrap();
+        assert_eq!(back, FleetSpec::parse(&input(), &declared()).unwrap());
+        assert_eq!(back.to_input().name, "eu-prod");
+    }
+
+    #[test]
+    fn a_fleet_name_is_made_only_from_a_document_name() {
+        assert_eq!(FleetName::try_from("").unwrap_err().field, "fleet");
+        assert_eq!(
+            FleetName::try_from("x".repeat(64).as_str())
+                .unwrap_err()
+                .message,
+            "must be at most 63 characters (RFC 1123 label)"
+        );
+        for hostile in ["new", "../etc", "a\u{0}b", "<b>", "EU-prod", "eu_prod"] {
+            assert!(FleetName::try_from(hostile).is_err(), "{hostile:?}");
+        }
+        let n: FleetName = " eu-prod ".parse().unwrap();
+        assert_eq!(
+            (n.as_ref(), format!("{n}")),
+            ("eu-prod", "eu-prod".to_owned())
+        );
+        assert!(serde_json::from_str::<FleetName>("\"eu prod\"").is_err());
+        assert_eq!(serde_json::from_str::<FleetName>("\"eu-prod\"").unwrap(), n);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod provision;
 pub mod rebucket;
 pub mod role;
 pub mod secret;
+pub mod text;
 pub mod textdiff;
 pub mod username;
 

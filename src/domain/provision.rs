@@ -5,6 +5,16 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::machine::sha256_pin;
+use super::text::text_value;
+
+text_value!(
+    /// What an approval binds to: the sha256 of a request's canonical plan, 64 lower-case hex
+    /// digits. Pages and the API parse an approver's `plan_hash` through this one rule.
+    PlanHash,
+    parsed as "plan_hash" by sha256_pin
+);
+
 /// Where a provision request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -198,6 +208,42 @@ mod tests {
                 from == ProvisionState::Approved,
                 "{from}"
             );
+        }
+    }
+
+    #[test]
+    fn a_plan_hash_is_made_only_from_64_lower_case_hex_digits() {
+        let rule = "must be a sha256: exactly 64 lowercase hex characters";
+        let huge = "a".repeat(100_000);
+        let upper = "A".repeat(64);
+        let short = "a".repeat(63);
+        let hostile = format!("{}\n{}", "a".repeat(32), "b".repeat(31));
+        for bad in [
+            "",
+            "not-a-hash",
+            &huge,
+            &upper,
+            &short,
+            &hostile,
+            "<script>",
+        ] {
+            let e = PlanHash::try_from(bad).unwrap_err();
+            assert_eq!((e.field.as_str(), e.message.as_str()), ("plan_hash", rule));
+        }
+        let good = format!("{}{}", "0123456789abcdef".repeat(3), "f".repeat(16));
+        let h: PlanHash = format!(" {good} ").parse().unwrap();
+        assert_eq!((h.as_ref(), h.to_string()), (good.as_str(), good.clone()));
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(serde_json::from_str::<PlanHash>(&json).unwrap(), h);
+        assert!(serde_json::from_str::<PlanHash>("\"zz\"").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_a_plan_hash_exactly_when_it_is_64_hex_digits(raw in "(?s).{0,70}|[0-9a-fA-F]{64}") {
+            let hex = raw.trim().len() == 64
+                && raw.trim().bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            proptest::prop_assert_eq!(PlanHash::parse("plan_hash", &raw).is_ok(), hex);
         }
     }
 

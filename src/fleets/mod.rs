@@ -28,9 +28,7 @@ pub struct Fleet {
 impl TryFrom<FleetRow> for Fleet {
     type Error = OpError;
     fn try_from(r: FleetRow) -> Result<Self, OpError> {
-        let spec = serde_json::from_str(&r.spec).map_err(|e| {
-            OpError::Internal(anyhow::anyhow!("stored spec of fleet {}: {e}", r.name))
-        })?;
+        let spec = FleetSpec::from_stored(&r.name, &r.spec).map_err(anyhow::Error::from)?;
         Ok(Fleet {
             spec,
             created_at: r.created_at,
@@ -121,15 +119,15 @@ async fn check_endpoints_unclaimed(
 ) -> Result<(), OpError> {
     let mut errors = FieldErrors::default();
     for row in db::fleets::list(conn).await? {
-        if row.name == spec.name {
+        if spec.name() == &row.name {
             continue;
         }
         let other: Fleet = row.try_into()?;
-        for (i, url) in spec.endpoints.iter().enumerate() {
+        for (i, url) in spec.endpoints().iter().enumerate() {
             let mine = endpoint_identity(url);
             let taken = other
                 .spec
-                .endpoints
+                .endpoints()
                 .iter()
                 .any(|theirs| endpoint_identity(theirs) == mine);
             if taken {
@@ -139,7 +137,7 @@ async fn check_endpoints_unclaimed(
                         "URL {} ({url}) is already watched by fleet {}: an endpoint belongs \
                          to one fleet, so change or delete that fleet first",
                         i + 1,
-                        other.spec.name
+                        other.spec.name()
                     ),
                 );
             }
@@ -214,7 +212,7 @@ async fn check_restore_config(
     conn: &mut sqlx::SqliteConnection,
     spec: &FleetSpec,
 ) -> Result<(), OpError> {
-    if versions::latest(conn, Family::MachineConfig, &spec.restore_machine_config)
+    if versions::latest(conn, Family::MachineConfig, spec.restore_machine_config())
         .await?
         .is_none()
     {
@@ -260,8 +258,8 @@ async fn write_audit(
 pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fleet, OpError> {
     caller.require(Role::Operator)?;
     let spec = FleetSpec::parse(input, &ctx.settings.secrets)?;
-    if spec.approval_ttl_hours > crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT
-        || !spec.secrets.is_empty()
+    if spec.approval_ttl_hours() > crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT
+        || !spec.secrets().is_empty()
     {
         requires_approver(caller)?;
     }
@@ -272,9 +270,9 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
     check_restore_config(&mut tx, &spec).await?;
     check_endpoints_unclaimed(&mut tx, &spec).await?;
     let write = FleetWrite {
-        name: &spec.name,
+        name: spec.name(),
         spec: &content,
-        restore_machine_config: &spec.restore_machine_config,
+        restore_machine_config: spec.restore_machine_config(),
         at: now,
         by,
     };
@@ -288,12 +286,12 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
         caller,
         now,
         Action::FleetCreated,
-        &spec.name,
+        spec.name(),
         details,
     )
     .await?;
     let created = every_field(&spec, true);
-    write_history(&mut tx, &spec.name, now, caller, "created", &created).await?;
+    write_history(&mut tx, spec.name(), now, caller, "created", &created).await?;
     tx.commit().await?;
     ctx.board.invalidate();
     Ok(Fleet {
@@ -355,9 +353,9 @@ pub async fn update(
     // The approval policy binds operators: an operator may tighten it, but loosening it
     // (fewer approvals, a longer window) is an approver's decision, or an operator could
     // lower the bar just before filing.
-    if spec.approvals_required < current.spec.approvals_required
-        || spec.approval_ttl_hours > current.spec.approval_ttl_hours
-        || spec.secrets != current.spec.secrets
+    if spec.approvals_required() < current.spec.approvals_required()
+        || spec.approval_ttl_hours() > current.spec.approval_ttl_hours()
+        || spec.secrets() != current.spec.secrets()
     {
         requires_approver(caller)?;
     }
@@ -368,7 +366,7 @@ pub async fn update(
     let write = FleetWrite {
         name,
         spec: &content,
-        restore_machine_config: &spec.restore_machine_config,
+        restore_machine_config: spec.restore_machine_config(),
         at: now,
         by,
     };

@@ -181,7 +181,7 @@ fn read(source: &SecretSource) -> Result<String, SecretProblem> {
 pub fn resolve(spec: &FleetSpec, declared: &DeclaredSecrets) -> Result<Secrets, SecretError> {
     let mut out = Secrets::default();
     for name in SecretName::ALL {
-        let Some(origin) = spec.secrets.get(&name) else {
+        let Some(origin) = spec.secrets().get(&name) else {
             continue;
         };
         let fail = |problem: SecretProblem| {
@@ -253,21 +253,20 @@ mod tests {
 
     /// A fleet naming `label` for each secret, and the declarations `(label, source)`.
     fn fleet(uses: &[(SecretName, &str)]) -> FleetSpec {
-        FleetSpec {
-            name: "f".into(),
-            endpoints: vec!["http://127.0.0.1:1".into()],
-            restore_machine_config: "c".into(),
-            approvals_required: 1,
-            approval_ttl_hours: 4,
-            scrape_interval_secs: 15,
-            scrape_timeout_secs: 5,
-            required_override: None,
-            secrets: uses
-                .iter()
-                .map(|(n, l)| (*n, SecretRef::try_from((*l).to_owned()).unwrap()))
-                .collect::<BTreeMap<_, _>>(),
-            max_restore_machines: 2,
-        }
+        let secrets: BTreeMap<&str, &str> = uses.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+        let stored = serde_json::json!({
+            "name": "f",
+            "endpoints": ["http://127.0.0.1:1"],
+            "restore_machine_config": "c",
+            "approvals_required": 1,
+            "approval_ttl_hours": 4,
+            "scrape_interval_secs": 15,
+            "scrape_timeout_secs": 5,
+            "required_override": null,
+            "secrets": secrets,
+            "max_restore_machines": 2,
+        });
+        FleetSpec::from_stored("f", &stored.to_string()).unwrap()
     }
 
     fn declared(entries: &[(&str, SecretSource)]) -> DeclaredSecrets {

@@ -105,9 +105,9 @@ fn count(v: Option<i64>) -> Option<u32> {
 
 fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, OpError> {
     // Only the interval is needed; a spec that no longer parses is a stored-data fault.
-    let interval = serde_json::from_str::<FleetSpec>(&r.spec)
-        .map(|s| s.scrape_interval_secs)
-        .map_err(|e| anyhow::anyhow!("stored spec of fleet {}: {e}", r.name))?;
+    let interval = FleetSpec::from_stored(&r.name, &r.spec)
+        .map_err(anyhow::Error::from)?
+        .scrape_interval_secs();
     let interval = if interval == 0 {
         SCRAPE_INTERVAL_SECS_DEFAULT
     } else {

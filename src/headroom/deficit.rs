@@ -359,10 +359,10 @@ async fn file(
         Err(crate::error::OpError::NotFound(_)) => return Ok(Proposal::Settled),
         Err(e) => return Ok(Proposal::NotFiled(format!("no restore was filed: {e}"))),
     };
-    let count = restore_count(spare, required, spec.max_restore_machines);
+    let count = restore_count(spare, required, spec.max_restore_machines());
     let request = NewRequest {
         fleet: d.fleet.clone(),
-        machine_config: spec.restore_machine_config,
+        machine_config: spec.restore_machine_config().to_string(),
         template: None,
         count: i64::from(count),
         reason: reason(d, spare, required, count),

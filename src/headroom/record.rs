@@ -15,13 +15,14 @@ use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
 use crate::domain::headroom::{Observation, Sample};
 use crate::domain::UnixMillis;
 
-/// The fleet's `max_restore_machines` (the default if its stored spec cannot be read: the
-/// proposal, which reads it again, then says why it was not filed).
+/// The fleet's `max_restore_machines` (the default when the fleet was deleted meanwhile; a
+/// stored spec that no longer reads back is an internal error naming the fleet).
 async fn restore_cap(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::Result<u32> {
-    let spec = db::fleets::get(conn, fleet)
-        .await?
-        .and_then(|r| serde_json::from_str::<FleetSpec>(&r.spec).ok());
-    Ok(spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines))
+    let spec = match db::fleets::get(conn, fleet).await? {
+        Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec)?),
+        None => None,
+    };
+    Ok(spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines()))
 }
 
 /// What is left to do once the sample is committed.

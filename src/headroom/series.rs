@@ -55,7 +55,7 @@ pub async fn series(
     let plan = plan(
         Window { from, to },
         step_ms,
-        spec.scrape_interval_secs,
+        spec.scrape_interval_secs(),
         retained_since(ctx),
     );
     let rows = match plan.resolution {
@@ -76,7 +76,7 @@ pub async fn series(
         }
     };
     Ok(Series {
-        fleet: spec.name,
+        fleet: spec.name().to_string(),
         from: plan.from,
         to: plan.to,
         step: plan.step,
@@ -129,7 +129,7 @@ pub async fn annotations(
     let (_, spec) = find(&mut conn, fleet).await?;
     let mut events = db::fleet_samples::state_events(
         &mut conn,
-        &spec.name,
+        spec.name(),
         from,
         to,
         i64::from(MAX_ANNOTATIONS),
@@ -162,8 +162,7 @@ async fn find(
     let fleet_ref = db::fleet_samples::fleet_ref(conn, fleet)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("fleet {fleet}")))?;
-    let spec: FleetSpec = serde_json::from_str(&fleet_ref.spec)
-        .map_err(|e| OpError::Internal(anyhow::anyhow!("stored spec of fleet {fleet}: {e}")))?;
+    let spec = FleetSpec::from_stored(fleet, &fleet_ref.spec).map_err(anyhow::Error::from)?;
     Ok((fleet_ref, spec))
 }
 

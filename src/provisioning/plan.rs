@@ -18,8 +18,9 @@ use crate::db;
 use crate::db::versions::{self, Family};
 use crate::domain::digest::sha256_hex;
 use crate::domain::field_error::reject_control_chars;
+use crate::domain::fleet::FleetName;
 use crate::domain::fleet::FleetSpec;
-use crate::domain::machine::{document_name, rfc1123_label, MachineSpec};
+use crate::domain::machine::{ConfigName, MachineSpec, TemplateName};
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 use crate::machines::machine_configs::ConfigVersion;
@@ -94,9 +95,9 @@ impl DraftPlan {
 
 /// The request's own fields, parsed.
 struct Parsed {
-    fleet: String,
-    machine_config: String,
-    template: Option<String>,
+    fleet: FleetName,
+    machine_config: ConfigName,
+    template: Option<TemplateName>,
     count: u32,
     reason: String,
 }
@@ -104,11 +105,13 @@ struct Parsed {
 /// Parses a request's fields, every broken rule named by its field.
 fn parse(req: &NewRequest) -> Result<Parsed, FieldErrors> {
     let mut errors = FieldErrors::default();
-    let fleet = errors.check(rfc1123_label("fleet", &req.fleet));
-    let machine_config = errors.check(document_name("machine_config", &req.machine_config));
+    // The same types the fleet and machine-config operations parse names into, so a page, the
+    // API and storage all hold one rule per name.
+    let fleet = errors.check(FleetName::parse("fleet", &req.fleet));
+    let machine_config = errors.check(ConfigName::parse("machine_config", &req.machine_config));
     let template = match req.template.as_deref().map(str::trim) {
         None | Some("") => Some(None),
-        Some(t) => errors.check(document_name("template", t)).map(Some),
+        Some(t) => errors.check(TemplateName::parse("template", t)).map(Some),
     };
     let count = match u32::try_from(req.count) {
         Ok(c) if (1..=COUNT_MAX).contains(&c) => Some(c),
@@ -167,7 +170,7 @@ fn secrets_for(ctx: &Ctx, fleet: &FleetSpec) -> Result<Secrets, FieldError> {
             "fleet",
             format!(
                 "fleet {}: a render-time secret cannot be read: {e}",
-                fleet.name
+                fleet.name()
             ),
         )
     })
@@ -366,7 +369,7 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> 
         .collect();
     let spec = &src.config.spec;
     plan_hash(&HashInput {
-        fleet: &src.fleet.name,
+        fleet: src.fleet.name(),
         machine_config: spec.name.as_str(),
         config_version: src.config.version,
         template: &src.template.name,
@@ -447,7 +450,7 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
     let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
     let spec = &src.config.spec;
     Ok(DraftPlan {
-        fleet: src.fleet.name.clone(),
+        fleet: src.fleet.name().to_string(),
         machine_config: spec.name.as_str().to_owned(),
         config_version: src.config.version,
         config_author: src.config.author.clone(),
@@ -456,8 +459,8 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
         template_author: src.template.author.clone(),
         count: parsed.count,
         reason: parsed.reason,
-        approvals_required: u32::from(src.fleet.approvals_required),
-        approval_ttl_hours: src.fleet.approval_ttl_hours,
+        approvals_required: u32::from(src.fleet.approvals_required()),
+        approval_ttl_hours: src.fleet.approval_ttl_hours(),
         plan: Plan {
             provider: spec.provider.as_str().to_owned(),
             location: spec.location.clone(),
@@ -596,6 +599,7 @@ pub async fn newer_version_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::machine::rfc1123_label;
 
     fn input<'a>(machines: &'a [(&'a str, &'a str)]) -> HashInput<'a> {
         HashInput {

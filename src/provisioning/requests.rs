@@ -20,7 +20,8 @@ use crate::db::provision_events::{self, NewEvent};
 use crate::db::provisions::{ListFilter, MachineRow, NewMachine, NewProvision, ProvisionRow};
 use crate::db::versions::{self, Family};
 use crate::domain::field_error::reject_control_chars;
-use crate::domain::fleet::APPROVAL_TTL_HOURS_DEFAULT;
+use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
+use crate::domain::provision::PlanHash;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
 use crate::error::OpError;
 
@@ -382,7 +383,7 @@ pub async fn approve(
     ctx: &Ctx,
     caller: &Caller,
     id: i64,
-    seen_plan_hash: Option<&str>,
+    seen_plan_hash: Option<&PlanHash>,
 ) -> Result<Provision, OpError> {
     caller.require(Role::Approver)?;
     let me = caller.actor.name();
@@ -396,7 +397,7 @@ pub async fn approve(
         )));
     }
     four_eyes(&mut tx, &p, me, "approve").await?;
-    if seen_plan_hash.is_some_and(|h| h != p.plan_hash) {
+    if seen_plan_hash.is_some_and(|h| *h != p.plan_hash) {
         return Err(OpError::Conflict(format!(
             "the plan changed since you saw it: provision {id} now has plan {}; review it again",
             p.plan_hash
@@ -475,12 +476,14 @@ pub async fn approve(
     load(&mut conn, id).await?.ok_or_else(|| not_found(id))
 }
 
-/// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile).
+/// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile; a
+/// stored spec that no longer reads back is an internal error naming the fleet).
 async fn run_window_hours(conn: &mut SqliteConnection, fleet: &str) -> Result<u32, OpError> {
-    let row = db::fleets::get(conn, fleet).await?;
-    Ok(row
-        .and_then(|r| serde_json::from_str::<crate::domain::fleet::FleetSpec>(&r.spec).ok())
-        .map_or(APPROVAL_TTL_HOURS_DEFAULT, |s| s.approval_ttl_hours))
+    let spec = match db::fleets::get(conn, fleet).await? {
+        Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec).map_err(anyhow::Error::from)?),
+        None => None,
+    };
+    Ok(spec.map_or(APPROVAL_TTL_HOURS_DEFAULT, |s| s.approval_ttl_hours()))
 }
 
 /// Parses a rejection reason: 1–`REASON_MAX` characters, no control characters.

@@ -130,10 +130,10 @@ impl Regions {
             match read_regions(ctx, fleet).await {
                 Ok(regions) => self.read = Some((Instant::now(), regions)),
                 Err(e) if self.read.is_some() => {
-                    tracing::warn!(fleet.name = %fleet.name, error = %e, "machine config regions not refreshed; keeping the last ones");
+                    tracing::warn!(fleet.name = %fleet.name(), error = %e, "machine config regions not refreshed; keeping the last ones");
                 }
                 Err(e) => {
-                    tracing::warn!(fleet.name = %fleet.name, error = %e, "machine config regions unreadable");
+                    tracing::warn!(fleet.name = %fleet.name(), error = %e, "machine config regions unreadable");
                     return Err("could not read the fleet's machine configs".into());
                 }
             }
@@ -150,9 +150,9 @@ const PAGE: u32 = 200;
 async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<String>> {
     let system = Caller::system();
     let mut wanted: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
-    wanted.insert((fleet.restore_machine_config.clone(), None));
+    wanted.insert((fleet.restore_machine_config().to_string(), None));
     let filter = crate::provisioning::ProvisionFilter {
-        fleet: Some(fleet.name.clone()),
+        fleet: Some(fleet.name().to_string()),
         state: Some(ProvisionState::Succeeded),
         ..Default::default()
     };

@@ -34,11 +34,11 @@ pub async fn scrape_once(ctx: &Ctx, fleet: &FleetSpec) -> Sample {
 }
 
 /// `scrape_once` with the fleet loop's cache of machine config regions.
-#[tracing::instrument(skip_all, fields(fleet.name = %fleet.name))]
+#[tracing::instrument(skip_all, fields(fleet.name = %fleet.name()))]
 pub async fn scrape_with(ctx: &Ctx, fleet: &FleetSpec, regions: &mut derived::Regions) -> Sample {
     let at = ctx.now();
     let started = Instant::now();
-    let timeout = Duration::from_secs(u64::from(fleet.scrape_timeout_secs.max(1)));
+    let timeout = Duration::from_secs(u64::from(fleet.scrape_timeout_secs().max(1)));
     let deadline = started + timeout;
     let outcome =
         match tokio::time::timeout_at(deadline, observe(ctx, fleet, timeout, deadline, regions))
@@ -74,14 +74,14 @@ async fn observe(
         } => (
             Source::Native,
             *spare,
-            fleet.required_override.unwrap_or(*required),
+            fleet.required_override().unwrap_or(*required),
         ),
         // Derived mode is for builds without the check. A leader that has the check but has
         // not run it yet (the first evaluation waits ten election timeouts) would be given a
         // number by a different rule that it may contradict a moment later: a gap is honest.
         HeadroomSection::Null => return Err("leader has not evaluated headroom yet".to_owned()),
         HeadroomSection::Absent => {
-            let required = match fleet.required_override {
+            let required = match fleet.required_override() {
                 Some(r) => r,
                 None => required_spares(None, regions.get(ctx, fleet).await?.len()),
             };
@@ -122,7 +122,7 @@ async fn find_leader(
     deadline: Instant,
 ) -> Result<(RaftStatus, String), String> {
     let mut first_error = None;
-    for endpoint in &fleet.endpoints {
+    for endpoint in fleet.endpoints() {
         match leader_via(ctx, urls::trimmed(endpoint), deadline).await {
             Ok(found) => return Ok(found),
             Err(e) => {
@@ -132,7 +132,7 @@ async fn find_leader(
         }
     }
     let first = first_error.unwrap_or_else(|| "no endpoint configured".to_owned());
-    Err(match fleet.endpoints.len() {
+    Err(match fleet.endpoints().len() {
         0 | 1 => first,
         n => format!("{first} (and {} other endpoints failed)", n - 1),
     })

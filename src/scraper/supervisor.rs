@@ -34,11 +34,11 @@ struct ScrapeKey {
 impl ScrapeKey {
     fn of(spec: &FleetSpec) -> Self {
         Self {
-            endpoints: spec.endpoints.clone(),
-            interval_secs: spec.scrape_interval_secs,
-            timeout_secs: spec.scrape_timeout_secs,
-            required_override: spec.required_override,
-            restore_machine_config: spec.restore_machine_config.clone(),
+            endpoints: spec.endpoints().to_vec(),
+            interval_secs: spec.scrape_interval_secs(),
+            timeout_secs: spec.scrape_timeout_secs(),
+            required_override: spec.required_override(),
+            restore_machine_config: spec.restore_machine_config().to_string(),
         }
     }
 }
@@ -102,7 +102,7 @@ async fn reconcile(
 ) {
     let gone: Vec<String> = running
         .keys()
-        .filter(|name| !specs.iter().any(|s| &s.name == *name))
+        .filter(|name| !specs.iter().any(|s| s.name() == *name))
         .cloned()
         .collect();
     for name in gone {
@@ -113,15 +113,18 @@ async fn reconcile(
     }
     for spec in specs {
         let key = ScrapeKey::of(&spec);
-        if running.get(&spec.name).is_some_and(|r| r.key == key) {
+        if running
+            .get(spec.name().as_str())
+            .is_some_and(|r| r.key == key)
+        {
             continue;
         }
-        if let Some(old) = running.remove(&spec.name) {
-            tracing::info!(fleet.name = %spec.name, "fleet changed; its scrape loop restarts");
+        if let Some(old) = running.remove(spec.name().as_str()) {
+            tracing::info!(fleet.name = %spec.name(), "fleet changed; its scrape loop restarts");
             stop(old).await;
         }
         let (tx, rx) = watch::channel(false);
-        let name = spec.name.clone();
+        let name = spec.name().clone();
         let handle = tokio::spawn(fleet_loop(
             ctx.clone(),
             spec,
@@ -130,7 +133,7 @@ async fn reconcile(
             rx,
         ));
         running.insert(
-            name,
+            name.to_string(),
             Running {
                 key,
                 stop: tx,
@@ -181,7 +184,7 @@ async fn fleet_loop(
     permits: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let interval = Duration::from_secs(u64::from(spec.scrape_interval_secs.max(1)));
+    let interval = Duration::from_secs(u64::from(spec.scrape_interval_secs().max(1)));
     let mut ticker = tokio::time::interval_at(Instant::now() + jitter(interval), interval);
     // After a stall, one late tick runs and the schedule resumes on its grid: no burst of
     // catch-up scrapes that would all read the same state.
@@ -216,8 +219,8 @@ async fn fleet_loop(
         }
         // Not raced against `stop`: a sample being written is finished, and `record` keeps
         // its transaction short.
-        if let Err(e) = crate::headroom::record::record(&ctx, &spec.name, &sample).await {
-            tracing::warn!(fleet.name = %spec.name, error = %e, "sample not recorded");
+        if let Err(e) = crate::headroom::record::record(&ctx, spec.name(), &sample).await {
+            tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
         }
     }
 }

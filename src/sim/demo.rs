@@ -147,7 +147,7 @@ pub async fn point_fleet(ctx: &Ctx, name: &str, endpoints: Vec<String>) -> anyho
         .await
         .map_err(|e| anyhow::anyhow!("listing fleets: {e}"))?
         .into_iter()
-        .find(|f| f.spec.name == name);
+        .find(|f| f.spec.name() == name);
     let result = match current {
         Some(current) => {
             let input = FleetInput {
@@ -179,20 +179,20 @@ pub async fn point_fleet(ctx: &Ctx, name: &str, endpoints: Vec<String>) -> anyho
 /// A stored spec as the input that stores it again unchanged.
 fn input_of(spec: &FleetSpec) -> FleetInput {
     FleetInput {
-        name: spec.name.clone(),
-        endpoints: spec.endpoints.clone(),
-        restore_machine_config: spec.restore_machine_config.clone(),
-        approvals_required: Some(json!(spec.approvals_required)),
-        approval_ttl_hours: Some(json!(spec.approval_ttl_hours)),
-        scrape_interval_secs: Some(json!(spec.scrape_interval_secs)),
-        scrape_timeout_secs: Some(json!(spec.scrape_timeout_secs)),
-        required_override: spec.required_override.map(|n| json!(n)),
+        name: spec.name().to_string(),
+        endpoints: spec.endpoints().to_vec(),
+        restore_machine_config: spec.restore_machine_config().to_string(),
+        approvals_required: Some(json!(spec.approvals_required())),
+        approval_ttl_hours: Some(json!(spec.approval_ttl_hours())),
+        scrape_interval_secs: Some(json!(spec.scrape_interval_secs())),
+        scrape_timeout_secs: Some(json!(spec.scrape_timeout_secs())),
+        required_override: spec.required_override().map(|n| json!(n)),
         secrets: spec
-            .secrets
+            .secrets()
             .iter()
             .map(|(name, source)| (name.as_str().to_owned(), source.to_string()))
             .collect(),
-        max_restore_machines: Some(json!(spec.max_restore_machines)),
+        max_restore_machines: Some(json!(spec.max_restore_machines())),
     }
 }
 

@@ -341,7 +341,7 @@ async fn the_scraper_reads_the_simulated_fleets_natively_and_derived() {
             .await
             .unwrap()
             .spec;
-        assert_eq!(spec.scrape_interval_secs, 5);
+        assert_eq!(spec.scrape_interval_secs(), 5);
         let numbers = |s: &headroom::domain::headroom::Sample| {
             let o = s.outcome.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
             (o.source, o.spare, o.required, o.leader_id, o.members.len())
@@ -385,14 +385,14 @@ async fn pointing_an_existing_fleet_at_new_ports_keeps_what_an_operator_changed(
         .await
         .unwrap()
         .spec;
-    assert_eq!(spec.endpoints, sim.endpoints());
+    assert_eq!(spec.endpoints(), sim.endpoints());
     assert_eq!(
-        (spec.scrape_interval_secs, spec.scrape_timeout_secs),
+        (spec.scrape_interval_secs(), spec.scrape_timeout_secs()),
         (5, 2)
     );
-    assert_eq!(spec.approvals_required, 2);
-    assert_eq!(spec.required_override, Some(3));
-    assert_eq!(spec.secrets.len(), 1);
+    assert_eq!(spec.approvals_required(), 2);
+    assert_eq!(spec.required_override(), Some(3));
+    assert_eq!(spec.secrets().len(), 1);
     // Pointing again at the same ports changes nothing and records nothing.
     let updates = app
         .audit_actions()

@@ -9,7 +9,6 @@
 //! refused by the pure check first, so a regression fails the assertion before any connect),
 //! and names resolve through a table, never through DNS.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,22 +31,12 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::TestApp;
 use crate::runner::{caller, console, fleet};
+use crate::scraper::spec_with;
 
 const INTERVAL: Duration = Duration::from_secs(15);
 
 fn spec(endpoints: &[String]) -> FleetSpec {
-    FleetSpec {
-        name: "prod".into(),
-        endpoints: endpoints.to_vec(),
-        restore_machine_config: "spare-fsn1".into(),
-        approvals_required: 1,
-        approval_ttl_hours: 4,
-        scrape_interval_secs: 15,
-        scrape_timeout_secs: 5,
-        required_override: None,
-        secrets: BTreeMap::new(),
-        max_restore_machines: 2,
-    }
+    spec_with(endpoints, json!({}))
 }
 
 fn leader_status(extra: Value) -> Value {
@@ -267,9 +256,10 @@ async fn derived_mode_asks_a_bounded_set_of_distinct_members() {
         ResponseTemplate::new(200).set_body_json(json!({"yah.workloads.count": 0})),
     )
     .await;
-    let mut s = spec(&[leader.uri()]);
-    s.required_override = Some(1);
-    s.scrape_timeout_secs = 30;
+    let s = spec_with(
+        &[leader.uri()],
+        json!({ "required_override": 1, "scrape_timeout_secs": 30 }),
+    );
     let sample = scrape_once(&app.state.ctx, &s).await;
     let asked = idle.received_requests().await.unwrap_or_default().len();
     let spare = sample.outcome.as_ref().map(|o| o.spare).unwrap_or(0);

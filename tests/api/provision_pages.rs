@@ -612,6 +612,31 @@ async fn an_approval_of_a_plan_other_than_the_one_shown_is_refused() {
     assert_eq!(state_of(&app, id).await, "pending_approval");
 }
 
+#[tokio::test]
+async fn an_approval_whose_plan_hash_is_not_hex_is_refused_by_the_apis_rule() {
+    let app = app().await;
+    let op = app.session_for(Role::Operator).await;
+    let id = file(&app, &op, "1").await;
+    let bob = app.session_for(Role::Approver).await;
+    for bad in ["not-a-hash", &"A".repeat(64), &"a".repeat(65)] {
+        let res = app
+            .post_form(
+                &format!("/provisions/{id}/approve"),
+                &bob,
+                &[("plan_hash", bad)],
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        let html = res.text().await.unwrap();
+        assert_eq!(
+            texts(&html, "#approve-form #plan_hash-error"),
+            [format!("plan_hash {}", crate::provisions::PLAN_HASH_RULE)],
+            "{bad}"
+        );
+    }
+    assert_eq!(state_of(&app, id).await, "pending_approval");
+}
+
 /// Makes request `id` look as the runner leaves a failed execution: machine 0 `failed` with a
 /// server at the simulated cloud carrying the request's label.
 async fn fail_with_a_server(app: &TestApp, id: i64) -> i64 {

@@ -161,6 +161,9 @@ fn id_of(v: &Value) -> i64 {
     v["id"].as_i64().expect("an id")
 }
 
+/// The plan hash's rule, as the API and the pages both word it.
+pub const PLAN_HASH_RULE: &str = "must be a sha256: exactly 64 lowercase hex characters";
+
 fn problem_fields(v: &Value) -> Vec<String> {
     v["errors"]
         .as_array()
@@ -929,6 +932,7 @@ async fn an_approval_binds_to_the_plan_the_approver_saw() {
         .await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(problem_fields(&body), ["plan_hash"]);
+    assert_eq!(body["errors"][0]["message"], PLAN_HASH_RULE, "{body}");
     assert_eq!(w.app.snapshot().await, before, "nothing stored");
     let (status, body) = w
         .post(&appr1, &path, Some(json!({"plan_hash": p["plan_hash"]})))

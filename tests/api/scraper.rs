@@ -3,7 +3,6 @@
 //! each member are real HTTP hops. Nothing here leaves loopback: the one non-loopback address
 //! (link-local) is refused by the outbound policy before any connect.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,17 +83,38 @@ async fn serve_raw(s: &MockServer, code: u16, body: Vec<u8>) {
 
 /// A fleet spec for `scrape_once` (not stored: the native paths read nothing else).
 fn spec(endpoints: &[String], timeout_secs: u32) -> FleetSpec {
-    FleetSpec {
-        name: "prod".into(),
-        endpoints: endpoints.to_vec(),
-        restore_machine_config: "spare-fsn1".into(),
-        approvals_required: 1,
-        approval_ttl_hours: 4,
-        scrape_interval_secs: 15,
-        scrape_timeout_secs: timeout_secs,
-        required_override: None,
-        secrets: BTreeMap::new(),
-        max_restore_machines: 2,
+    spec_with(endpoints, json!({ "scrape_timeout_secs": timeout_secs }))
+}
+
+/// A fleet spec as storage hands it over, with `changes` over the defaults: endpoints stay
+/// exactly as written (unnormalised, even repeated), as a scrape of an older spec sees them.
+pub fn spec_with(endpoints: &[String], changes: Value) -> FleetSpec {
+    let mut stored = json!({
+        "name": "prod",
+        "endpoints": endpoints,
+        "restore_machine_config": "spare-fsn1",
+        "approvals_required": 1,
+        "approval_ttl_hours": 4,
+        "scrape_interval_secs": 15,
+        "scrape_timeout_secs": 5,
+        "required_override": null,
+        "secrets": {},
+        "max_restore_machines": 2,
+    });
+    edit(&mut stored, changes);
+    FleetSpec::from_stored("prod", &stored.to_string()).unwrap()
+}
+
+/// `spec` with `changes` applied, as if its stored JSON had been edited.
+pub fn edited(spec: &FleetSpec, changes: Value) -> FleetSpec {
+    let mut stored = serde_json::to_value(spec).unwrap();
+    edit(&mut stored, changes);
+    FleetSpec::from_stored(spec.name(), &stored.to_string()).unwrap()
+}
+
+fn edit(stored: &mut Value, changes: Value) {
+    if let (Some(s), Value::Object(c)) = (stored.as_object_mut(), changes) {
+        s.extend(c);
     }
 }
 
@@ -369,8 +389,7 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     assert_eq!((ok(&sample).spare, ok(&sample).required), (2, 2));
 
     // The override wins over both rules.
-    let mut over = stored().await;
-    over.required_override = Some(3);
+    let over = edited(&stored().await, json!({ "required_override": 3 }));
     assert_eq!(ok(&scrape_once(&ctx, &over).await).required, 3);
 }
 
@@ -782,8 +801,10 @@ async fn members_sharing_one_address_are_asked_once_and_count_as_one_spare() {
     members.push((202, addr(&other)));
     members.push((1, addr(&leader)));
     serve_status(&leader, status(1, Some(1), 3, &members, None)).await;
-    let mut fleet = spec(&[leader.uri()], 5);
-    fleet.required_override = Some(1);
+    let fleet = spec_with(
+        &[leader.uri()],
+        json!({ "scrape_timeout_secs": 5, "required_override": 1 }),
+    );
     let sample = scrape_once(&app.state.ctx, &fleet).await;
     assert_eq!(ok(&sample).spare, 2);
     assert_eq!(ok(&sample).source, Source::Derived);

@@ -13,10 +13,10 @@ mod values;
 pub use diff::{diff_specs, FieldChange};
 pub use kinds::{Allocatable, Arch, Channel, ProviderKind};
 pub use labels::{label_key, label_value, mesh_tag, taint, RESERVED_LABELS};
-pub use names::{document_name, rfc1123_label, LABEL_MAX};
+pub use names::{document_name, rfc1123_label, ConfigName, TemplateName, LABEL_MAX};
 pub use spec::{AllocatableInput, CatalogueView, MachineInput, MachineSpec};
 pub use tarball::{https_url, sha256_pin};
-pub use values::{HttpsUrl, LabelKey, LabelValue, MachineName, MeshTag, Sha256Pin, Taint};
+pub use values::{HttpsUrl, LabelKey, LabelValue, MeshTag, Sha256Pin, Taint};
 
 #[cfg(test)]
 mod tests {

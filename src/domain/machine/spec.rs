@@ -22,7 +22,7 @@ pub struct CatalogueView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MachineSpec {
     #[schema(value_type = String)]
-    pub name: MachineName,
+    pub name: ConfigName,
     pub provider: ProviderKind,
     pub location: String,
     pub server_type: String,
@@ -151,7 +151,7 @@ impl MachineSpec {
         default_template: &str,
     ) -> Result<MachineSpec, FieldErrors> {
         let mut e = FieldErrors::default();
-        let name = e.check(MachineName::parse("name", &input.name));
+        let name = e.check(ConfigName::parse("name", &input.name));
         let provider = e.check(ProviderKind::parse_field("provider", &input.provider));
 
         let location = text_field(&mut e, "location", &input.location, 64).and_then(|l| {

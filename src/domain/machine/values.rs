@@ -5,78 +5,11 @@
 //! Deserializing (reading a stored version back) does not re-check the rule: a version was
 //! parsed when it was written, and a rule tightened later must not make history unreadable.
 
-use serde::{Deserialize, Serialize};
-
 use super::labels;
-use super::names::document_name;
 use super::tarball;
+use crate::domain::text::text_value;
 use crate::domain::FieldError;
 
-/// The text newtype's shared plumbing: read access, display, and string conversions.
-macro_rules! text_value {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
-
-        impl $name {
-            /// The value as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl std::ops::Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        // Hashes and compares as its text, so `[tag].join(",")` and map look-ups by `&str` work.
-        impl std::borrow::Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(v: $name) -> String {
-                v.0
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
-            }
-        }
-    };
-}
-
-text_value!(
-    /// A machine config's name: an RFC 1123 label (also the hostname of its machines).
-    MachineName
-);
 text_value!(
     /// The yubaba tarball's pin: exactly 64 lowercase hex characters.
     Sha256Pin
@@ -101,13 +34,6 @@ text_value!(
     /// A Hetzner label value (may be empty).
     LabelValue
 );
-
-impl MachineName {
-    /// Parses a name given in `field`.
-    pub fn parse(field: &str, raw: &str) -> Result<Self, FieldError> {
-        document_name(field, raw).map(Self)
-    }
-}
 
 impl Sha256Pin {
     /// Parses a pin given in `field`.
@@ -166,11 +92,6 @@ mod tests {
             "https://x/y"
         );
         assert!(MeshTag::parse("spare").is_err() && MeshTag::parse("tag:spare").is_ok());
-        assert!(MachineName::parse("name", "Not_A_Label").is_err());
-        assert_eq!(
-            MachineName::parse("name", "spare-fsn1").unwrap(),
-            "spare-fsn1"
-        );
         // Serialized as plain strings, so stored versions and the API keep their shape.
         assert_eq!(
             serde_json::to_string(&pin).unwrap(),

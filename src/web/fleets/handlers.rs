@@ -78,11 +78,11 @@ pub async fn create(
     let input = FleetInput::from(&*form);
     match fleets::create(&state.ctx, &principal.caller(), &input).await {
         Ok(f) => {
-            let msg = format!("Fleet {} created.", f.spec.name);
+            let msg = format!("Fleet {} created.", f.spec.name());
             flash(&state, &principal, &msg).await;
             Ok(see_other(&paths::fill(
                 paths::FLEET,
-                &[("name", &f.spec.name)],
+                &[("name", f.spec.name())],
             )))
         }
         Err(OpError::Invalid(errors)) => {

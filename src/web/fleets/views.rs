@@ -18,9 +18,9 @@ fn policy(f: &Fleet) -> String {
     let s = &f.spec;
     format!(
         "{} approval{}, valid {} h",
-        s.approvals_required,
-        if s.approvals_required == 1 { "" } else { "s" },
-        s.approval_ttl_hours
+        s.approvals_required(),
+        if s.approvals_required() == 1 { "" } else { "s" },
+        s.approval_ttl_hours()
     )
 }
 
@@ -37,9 +37,9 @@ pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
                 tbody {
                     @for f in fleets {
                         tr {
-                            td { a href=(paths::fill(paths::FLEET, &[("name", &f.spec.name)])) { strong { (f.spec.name) } } }
-                            td { @for e in &f.spec.endpoints { code { (e) } br; } }
-                            td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &f.spec.restore_machine_config)])) { (f.spec.restore_machine_config) } }
+                            td { a href=(paths::fill(paths::FLEET, &[("name", f.spec.name())])) { strong { (f.spec.name()) } } }
+                            td { @for e in f.spec.endpoints() { code { (e) } br; } }
+                            td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", f.spec.restore_machine_config())])) { (f.spec.restore_machine_config()) } }
                             td { (policy(f)) }
                             td { (time(f.updated_at)) " by " (f.updated_by) }
                         }
@@ -77,7 +77,7 @@ pub use super::headroom::chart_panel;
 /// restore, then its settings, secret sources, and links to its provisions.
 pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[FleetChange]) -> Markup {
     let s = &f.spec;
-    let name = s.name.as_str();
+    let name = s.name().as_str();
     let can_edit = principal.role.includes(Role::Operator);
     // Deleting takes an approver (the operation checks it too).
     let can_delete = principal.role.includes(Role::Approver);
@@ -104,17 +104,17 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
         section.card #settings aria-labelledby="settings-heading" {
             h2 #settings-heading { "Settings" }
             dl.spec {
-                dt { "endpoints" } dd { @for e in &s.endpoints { code { (e) } br; } }
-                dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", &s.restore_machine_config)])) { code { (s.restore_machine_config) } } }
-                dt { "approvals_required" } dd { code { (s.approvals_required) } }
-                dt { "approval_ttl_hours" } dd { code { (s.approval_ttl_hours) } }
-                dt { "scrape_interval_secs" } dd { code { (s.scrape_interval_secs) } }
-                dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs) } }
-                dt { "required_override" } dd { @match s.required_override { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
-                dt { "max_restore_machines" } dd { code { (s.max_restore_machines) } }
+                dt { "endpoints" } dd { @for e in s.endpoints() { code { (e) } br; } }
+                dt { "restore_machine_config" } dd { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", s.restore_machine_config())])) { code { (s.restore_machine_config()) } } }
+                dt { "approvals_required" } dd { code { (s.approvals_required()) } }
+                dt { "approval_ttl_hours" } dd { code { (s.approval_ttl_hours()) } }
+                dt { "scrape_interval_secs" } dd { code { (s.scrape_interval_secs()) } }
+                dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs()) } }
+                dt { "required_override" } dd { @match s.required_override() { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
+                dt { "max_restore_machines" } dd { code { (s.max_restore_machines()) } }
                 @for n in SecretName::ALL {
                     dt { "secrets." (n.as_str()) }
-                    dd { @match s.secrets.get(&n) { Some(src) => code { (src) }, None => span.muted { "none" } } }
+                    dd { @match s.secrets().get(&n) { Some(src) => code { (src) }, None => span.muted { "none" } } }
                 }
             }
             p.muted { "Created " (time(f.created_at)) "; last changed " (time(f.updated_at)) " by " (f.updated_by) "." }

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use crate::domain::provision::PlanHash;
+use crate::domain::FieldError;
 use crate::provisioning::NewRequest;
 
 /// Longest text read as a count; anything longer is out of range without parsing.
@@ -64,6 +66,17 @@ pub struct ApproveForm {
     pub plan_hash: String,
 }
 
+impl ApproveForm {
+    /// The plan hash the approver was shown, parsed by the rule the API uses; empty means
+    /// "approve the current plan", as an empty API body does.
+    pub fn seen_plan_hash(&self) -> Result<Option<PlanHash>, FieldError> {
+        let raw = self.plan_hash.trim();
+        (!raw.is_empty())
+            .then(|| PlanHash::parse("plan_hash", raw))
+            .transpose()
+    }
+}
+
 /// The reject form: a reason is required (the operation says so by field).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -93,6 +106,23 @@ mod tests {
         assert_eq!(req.template, None);
         let req = form("2", "other").to_request(Some("spare-fsn1"));
         assert_eq!(req.machine_config, "other");
+    }
+
+    #[test]
+    fn the_seen_plan_hash_is_parsed_by_the_plan_hash_rule() {
+        let form = |h: &str| ApproveForm {
+            plan_hash: h.to_owned(),
+        };
+        assert_eq!(form("  ").seen_plan_hash(), Ok(None));
+        let hash = "ab".repeat(32);
+        assert_eq!(
+            form(&hash).seen_plan_hash().unwrap().unwrap().as_str(),
+            hash
+        );
+        for bad in ["not-a-hash", &"AB".repeat(32), &"a".repeat(65)] {
+            let e = form(bad).seen_plan_hash().unwrap_err();
+            assert_eq!(e, PlanHash::parse("plan_hash", bad).unwrap_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -30,7 +30,12 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
     Ok(FormChoices {
         fleets: fleets
             .into_iter()
-            .map(|f| (f.spec.name, f.spec.restore_machine_config))
+            .map(|f| {
+                (
+                    f.spec.name().to_string(),
+                    f.spec.restore_machine_config().to_string(),
+                )
+            })
             .collect(),
         configs,
         templates: templates.into_iter().map(|t| t.name).collect(),
@@ -60,7 +65,7 @@ async fn to_request(
 ) -> Result<NewRequest, WebError> {
     let restore = if form.machine_config.trim().is_empty() && !form.fleet.trim().is_empty() {
         match crate::fleets::get(&state.ctx, &principal.caller(), form.fleet.trim()).await {
-            Ok(f) => Some(f.spec.restore_machine_config),
+            Ok(f) => Some(f.spec.restore_machine_config().to_string()),
             Err(OpError::NotFound(_) | OpError::Invalid(_)) => None,
             Err(e) => return Err(e.into()),
         }
@@ -153,11 +158,11 @@ async fn detail_page(
     htmx: &Htmx,
     status: StatusCode,
     id: i64,
-    reject_errors: &FieldErrors,
+    form_errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
     let d = requests::get(&state.ctx, &principal.caller(), id).await?;
     let frame = Frame::load(state, principal, format!("Provision #{id}"), "provisions").await;
-    let body = || views::detail(principal, &d, reject_errors);
+    let body = || views::detail(principal, &d, form_errors);
     Ok(respond(htmx, status, frame, body, body))
 }
 
@@ -204,21 +209,24 @@ pub async fn progress(
     Ok(respond(&htmx, StatusCode::OK, frame, full, partial))
 }
 
-/// POST /provisions/{id}/approve: approves the plan the approver was shown.
+/// POST /provisions/{id}/approve: approves the plan the approver was shown. A plan hash that
+/// breaks its rule brings the page back (422) with the message at the approve button.
 pub async fn approve(
     state: web::Data<AppState>,
     principal: Principal,
+    htmx: Htmx,
     id: web::Path<i64>,
     form: web::Form<ApproveForm>,
 ) -> Result<HttpResponse, WebError> {
-    let seen = form.plan_hash.trim();
-    let p = requests::approve(
-        &state.ctx,
-        &principal.caller(),
-        *id,
-        (!seen.is_empty()).then_some(seen),
-    )
-    .await?;
+    let seen = match form.seen_plan_hash() {
+        Ok(seen) => seen,
+        Err(e) => {
+            let errors = FieldErrors::from(e);
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return detail_page(&state, &principal, &htmx, status, *id, &errors).await;
+        }
+    };
+    let p = requests::approve(&state.ctx, &principal.caller(), *id, seen.as_ref()).await?;
     let msg = format!(
         "Approved request #{} ({} of {} approvals); it is now {}.",
         p.id,

@@ -245,7 +245,7 @@ impl Allowed {
 }
 
 /// The detail page.
-pub fn detail(principal: &Principal, d: &ProvisionDetail, reject_errors: &FieldErrors) -> Markup {
+pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErrors) -> Markup {
     let p = &d.provision;
     let csrf = principal.csrf_token().unwrap_or("");
     let can = Allowed::for_caller(principal, p);
@@ -283,6 +283,9 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, reject_errors: &FieldE
                 form #approve-form method="post" action=(path_of(paths::PROVISION_APPROVE, p.id)) {
                     (csrf_field(csrf))
                     input type="hidden" name="plan_hash" value=(p.plan_hash);
+                    @if let Some(m) = form_errors.for_field("plan_hash") {
+                        p.error-text #plan_hash-error role="alert" { "plan_hash " (m) }
+                    }
                     button #approve.primary type="submit" { "Approve this plan" }
                 }
             }
@@ -292,8 +295,8 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, reject_errors: &FieldE
             @if can.reject {
                 form #reject-form method="post" action=(path_of(paths::PROVISION_REJECT, p.id)) {
                     (csrf_field(csrf))
-                    (control("reason", "Reason for rejecting", reject_errors, None, |id, desc| html! {
-                        textarea id=(id) name="reason" rows="2" required aria-invalid=[reject_errors.for_field("reason").map(|_| "true")] aria-describedby=[desc] {}
+                    (control("reason", "Reason for rejecting", form_errors, None, |id, desc| html! {
+                        textarea id=(id) name="reason" rows="2" required aria-invalid=[form_errors.for_field("reason").map(|_| "true")] aria-describedby=[desc] {}
                     }))
                     button #reject.danger type="submit" { "Reject" }
                 }
