@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use headroom::auth::secret_token;
 use headroom::domain::fleet::FleetInput;
-use headroom::domain::headroom::{Member, Observation, Sample, Source};
+use headroom::domain::capacity::{Member, Observation, Sample, Source};
 use headroom::domain::{Caller, Role, SystemClock, UnixMillis, Username};
 
 const FLEETS: usize = 20;
@@ -107,7 +107,7 @@ async fn fill_history(ctx: &headroom::context::Ctx, names: &[String]) -> usize {
             written += chunk.len();
         }
         // The newest through the one writer of fleet status, as a scrape would.
-        headroom::headroom::record::record(ctx, name, &sample(now, i))
+        headroom::capacity::record::record(ctx, name, &sample(now, i))
             .await
             .expect("record");
         written += 1;

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use headroom::context::Ctx;
 use headroom::domain::fleet::{FleetInput, FleetSpec};
-use headroom::domain::headroom::{Range, Resolution};
+use headroom::domain::capacity::{Range, Resolution};
 use headroom::domain::{Caller, ManualClock};
-use headroom::headroom::series;
+use headroom::capacity::series;
 use headroom::web::fleets::chart::headroom_chart;
 
 const FLEETS: u64 = 10;

@@ -121,7 +121,7 @@ pub struct Settings {
     /// Scrapes in flight at once, across every fleet.
     pub scrape_concurrency: usize,
     /// When a fleet enters and leaves a deficit.
-    pub deficit: crate::domain::headroom::DeficitPolicy,
+    pub deficit: crate::domain::capacity::DeficitPolicy,
     /// How long after a fleet's restore proposal was superseded by recovery a new deficit
     /// waits before filing another (a flapping fleet files one per cool-down, not per cycle).
     pub proposal_cooldown: Duration,
@@ -815,7 +815,7 @@ fn settle(
             4096,
             "scrapes",
         )?,
-        deficit: crate::domain::headroom::DeficitPolicy {
+        deficit: crate::domain::capacity::DeficitPolicy {
             enter_after: rules.range(
                 p.deficit_enter_samples,
                 "deficit_enter_samples",

@@ -52,7 +52,7 @@ pub struct Ctx {
     /// Every fleet now, as the dashboard, its cards and `/metrics` read it: loaded at most
     /// once per `BOARD_TTL_MS`, and again at once after a sample, a fleet change or a request
     /// change invalidates it, so a room full of dashboards costs one query a second.
-    pub board: Arc<ReadCache<Vec<crate::domain::headroom::FleetNow>>>,
+    pub board: Arc<ReadCache<Vec<crate::domain::capacity::FleetNow>>>,
     /// Bumped by every write that can change what a session lookup returns (logout, user
     /// disable/enable, role and password changes, flash messages): cached session rows
     /// loaded before a bump are never served after it.

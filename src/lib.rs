@@ -13,7 +13,7 @@ pub mod domain;
 pub mod error;
 pub mod export;
 pub mod fleets;
-pub mod headroom;
+pub mod capacity;
 pub mod http;
 pub mod machines;
 pub mod outbound;

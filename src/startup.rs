@@ -143,10 +143,10 @@ async fn prepare(
     Ok(state)
 }
 
-/// Files and settles what a previous run left undone (`headroom::deficit::resume`). A failure
+/// Files and settles what a previous run left undone (`capacity::deficit::resume`). A failure
 /// is logged, never fatal: the scraper supervisor retries on every pass.
 async fn resume_deficits(ctx: &crate::context::Ctx) {
-    match crate::headroom::deficit::resume(ctx).await {
+    match crate::capacity::deficit::resume(ctx).await {
         Ok(done) if done == Default::default() => {}
         Ok(done) => tracing::info!(
             proposals = done.filed,
@@ -219,7 +219,7 @@ pub fn start_background_loops(state: &AppState) -> BackgroundLoops {
             shutdown.subscribe(),
         )),
         // Drops headroom history older than its retention, at start and every ten minutes.
-        tokio::spawn(crate::headroom::retention::run_until_stopped(
+        tokio::spawn(crate::capacity::retention::run_until_stopped(
             ctx.clone(),
             shutdown.subscribe(),
         )),

@@ -15,9 +15,9 @@ use super::rules;
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
-use crate::domain::headroom::Health;
+use crate::domain::capacity::Health;
 use crate::fleets::{self, Fleet};
-use crate::headroom::board;
+use crate::capacity::board;
 use crate::state::AppState;
 
 /// Which declared secret each render-time secret is; absent, null or empty means none.

@@ -6,7 +6,7 @@ pub mod catalogue;
 pub mod configs;
 pub mod errors;
 pub mod fleets;
-pub mod headroom;
+pub mod fleet_series;
 pub mod history;
 pub mod json;
 pub mod machine_request;
@@ -158,7 +158,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             web::route().to(fleets::history)
         }),
         Endpoint::new(Method::GET, FLEET_HEADROOM, viewer, || {
-            web::route().to(headroom::get)
+            web::route().to(fleet_series::get)
         }),
         Endpoint::new(Method::GET, SECRETS, viewer, || {
             web::route().to(secrets::list)
@@ -210,7 +210,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         audit::list,
         history::export,
         fleets::list, fleets::create, fleets::get, fleets::put, fleets::delete, fleets::history,
-        headroom::get,
+        fleet_series::get,
         secrets::list,
         provision_machines::destroy,
         provisions::list, provisions::create, provisions::get, provisions::approve, provisions::reject, provisions::cancel,
@@ -221,9 +221,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
-        fleets::FleetJson, fleets::FleetDetailJson, crate::domain::headroom::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest, fleets::FleetChangeJson, fleets::FleetHistoryJson,
+        fleets::FleetJson, fleets::FleetDetailJson, crate::domain::capacity::Health, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest, fleets::FleetChangeJson, fleets::FleetHistoryJson,
         secrets::SecretJson, secrets::SecretPageJson,
-        headroom::HeadroomJson, headroom::HeadroomPointJson, crate::domain::headroom::Source, crate::domain::headroom::Resolution,
+        fleet_series::HeadroomJson, fleet_series::HeadroomPointJson, crate::domain::capacity::Source, crate::domain::capacity::Resolution,
         provision_machines::DestroyedMachineJson,
         provisions::ProvisionJson, provisions::ProvisionMachineJson, provisions::PlanJson, provisions::ProvisionPageJson, provisions::ProvisionDetailJson,
         provisions::ProvisionEventJson, provisions::ProvisionRequestJson, provisions::ApproveJson, provisions::RejectJson,

@@ -16,7 +16,7 @@ pub struct NewDeficit<'a> {
     pub spare: u32,
     pub required: u32,
     /// JSON: the leader's status body and the streak's samples (no secrets: yubaba's own
-    /// status answer and our numbers), at most `headroom::deficit::EVIDENCE_MAX_BYTES`.
+    /// status answer and our numbers), at most `capacity::deficit::EVIDENCE_MAX_BYTES`.
     pub evidence: &'a str,
     /// Why no proposal is filed yet (a flapping fleet's cool-down); empty when one is filed at
     /// once.

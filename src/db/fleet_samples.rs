@@ -4,7 +4,7 @@
 
 use sqlx::{Row, SqliteConnection};
 
-use crate::domain::headroom::{Resolution, Sample, Source};
+use crate::domain::capacity::{Resolution, Sample, Source};
 use crate::domain::UnixMillis;
 
 /// Stores one sample of fleet `fleet_id` and folds it into its minute, hour and six-hour

@@ -3,7 +3,7 @@
 
 use sqlx::{Row, SqliteConnection};
 
-use crate::domain::headroom::{DeficitTracker, Sample, Source};
+use crate::domain::capacity::{DeficitTracker, Sample, Source};
 use crate::domain::UnixMillis;
 
 /// The deficit tracker as stored, with the open deficit's id.

@@ -1,11 +1,11 @@
 //! The deficit decisions one sample leads to, without storage: which deficit work a sample
 //! asks for ([`step`]) and, while a deficit outlives its proposal, whether the sample counts
-//! towards a follow-up proposal or files it ([`follow_up`]). `crate::headroom::record` reads
+//! towards a follow-up proposal or files it ([`follow_up`]). `crate::capacity::record` reads
 //! what these need, calls them, and writes what they say.
 
 use std::time::Duration;
 
-use super::headroom::DeficitChange;
+use super::capacity::DeficitChange;
 use super::{ProvisionState, UnixMillis};
 
 /// The deficit work one sample asks for, from the tracker's change and the open deficit.

@@ -6,7 +6,7 @@ pub mod deficit;
 pub mod digest;
 pub mod field_error;
 pub mod fleet;
-pub mod headroom;
+pub mod capacity;
 pub mod machine;
 pub mod password;
 pub mod provision;

@@ -1,7 +1,7 @@
 //! Merging a series' points into wider buckets, so a chart draws at most a fixed number of
 //! points whatever the series holds. Pure: the chart view calls it before drawing.
 
-use super::headroom::Point;
+use super::capacity::Point;
 use super::UnixMillis;
 
 /// Merges `points` (sorted by `t`, inside `[from, to)`, one per `step`) into buckets of a step
@@ -58,7 +58,7 @@ fn min_opt(a: Option<u32>, b: Option<u32>) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::headroom::Source;
+    use crate::domain::capacity::Source;
 
     const FROM: i64 = 1_000_000_000;
 

@@ -1,7 +1,7 @@
 //! Derived headroom, for yubaba builds whose `/raft/status` has no `headroom` section: spare
 //! is counted from each member's `/node` and `/node/usage` (yubaba's own rule), required from
 //! the regions the fleet's machine configs span (the rule is
-//! `domain::headroom::required_spares`: N+2 when a whole region can vanish).
+//! `domain::capacity::required_spares`: N+2 when a whole region can vanish).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{fetch, node, urls};
 use crate::context::Ctx;
 use crate::domain::fleet::FleetSpec;
-use crate::domain::headroom::Member;
+use crate::domain::capacity::Member;
 use crate::domain::{Caller, ProvisionState};
 
 /// Members asked at once within one fleet's tick.

@@ -1,7 +1,7 @@
 //! The scraper: one loop per fleet asks any reachable endpoint for `/raft/status`, follows
 //! `current_leader` to the leader, reads the `headroom` section (native) or each member's
 //! `/node` and `/node/usage` (derived), and hands one `Sample` per tick to
-//! `crate::headroom::record::record`. Every fetch goes through the outbound policy for
+//! `crate::capacity::record::record`. Every fetch goes through the outbound policy for
 //! scraping; every failure is an error sample (a gap), never a crash and never "healthy".
 
 pub mod derived;
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::context::Ctx;
 use crate::domain::fleet::FleetSpec;
-use crate::domain::headroom::{required_spares, Observation, Sample, Source};
+use crate::domain::capacity::{required_spares, Observation, Sample, Source};
 use status::{HeadroomSection, RaftStatus};
 
 pub use stats::ScrapeStats;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::text;
-use crate::domain::headroom::Member;
+use crate::domain::capacity::Member;
 
 /// Characters of yubaba's 503 "raft not configured" text kept in an error, at most.
 pub const TEXT_CAP_CHARS: usize = 200;

@@ -2,7 +2,7 @@
 //! fleet (restarted when what scraping depends on changes, stopped when the fleet is deleted),
 //! and each task scrapes on its own schedule (a random offset, then every interval, late ticks
 //! skipped and counted), under one global bound of scrapes in flight, handing every sample to
-//! `crate::headroom::record::record`.
+//! `crate::capacity::record::record`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ pub async fn supervise(
         }
         // Proposals and settlements that failed after their sample committed are retried
         // here, not only at the next start (two indexed reads that find nothing when none is).
-        if let Err(e) = crate::headroom::deficit::resume(&ctx).await {
+        if let Err(e) = crate::capacity::deficit::resume(&ctx).await {
             tracing::warn!(error = ?e, "deficit work left undone; retried next pass");
         }
         tokio::select! {
@@ -219,7 +219,7 @@ async fn fleet_loop(
         }
         // Not raced against `stop`: a sample being written is finished, and `record` keeps
         // its transaction short.
-        if let Err(e) = crate::headroom::record::record(&ctx, spec.name(), &sample).await {
+        if let Err(e) = crate::capacity::record::record(&ctx, spec.name(), &sample).await {
             tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
         }
     }

@@ -23,7 +23,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
 
-use crate::domain::headroom::FleetNow;
+use crate::domain::capacity::FleetNow;
 
 /// The one label of every fleet series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -217,7 +217,7 @@ pub fn render(board: Option<&[FleetNow]>, scrape: &ScrapeTotals) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::headroom::{Health, Source};
+    use crate::domain::capacity::{Health, Source};
 
     fn fleet(name: &str) -> FleetNow {
         FleetNow {

@@ -30,7 +30,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 /// then one gauge of each kind per fleet (read from the fleets' status, one row a fleet, so
 /// the cost does not grow with history) and the scrape loops' totals.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let board = crate::headroom::board::board(&state.ctx, &Caller::system()).await;
+    let board = crate::capacity::board::board(&state.ctx, &Caller::system()).await;
     let board = match &board {
         Ok(fleets) => Some(fleets.as_slice()),
         Err(e) => {

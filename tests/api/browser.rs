@@ -636,7 +636,7 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
 /// Records `seq` for `fleet`, one 15 s interval apart on the app's clock: `G` 3 spares of 2,
 /// `B` 1 of 2, `F` a failed scrape.
 async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
-    use headroom::domain::headroom::{Member, Observation, Sample, Source};
+    use headroom::domain::capacity::{Member, Observation, Sample, Source};
     let ctx = &app.state.ctx;
     for kind in seq.chars() {
         app.clock.advance(Duration::from_secs(15));
@@ -679,7 +679,7 @@ async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
             latency_ms: 9,
             outcome,
         };
-        headroom::headroom::record::record(ctx, fleet, &sample)
+        headroom::capacity::record::record(ctx, fleet, &sample)
             .await
             .expect("record a sample");
     }

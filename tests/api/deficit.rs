@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use headroom::auth::Caller;
 use headroom::context::Ctx;
-use headroom::domain::headroom::{
+use headroom::domain::capacity::{
     DeficitPolicy, DeficitTimeline, Health, Member, Observation, Sample, Source,
 };
 use headroom::domain::{ProvisionState, Role};
-use headroom::headroom::{board, deficit, record::record};
+use headroom::capacity::{board, deficit, record::record};
 use headroom::provider::fake::Fake;
 use headroom::provisioning::{notify, requests, runner, ProvisionDetail};
 use serde_json::{json, Value};
@@ -128,7 +128,7 @@ async fn lose_the_recording(app: &TestApp) {
 
 /// Ended deficits one retention pass deletes.
 async fn pruned_deficits(ctx: &Ctx) -> u64 {
-    headroom::headroom::retention::prune_once(ctx)
+    headroom::capacity::retention::prune_once(ctx)
         .await
         .unwrap()
         .deficits
@@ -892,7 +892,7 @@ async fn retention_deletes_ended_deficits_and_keeps_the_requests_evidence() {
     feed(&app, &ctx, "prod", "BBB").await;
     assert_eq!(deficits(&ctx, "prod").await.len(), 2);
 
-    let pruned = headroom::headroom::retention::prune_once(&ctx)
+    let pruned = headroom::capacity::retention::prune_once(&ctx)
         .await
         .unwrap();
     assert_eq!(pruned.deficits, 1);
@@ -923,7 +923,7 @@ async fn retention_deletes_ended_deficits_in_batches() {
         .fetch_one(&app.pool)
         .await
         .unwrap();
-    let n = 2 * headroom::headroom::retention::BATCH + 7;
+    let n = 2 * headroom::capacity::retention::BATCH + 7;
     // Old ended (and settled) deficits, one young ended one at the cutoff's edge, written
     // directly.
     sqlx::query(
@@ -951,7 +951,7 @@ async fn retention_deletes_ended_deficits_in_batches() {
     .execute(&app.pool)
     .await
     .unwrap();
-    let pruned = headroom::headroom::retention::prune_once(&ctx)
+    let pruned = headroom::capacity::retention::prune_once(&ctx)
         .await
         .unwrap();
     assert_eq!(pruned.deficits as i64, n);

@@ -12,7 +12,7 @@ use headroom::auth::tokens::{self, NewTokenInput};
 use headroom::auth::users::{self, NewUserInput};
 use headroom::auth::Caller;
 use headroom::config::Settings;
-use headroom::domain::headroom::{DeficitPolicy, Source};
+use headroom::domain::capacity::{DeficitPolicy, Source};
 use headroom::domain::SystemClock;
 use headroom::sim::yubaba::{SimFleet, SimFleetOptions};
 use headroom::startup::Application;
@@ -342,7 +342,7 @@ async fn the_scraper_reads_the_simulated_fleets_natively_and_derived() {
             .unwrap()
             .spec;
         assert_eq!(spec.scrape_interval_secs(), 5);
-        let numbers = |s: &headroom::domain::headroom::Sample| {
+        let numbers = |s: &headroom::domain::capacity::Sample| {
             let o = s.outcome.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
             (o.source, o.spare, o.required, o.leader_id, o.members.len())
         };

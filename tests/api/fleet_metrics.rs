@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use headroom::auth::sessions::{self, PurgeDeps};
 use headroom::domain::fleet::FleetInput;
-use headroom::domain::headroom::{Member, Observation, Sample, Source};
+use headroom::domain::capacity::{Member, Observation, Sample, Source};
 use headroom::domain::{Caller, Role};
 use sqlx::Connection;
 
@@ -37,7 +37,7 @@ fn ok_sample(app: &TestApp, spare: u32, required: u32, latency_ms: u64) -> Sampl
 }
 
 async fn record(app: &TestApp, name: &str, sample: &Sample) {
-    headroom::headroom::record::record(&app.state.ctx, name, sample)
+    headroom::capacity::record::record(&app.state.ctx, name, sample)
         .await
         .expect("record a sample");
 }

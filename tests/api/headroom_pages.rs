@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use headroom::context::Ctx;
-use headroom::domain::headroom::{DeficitPolicy, Member, Observation, Sample, Source};
+use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
 use headroom::domain::Role;
-use headroom::headroom::record::record;
+use headroom::capacity::record::record;
 use reqwest::StatusCode;
 use scraper::{Html, Selector};
 use serde_json::json;

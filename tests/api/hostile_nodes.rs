@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use headroom::auth::Caller;
 use headroom::domain::fleet::FleetSpec;
-use headroom::domain::headroom::{DeficitPolicy, Member, Observation, Sample, Source};
+use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
 use headroom::domain::Role;
-use headroom::headroom::record::record;
+use headroom::capacity::record::record;
 use headroom::outbound::policy::{check_url, AllowList, Hop, Purpose, Refusal};
 use headroom::outbound::resolver::{Lookup, LookupFuture};
 use headroom::outbound::{FetchError, OutboundClient};
@@ -352,7 +352,7 @@ async fn stored_evidence_stays_within_the_storage_bound() {
     // Tightened from the body cap to the storage bound (16 KiB), which holds whatever the
     // scraper passes on (`deficit::a_huge_evidence_is_stored_as_its_numbers_…` feeds an
     // unbounded one straight to `record`).
-    let cap = headroom::headroom::deficit::EVIDENCE_MAX_BYTES;
+    let cap = headroom::capacity::deficit::EVIDENCE_MAX_BYTES;
     assert!(
         stored as usize <= cap && (1..=cap as i64).contains(&timeline),
         "a {} byte answer stored {stored} bytes of deficit evidence and {timeline} on the timeline",

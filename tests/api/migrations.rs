@@ -2,7 +2,7 @@
 //! database at the version before the change is filled, migrated, and compared with a database
 //! that the current code filled from the start.
 
-use headroom::domain::headroom::{Observation, Sample, Source};
+use headroom::domain::capacity::{Observation, Sample, Source};
 use sqlx::{Connection, SqliteConnection};
 
 /// Every migration up to and including `last`, applied by hand to a fresh in-memory database.

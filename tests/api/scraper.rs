@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use headroom::domain::fleet::{FleetInput, FleetSpec};
-use headroom::domain::headroom::{Observation, Sample, Source};
+use headroom::domain::capacity::{Observation, Sample, Source};
 use headroom::domain::Role;
 use headroom::provider::fake::Fake;
 use headroom::provisioning::{requests, runner, NewRequest};
@@ -1002,7 +1002,7 @@ async fn hidden_characters_in_scraped_strings_reach_no_table_page_or_answer() {
         let sample = scrape_once(&ctx, &fleet).await;
         let o = ok(&sample);
         assert_eq!(o.members.len(), 4, "every member is kept, cleaned");
-        headroom::headroom::record::record(&ctx, "prod", &sample)
+        headroom::capacity::record::record(&ctx, "prod", &sample)
             .await
             .unwrap();
     }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use headroom::context::Ctx;
 use headroom::db::fleet_samples as store;
-use headroom::domain::headroom::{Resolution, Source, CHART_POINTS};
+use headroom::domain::capacity::{Resolution, Source, CHART_POINTS};
 use headroom::domain::{Caller, Role};
 use headroom::error::OpError;
-use headroom::headroom::{retention, series};
+use headroom::capacity::{retention, series};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -90,7 +90,7 @@ fn fold_by_hand(ticks: &[Tick], from: i64, to: i64, step: i64) -> Vec<Expected> 
     buckets.into_values().collect()
 }
 
-fn as_expected(s: &headroom::domain::headroom::Series) -> Vec<Expected> {
+fn as_expected(s: &headroom::domain::capacity::Series) -> Vec<Expected> {
     s.points
         .iter()
         .map(|p| (p.t, p.spare, p.required, p.ok, p.source))
@@ -437,7 +437,7 @@ async fn last_hour_and_day(
     app: &TestApp,
     name: &str,
     days: i64,
-) -> [headroom::domain::headroom::Series; 2] {
+) -> [headroom::domain::capacity::Series; 2] {
     let id = fleet_id(app, name).await;
     let now = app.clock_start();
     let from = now - days * DAY - now.rem_euclid(HOUR);

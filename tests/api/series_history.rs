@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use headroom::domain::headroom::{Member, Observation, Resolution, Sample, Source};
+use headroom::domain::capacity::{Member, Observation, Resolution, Sample, Source};
 use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
 /// Rows per multi-row insert (13 columns: well below SQLite's 32,766 variables).

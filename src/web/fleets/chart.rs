@@ -11,7 +11,7 @@
 
 use maud::{html, Markup};
 
-use crate::domain::headroom::{Annotation, Point, Range, Resolution, Series, CHART_POINTS};
+use crate::domain::capacity::{Annotation, Point, Range, Resolution, Series, CHART_POINTS};
 use crate::domain::rebucket::rebucket;
 use crate::domain::UnixMillis;
 use crate::web::paths;
@@ -611,7 +611,7 @@ fn duration(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::headroom::Source;
+    use crate::domain::capacity::Source;
 
     const FROM: i64 = 1_764_000_000_000 - 1_764_000_000_000 % HOUR;
     const STEP: i64 = 10_000;

@@ -3,5 +3,5 @@
 pub mod chart;
 pub mod forms;
 pub mod handlers;
-pub mod headroom;
+pub mod capacity;
 pub mod views;

@@ -3,10 +3,10 @@
 use maud::{html, Markup};
 
 use super::forms::FleetForm;
-use super::headroom;
+use super::capacity;
 use crate::auth::Principal;
 use crate::domain::fleet::SecretName;
-use crate::domain::headroom::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
+use crate::domain::capacity::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::secrets::DeclaredSecret;
@@ -71,7 +71,7 @@ pub struct Headroom<'a> {
     pub deficits: &'a [DeficitTimeline],
 }
 
-pub use super::headroom::chart_panel;
+pub use super::capacity::chart_panel;
 
 /// One fleet: headroom now, the chart with its range buttons, recent samples, time to
 /// restore, then its settings, secret sources, and links to its provisions.
@@ -93,14 +93,14 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
             a.button href=(provisions) { "Provisions of this fleet" }
             @if can_edit { a.button href=(paths::fill(paths::FLEET_EDIT, &[("name", name)])) { "Edit" } }
         }
-        (headroom::now_section(h.now_ms, h.now))
+        (capacity::now_section(h.now_ms, h.now))
         section.card #headroom aria-labelledby="chart-heading" {
             h2 #chart-heading { "Headroom over time" }
-            @if let Some(given) = h.bad_range { (headroom::range_notice(given)) }
+            @if let Some(given) = h.bad_range { (capacity::range_notice(given)) }
             (chart_panel(name, h.range, h.series, h.annotations))
         }
-        (headroom::samples_section(h.samples))
-        (headroom::deficits_section(h.deficits))
+        (capacity::samples_section(h.samples))
+        (capacity::deficits_section(h.deficits))
         section.card #settings aria-labelledby="settings-heading" {
             h2 #settings-heading { "Settings" }
             dl.spec {

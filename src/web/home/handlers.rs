@@ -7,7 +7,7 @@ use actix_web::{web, HttpResponse};
 use super::views;
 use crate::auth::Principal;
 use crate::domain::Role;
-use crate::headroom::board;
+use crate::capacity::board;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, Frame};

@@ -4,9 +4,9 @@
 use maud::{html, Markup};
 
 use crate::auth::Principal;
-use crate::domain::headroom::{FleetNow, Health};
+use crate::domain::capacity::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
-use crate::web::fleets::headroom::{n_plus_k, requests_link, span_words, status_badge, when};
+use crate::web::fleets::capacity::{n_plus_k, requests_link, span_words, status_badge, when};
 use crate::web::paths;
 
 /// Seconds between two refreshes of the cards.
@@ -192,7 +192,7 @@ pub fn status_changes(seen: Option<&str>, board: &[FleetNow]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::headroom::Source;
+    use crate::domain::capacity::Source;
 
     fn fleet(name: &str, status: Health) -> FleetNow {
         FleetNow {

@@ -5,7 +5,7 @@
 use maud::{html, Markup};
 
 use super::chart::headroom_chart;
-use crate::domain::headroom::{
+use crate::domain::capacity::{
     Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
 };
 use crate::domain::UnixMillis;

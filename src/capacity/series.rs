@@ -7,7 +7,7 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_samples::{BucketRow, FleetRef};
 use crate::domain::fleet::FleetSpec;
-use crate::domain::headroom::{
+use crate::domain::capacity::{
     step_for, Annotation, Point, Resolution, SampleRow, Series, Source, CHART_POINTS,
     STEP_MIN_MILLIS,
 };
@@ -27,7 +27,7 @@ pub const MAX_RECENT_SAMPLES: u32 = 200;
 pub const MAX_ANNOTATIONS: u32 = 50;
 
 /// Headroom of `fleet` over `[from, to)` (viewer and up). Without `step_ms` the step is the
-/// shortest of [`crate::domain::headroom::DEFAULT_STEPS`] that holds the range in at most
+/// shortest of [`crate::domain::capacity::DEFAULT_STEPS`] that holds the range in at most
 /// [`CHART_POINTS`] whole steps and is at least two scrape intervals (a bucket narrower than
 /// that would show a gap between two healthy ticks); with one, it is used as given (whole
 /// seconds). Either way the points are read from the coarsest stored resolution whose bucket
@@ -322,7 +322,7 @@ fn sample_row(s: db::fleet_samples::StoredSample) -> SampleRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::headroom::Range;
+    use crate::domain::capacity::Range;
 
     const HOUR: i64 = 3_600_000;
     const DAY: i64 = 24 * HOUR;

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::errors::ApiError;
 use crate::auth::Principal;
 use crate::domain::clock::{format_utc, parse_utc};
-use crate::domain::headroom::{Point, Resolution, Series, Source};
+use crate::domain::capacity::{Point, Resolution, Series, Source};
 use crate::domain::{FieldErrors, UnixMillis};
-use crate::headroom::series;
+use crate::capacity::series;
 use crate::state::AppState;
 
 /// The default range: the last hour.

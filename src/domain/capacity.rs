@@ -1,6 +1,6 @@
 //! Headroom as the rest of the product sees it: what one scrape observed, the fleet's health,
 //! the deficit rule (consecutive samples in, hysteresis out) and the shape of a chart's series.
-//! Pure types and functions; the scraper fills them, `crate::headroom` stores them, the views
+//! Pure types and functions; the scraper fills them, `crate::capacity` stores them, the views
 //! and the API show them.
 
 use serde::{Deserialize, Serialize};

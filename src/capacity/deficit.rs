@@ -36,7 +36,7 @@ use crate::db;
 use crate::db::fleet_deficits::{self, DeficitRow, StreakSample, Superseded};
 use crate::db::provision_events::{self, NewEvent};
 use crate::domain::clock::format_utc;
-use crate::domain::headroom::{DeficitPolicy, Observation};
+use crate::domain::capacity::{DeficitPolicy, Observation};
 use crate::domain::{Actor, ProvisionState, UnixMillis};
 use crate::error::OpError;
 use crate::provisioning::notify::{self, FleetEvent};
@@ -556,7 +556,7 @@ mod tests {
 
     fn observation(evidence: serde_json::Value) -> Observation {
         Observation {
-            source: crate::domain::headroom::Source::Derived,
+            source: crate::domain::capacity::Source::Derived,
             spare: u32::MAX,
             required: u32::MAX,
             leader_id: Some(u64::MAX),

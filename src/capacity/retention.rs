@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::context::Ctx;
 use crate::db;
-use crate::domain::headroom::Resolution;
+use crate::domain::capacity::Resolution;
 use crate::domain::UnixMillis;
 
 /// Rows one write transaction deletes at most (a few milliseconds of SQLite work).
