@@ -434,7 +434,7 @@ pub async fn export(
     Ok(export_rows(&ctx.pool, &filter.to_rows(), format, sink).await?)
 }
 
-/// The walk behind [`export`] and [`export_stream`]; the caller has checked the role.
+/// The walk behind [`export()`] and [`export_stream`]; the caller has checked the role.
 async fn export_rows(
     pool: &sqlx::SqlitePool,
     filter: &rows::AuditFilter,
@@ -603,7 +603,7 @@ pub async fn about(
     Ok(found.into_iter().map(Entry::from).collect())
 }
 
-/// The export as a stream of encoded chunks, fed by [`export`] on its own task (so the walk
+/// The export as a stream of encoded chunks, fed by [`export()`] on its own task (so the walk
 /// runs once, however the caller sends it); dropping the stream stops the walk.
 pub fn export_stream(
     ctx: &crate::context::Ctx,
