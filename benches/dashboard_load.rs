@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use headroom::auth::secret_token;
-use headroom::domain::fleet::FleetInput;
 use headroom::domain::capacity::{Member, Observation, Sample, Source};
+use headroom::domain::fleet::FleetInput;
 use headroom::domain::{Caller, Role, SystemClock, UnixMillis, Username};
 
 const FLEETS: usize = 20;

@@ -17,11 +17,11 @@ mod goals;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use headroom::context::Ctx;
-use headroom::domain::fleet::{FleetInput, FleetSpec};
-use headroom::domain::capacity::{Range, Resolution};
-use headroom::domain::{Caller, ManualClock};
 use headroom::capacity::series;
+use headroom::context::Ctx;
+use headroom::domain::capacity::{Range, Resolution};
+use headroom::domain::fleet::{FleetInput, FleetSpec};
+use headroom::domain::{Caller, ManualClock};
 use headroom::web::fleets::chart::headroom_chart;
 
 const FLEETS: u64 = 10;

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod capacity;
 pub mod cli;
 pub mod cloud_init;
 pub mod commands;
@@ -13,7 +14,6 @@ pub mod domain;
 pub mod error;
 pub mod export;
 pub mod fleets;
-pub mod capacity;
 pub mod http;
 pub mod machines;
 pub mod outbound;

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
 use crate::auth::Principal;
-use crate::domain::clock::{format_utc, parse_utc};
-use crate::domain::capacity::{Point, Resolution, Series, Source};
-use crate::domain::{FieldErrors, UnixMillis};
 use crate::capacity::series;
+use crate::domain::capacity::{Point, Resolution, Series, Source};
+use crate::domain::clock::{format_utc, parse_utc};
+use crate::domain::{FieldErrors, UnixMillis};
 use crate::state::AppState;
 
 /// The default range: the last hour.

@@ -13,11 +13,11 @@ use super::errors::ApiError;
 use super::json::ApiJson;
 use super::rules;
 use crate::auth::Principal;
+use crate::capacity::board;
+use crate::domain::capacity::Health;
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
-use crate::domain::capacity::Health;
 use crate::fleets::{self, Fleet};
-use crate::capacity::board;
 use crate::state::AppState;
 
 /// Which declared secret each render-time secret is; absent, null or empty means none.

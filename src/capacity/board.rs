@@ -7,8 +7,8 @@
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_status::BoardRow;
-use crate::domain::fleet::{FleetSpec, SCRAPE_INTERVAL_SECS_DEFAULT};
 use crate::domain::capacity::{health, DeficitTimeline, FleetNow, Member, Source};
+use crate::domain::fleet::{FleetSpec, SCRAPE_INTERVAL_SECS_DEFAULT};
 use crate::domain::{Caller, Role, UnixMillis};
 use crate::error::OpError;
 

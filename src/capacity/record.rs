@@ -10,9 +10,9 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
 use crate::db::fleet_status::{self, StoredTracker};
+use crate::domain::capacity::{Observation, Sample};
 use crate::domain::deficit::{follow_up, step, FollowUp, LatestProposal, OpenDeficit, Step};
 use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
-use crate::domain::capacity::{Observation, Sample};
 use crate::domain::UnixMillis;
 
 /// The fleet's `max_restore_machines` (the default when the fleet was deleted meanwhile; a

@@ -6,11 +6,11 @@
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_samples::{BucketRow, FleetRef};
-use crate::domain::fleet::FleetSpec;
 use crate::domain::capacity::{
     step_for, Annotation, Point, Resolution, SampleRow, Series, Source, CHART_POINTS,
     STEP_MIN_MILLIS,
 };
+use crate::domain::fleet::FleetSpec;
 use crate::domain::{Caller, FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 

@@ -1,12 +1,12 @@
 //! Newtypes and rules. No I/O: holding one of these types proves the value is valid.
 
 pub mod caller;
+pub mod capacity;
 pub mod clock;
 pub mod deficit;
 pub mod digest;
 pub mod field_error;
 pub mod fleet;
-pub mod capacity;
 pub mod machine;
 pub mod password;
 pub mod provision;

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::{fetch, node, urls};
 use crate::context::Ctx;
-use crate::domain::fleet::FleetSpec;
 use crate::domain::capacity::Member;
+use crate::domain::fleet::FleetSpec;
 use crate::domain::{Caller, ProvisionState};
 
 /// Members asked at once within one fleet's tick.

@@ -19,8 +19,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::Ctx;
-use crate::domain::fleet::FleetSpec;
 use crate::domain::capacity::{required_spares, Observation, Sample, Source};
+use crate::domain::fleet::FleetSpec;
 use status::{HeadroomSection, RaftStatus};
 
 pub use stats::ScrapeStats;

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use headroom::auth::Caller;
+use headroom::capacity::{board, deficit, record::record};
 use headroom::context::Ctx;
 use headroom::domain::capacity::{
     DeficitPolicy, DeficitTimeline, Health, Member, Observation, Sample, Source,
 };
 use headroom::domain::{ProvisionState, Role};
-use headroom::capacity::{board, deficit, record::record};
 use headroom::provider::fake::Fake;
 use headroom::provisioning::{notify, requests, runner, ProvisionDetail};
 use serde_json::{json, Value};

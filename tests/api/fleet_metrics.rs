@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use headroom::auth::sessions::{self, PurgeDeps};
-use headroom::domain::fleet::FleetInput;
 use headroom::domain::capacity::{Member, Observation, Sample, Source};
+use headroom::domain::fleet::FleetInput;
 use headroom::domain::{Caller, Role};
 use sqlx::Connection;
 

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use headroom::auth::Caller;
+use headroom::capacity::record::record;
 use headroom::context::Ctx;
-use headroom::domain::fleet::FleetInput;
 use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
+use headroom::domain::fleet::FleetInput;
 use headroom::domain::Role;
 use headroom::error::OpError;
-use headroom::capacity::record::record;
 use headroom::provisioning::{requests, NewRequest};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

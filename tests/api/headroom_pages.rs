@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+use headroom::capacity::record::record;
 use headroom::context::Ctx;
 use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
 use headroom::domain::Role;
-use headroom::capacity::record::record;
 use reqwest::StatusCode;
 use scraper::{Html, Selector};
 use serde_json::json;

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use headroom::auth::Caller;
-use headroom::domain::fleet::FleetSpec;
-use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
-use headroom::domain::Role;
 use headroom::capacity::record::record;
+use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
+use headroom::domain::fleet::FleetSpec;
+use headroom::domain::Role;
 use headroom::outbound::policy::{check_url, AllowList, Hop, Purpose, Refusal};
 use headroom::outbound::resolver::{Lookup, LookupFuture};
 use headroom::outbound::{FetchError, OutboundClient};

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use headroom::domain::fleet::{FleetInput, FleetSpec};
 use headroom::domain::capacity::{Observation, Sample, Source};
+use headroom::domain::fleet::{FleetInput, FleetSpec};
 use headroom::domain::Role;
 use headroom::provider::fake::Fake;
 use headroom::provisioning::{requests, runner, NewRequest};

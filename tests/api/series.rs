@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use headroom::capacity::{retention, series};
 use headroom::context::Ctx;
 use headroom::db::fleet_samples as store;
 use headroom::domain::capacity::{Resolution, Source, CHART_POINTS};
 use headroom::domain::{Caller, Role};
 use headroom::error::OpError;
-use headroom::capacity::{retention, series};
 use reqwest::StatusCode;
 use serde_json::Value;
 

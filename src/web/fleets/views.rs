@@ -2,11 +2,11 @@
 
 use maud::{html, Markup};
 
-use super::forms::FleetForm;
 use super::capacity;
+use super::forms::FleetForm;
 use crate::auth::Principal;
-use crate::domain::fleet::SecretName;
 use crate::domain::capacity::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
+use crate::domain::fleet::SecretName;
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::secrets::DeclaredSecret;

@@ -6,8 +6,8 @@ use actix_web::{web, HttpResponse};
 
 use super::views;
 use crate::auth::Principal;
-use crate::domain::Role;
 use crate::capacity::board;
+use crate::domain::Role;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, Frame};
