@@ -565,3 +565,35 @@ async fn a_bearer_token_api_call_is_not_judged_by_origin() {
     assert_eq!(res.status(), 201);
     assert_eq!(app.count("users").await, 2);
 }
+
+/// No CSRF token, no plan, approve or fleet change through a cookie.
+#[tokio::test]
+async fn approve_reject_cancel_file_and_fleet_changes_without_a_csrf_token_change_nothing() {
+    let app = TestApp::spawn_with_config().await;
+    let id = app.file_request().await;
+    let appr = app.session_for(Role::Approver).await;
+    let before = app.snapshot().await;
+    for path in [
+        format!("/provisions/{id}/approve"),
+        format!("/provisions/{id}/reject"),
+        format!("/provisions/{id}/cancel"),
+        "/provisions".to_owned(),
+        "/fleets".to_owned(),
+        "/fleets/demo/delete".to_owned(),
+    ] {
+        let res = app
+            .client
+            .post(app.url(&path))
+            .header("Cookie", &appr.cookie)
+            .form(&[("reason", "x"), ("fleet", "demo"), ("count", "1")])
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            res.status() == reqwest::StatusCode::FORBIDDEN || res.status() == reqwest::StatusCode::NOT_FOUND,
+            "{path}: {}",
+            res.status()
+        );
+    }
+    assert_eq!(app.snapshot().await, before);
+}

@@ -204,3 +204,35 @@ async fn hostile_filter_values_are_refused_by_field_on_the_page_and_the_exports(
     assert_eq!(api.status(), 422);
     assert!(api.text().await.unwrap().contains("\"format\""));
 }
+
+/// CSV export defuses a formula in the reason.
+#[tokio::test]
+async fn the_csv_export_defuses_a_formula_written_in_a_reason_by_api() {
+    let app = TestApp::spawn_with_config().await;
+    headroom::sim::demo::seed_fleet(&app.state).await.unwrap();
+    app.create_user("op", Role::Operator).await;
+    let token = app.token_for("op").await;
+    let (status, b) = app
+        .post_json(
+            "/api/v1/provisions",
+            &token,
+            &serde_json::json!({"fleet": "demo", "machine_config": "spare-fsn1", "count": 1,
+               "reason": "=HYPERLINK(\"http://127.0.0.1/x\",\"click\")"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{b}");
+    let res = app
+        .client
+        .get(app.url("/api/v1/provisions/export?format=csv"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let csv = res.text().await.unwrap();
+    assert!(csv.contains("'=HYPERLINK"), "{csv}");
+    assert!(
+        !csv.contains(",=HYPERLINK") && !csv.contains(",\"=HYPERLINK"),
+        "{csv}"
+    );
+}

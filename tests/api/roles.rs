@@ -986,3 +986,34 @@ async fn the_pin_check_api_is_for_operators_and_up() {
         }
     }
 }
+
+/// An operator cannot approve, by API token or page, even another's request.
+#[tokio::test]
+async fn an_operator_cannot_approve_anothers_request_by_token_or_page() {
+    let app = TestApp::spawn_with_config().await;
+    let id = app.file_request().await;
+    let op = app.session_for(Role::Operator).await;
+    let token = app.token_for("operator-user").await;
+    let (status, _) = app
+        .post_json(
+            &format!("/api/v1/provisions/{id}/approve"),
+            &token,
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let res = app
+        .post_form(
+            &format!("/provisions/{id}/approve"),
+            &op,
+            &[("plan_hash", "")],
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let mut conn = app.pool.acquire().await.unwrap();
+    let p = headroom::provisioning::requests::load(&mut conn, id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.state.as_str(), "pending_approval");
+}
