@@ -590,7 +590,8 @@ async fn approve_reject_cancel_file_and_fleet_changes_without_a_csrf_token_chang
             .await
             .unwrap();
         assert!(
-            res.status() == reqwest::StatusCode::FORBIDDEN || res.status() == reqwest::StatusCode::NOT_FOUND,
+            res.status() == reqwest::StatusCode::FORBIDDEN
+                || res.status() == reqwest::StatusCode::NOT_FOUND,
             "{path}: {}",
             res.status()
         );

@@ -282,24 +282,49 @@ async fn the_secrets_and_fleet_history_routes_refuse_hostile_input() {
     }
 }
 
-/// Stand-ins in odd YAML places.
+/// A stand-in where YAML could retype its value (a tag, an anchor) blocks the payload; in a
+/// comment, a block scalar or escaped, the payload is sent exactly as shown with the value in.
 #[tokio::test]
-async fn a_stand_in_in_a_tagged_or_odd_yaml_place_blocks_the_payload() {
+async fn a_stand_in_where_yaml_could_retype_it_blocks_the_payload_elsewhere_it_is_sent_as_shown() {
     use headroom::cloud_init::{RenderRequest, Secrets};
     use secrecy::ExposeSecret;
     let r = crate::helpers::renderer(None);
     let spec = headroom::cloud_init::sample::sample_spec();
     let secrets = Secrets::parse(Some("12345678"), None).unwrap();
     let base = headroom::cloud_init::DEFAULT_TEMPLATE_BODY.trim_end();
-    for extra in [
-        "\nwrite_files:\n  - path: /tmp/x\n    content: !!int \"«secret:mesh_preauth_key»\"",
-        "\nwrite_files:\n  - path: /tmp/x\n    content: !!float '«secret:mesh_preauth_key»'",
-        "\nwrite_files:\n  - path: /tmp/x\n    content: &a«secret:mesh_preauth_key» \"y\"",
-        "\n# «secret:mesh_preauth_key»",
-        "\nwrite_files:\n  - path: /tmp/x\n    content: !<«secret:mesh_preauth_key»> \"y\"",
-        "\nwrite_files:\n  - path: /tmp/x\n    content: >-\n      «secret:mesh_preauth_key»",
-        "\nwrite_files:\n  - path: \"/tmp/\\u00absecret:mesh_preauth_key\\u00bb\"",
-    ] {
+    // (where the stand-in stands, is the payload sent?) — seen on the renderer, pinned here.
+    let cases = [
+        // An explicit tag would retype the value: blocked.
+        (
+            "\nwrite_files:\n  - path: /tmp/x\n    content: !!int \"«secret:mesh_preauth_key»\"",
+            false,
+        ),
+        (
+            "\nwrite_files:\n  - path: /tmp/x\n    content: !!float '«secret:mesh_preauth_key»'",
+            false,
+        ),
+        // An anchor name, and a verbatim tag (invalid YAML once replaced): blocked.
+        (
+            "\nwrite_files:\n  - path: /tmp/x\n    content: &a«secret:mesh_preauth_key» \"y\"",
+            false,
+        ),
+        (
+            "\nwrite_files:\n  - path: /tmp/x\n    content: !<«secret:mesh_preauth_key»> \"y\"",
+            false,
+        ),
+        // A comment and a folded block scalar hold the value as text: sent, as shown.
+        ("\n# «secret:mesh_preauth_key»", true),
+        (
+            "\nwrite_files:\n  - path: /tmp/x\n    content: >-\n      «secret:mesh_preauth_key»",
+            true,
+        ),
+        // An escaped look-alike is not a stand-in: sent unchanged, as shown.
+        (
+            "\nwrite_files:\n  - path: \"/tmp/\\u00absecret:mesh_preauth_key\\u00bb\"",
+            true,
+        ),
+    ];
+    for (extra, sent) in cases {
         let body = format!("{base}{extra}\n");
         let req = RenderRequest {
             template_body: &body,
@@ -310,17 +335,25 @@ async fn a_stand_in_in_a_tagged_or_odd_yaml_place_blocks_the_payload() {
             requested_by: "t",
         };
         let out = r.render(&req).await;
-        let f: Vec<String> = out
+        let errors: Vec<String> = out
             .findings
             .iter()
             .filter(|f| f.severity == headroom::cloud_init::Severity::Error)
             .map(|f| format!("{}: {}", f.check, f.message))
             .collect();
-        let sent = out.payload.expose_secret();
-        let tail: String = sent.lines().rev().take(2).collect::<Vec<_>>().join(" | ");
-        eprintln!("PLACE ok={} errs={:?}\n   sent tail: {}", out.ok, f, tail);
-        if extra.contains("!!") {
-            assert!(!out.ok, "a tagged stand-in passed: {extra}");
+        assert_eq!(out.ok, sent, "{extra:?}: {errors:?}");
+        if sent {
+            // What the approver sees is what runs: the shown copy with the stand-in replaced.
+            assert_eq!(
+                out.payload.expose_secret(),
+                out.shown.replace("«secret:mesh_preauth_key»", "12345678"),
+                "{extra:?}"
+            );
+        } else {
+            assert!(
+                !errors.is_empty(),
+                "{extra:?}: blocked without an error finding"
+            );
         }
     }
 }
