@@ -119,23 +119,24 @@ pub async fn append(
     Ok(Some(last + 1))
 }
 
-fn select(f: &FamilySql) -> String {
-    format!(
-        "SELECT h.name AS name, v.version AS version, v.{} AS content, v.author AS author, v.created_at AS created_at FROM {} v JOIN {} h ON h.id = v.{}",
+/// The versions of `family` joined with their document, as [`Version`] reads them, then
+/// `tail` (the `WHERE`/`ORDER BY` of one read; `h` is the head table, `v` the versions').
+fn versions_query(family: Family, tail: &str) -> sqlx::AssertSqlSafe<String> {
+    let f = family.sql();
+    sqlx::AssertSqlSafe(format!(
+        "SELECT h.name AS name, v.version AS version, v.{} AS content, v.author AS author, v.created_at AS created_at FROM {} v JOIN {} h ON h.id = v.{} {tail}",
         f.content, f.versions, f.head, f.fk
-    )
+    ))
 }
 
 /// The latest version of every document, by name.
 pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<Version>> {
     let f = family.sql();
-    let sql = format!(
-        "{} WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
-        select(&f),
-        f.versions,
-        f.fk
+    let tail = format!(
+        "WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
+        f.versions, f.fk
     );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(versions_query(family, &tail))
         .fetch_all(conn)
         .await
 }
@@ -146,12 +147,8 @@ pub async fn latest(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Option<Version>> {
-    let f = family.sql();
-    let sql = format!(
-        "{} WHERE h.name = ?1 ORDER BY v.version DESC LIMIT 1",
-        select(&f)
-    );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let tail = "WHERE h.name = ?1 ORDER BY v.version DESC LIMIT 1";
+    sqlx::query_as(versions_query(family, tail))
         .bind(name)
         .fetch_optional(conn)
         .await
@@ -164,9 +161,8 @@ pub async fn exact(
     name: &str,
     version: i64,
 ) -> sqlx::Result<Option<Version>> {
-    let f = family.sql();
-    let sql = format!("{} WHERE h.name = ?1 AND v.version = ?2", select(&f));
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let tail = "WHERE h.name = ?1 AND v.version = ?2";
+    sqlx::query_as(versions_query(family, tail))
         .bind(name)
         .bind(version)
         .fetch_optional(conn)
@@ -179,9 +175,8 @@ pub async fn history(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Vec<Version>> {
-    let f = family.sql();
-    let sql = format!("{} WHERE h.name = ?1 ORDER BY v.version DESC", select(&f));
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let tail = "WHERE h.name = ?1 ORDER BY v.version DESC";
+    sqlx::query_as(versions_query(family, tail))
         .bind(name)
         .fetch_all(conn)
         .await
