@@ -164,15 +164,18 @@ fn source_from_code(code: Option<i64>) -> Source {
     }
 }
 
-fn bucket_from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BucketRow> {
-    Ok(BucketRow {
-        k: r.try_get("k")?,
-        spare_min: r.try_get("spare_min")?,
-        spare_max: r.try_get("spare_max")?,
-        required_max: r.try_get("required_max")?,
-        ok_samples: r.try_get("ok_samples")?,
-        source: source_from_code(r.try_get("newest_ok_code")?),
-    })
+impl sqlx::FromRow<'_, sqlx::sqlite::SqliteRow> for BucketRow {
+    // By hand only for `source`, decoded from the query's `newest_ok_code`.
+    fn from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<Self> {
+        Ok(BucketRow {
+            k: r.try_get("k")?,
+            spare_min: r.try_get("spare_min")?,
+            spare_max: r.try_get("spare_max")?,
+            required_max: r.try_get("required_max")?,
+            ok_samples: r.try_get("ok_samples")?,
+            source: source_from_code(r.try_get("newest_ok_code")?),
+        })
+    }
 }
 
 /// `raw_buckets`' statement (binds: fleet id, from, to, step); public so tests can check
@@ -198,16 +201,13 @@ pub async fn raw_buckets(
     to: UnixMillis,
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
-    sqlx::query(RAW_BUCKETS_SQL)
+    sqlx::query_as(RAW_BUCKETS_SQL)
         .bind(fleet_id)
         .bind(from)
         .bind(to)
         .bind(step)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(bucket_from_row)
-        .collect()
+        .await
 }
 
 /// `rollup_buckets`' statement (binds: fleet id, resolution in seconds, from, to, step).
@@ -252,17 +252,14 @@ pub async fn rollup_buckets(
     } else {
         ROLLUP_BUCKETS_SQL
     };
-    sqlx::query(sql)
+    sqlx::query_as(sql)
         .bind(fleet_id)
         .bind(resolution.bucket_millis() / 1000)
         .bind(from)
         .bind(to)
         .bind(step)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(bucket_from_row)
-        .collect()
+        .await
 }
 
 /// One stored sample, as the recent-samples table shows it.

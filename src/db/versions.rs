@@ -1,7 +1,8 @@
 //! Versioned documents: machine configs (`spec` JSON) and templates (`body` text) share one
 //! shape — a named head row plus immutable numbered versions — so they share these queries.
 
-use sqlx::SqliteConnection;
+use sqlx::query::QueryAs;
+use sqlx::{Sqlite, SqliteConnection};
 
 use crate::domain::UnixMillis;
 
@@ -129,6 +130,15 @@ fn versions_query(family: Family, tail: &str) -> sqlx::AssertSqlSafe<String> {
     ))
 }
 
+/// The versions of document `name` (bound as `?1`), then `rest` of the statement.
+fn versions_of<'q>(
+    family: Family,
+    name: &'q str,
+    rest: &str,
+) -> QueryAs<'q, Sqlite, Version, <Sqlite as sqlx::Database>::Arguments> {
+    sqlx::query_as(versions_query(family, &format!("WHERE h.name = ?1 {rest}"))).bind(name)
+}
+
 /// The latest version of every document, by name.
 pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<Version>> {
     let f = family.sql();
@@ -147,9 +157,7 @@ pub async fn latest(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Option<Version>> {
-    let tail = "WHERE h.name = ?1 ORDER BY v.version DESC LIMIT 1";
-    sqlx::query_as(versions_query(family, tail))
-        .bind(name)
+    versions_of(family, name, "ORDER BY v.version DESC LIMIT 1")
         .fetch_optional(conn)
         .await
 }
@@ -161,9 +169,7 @@ pub async fn exact(
     name: &str,
     version: i64,
 ) -> sqlx::Result<Option<Version>> {
-    let tail = "WHERE h.name = ?1 AND v.version = ?2";
-    sqlx::query_as(versions_query(family, tail))
-        .bind(name)
+    versions_of(family, name, "AND v.version = ?2")
         .bind(version)
         .fetch_optional(conn)
         .await
@@ -175,9 +181,7 @@ pub async fn history(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Vec<Version>> {
-    let tail = "WHERE h.name = ?1 ORDER BY v.version DESC";
-    sqlx::query_as(versions_query(family, tail))
-        .bind(name)
+    versions_of(family, name, "ORDER BY v.version DESC")
         .fetch_all(conn)
         .await
 }
