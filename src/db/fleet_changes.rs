@@ -2,12 +2,12 @@
 //! fields changed) and `provision_causes` (who last changed each setting a request was
 //! computed from, as of its filing).
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 use crate::domain::UnixMillis;
 
 /// One change to a fleet; `changes` is JSON text (field → before/after).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FleetChangeRow {
     pub id: i64,
     pub at: UnixMillis,
@@ -44,25 +44,14 @@ pub async fn for_fleet(
     fleet: &str,
     limit: i64,
 ) -> sqlx::Result<Vec<FleetChangeRow>> {
-    sqlx::query(
+    sqlx::query_as(
         "SELECT id, at, actor, kind, changes FROM fleet_changes WHERE fleet = ?
          ORDER BY id DESC LIMIT ?",
     )
     .bind(fleet)
     .bind(limit)
     .fetch_all(conn)
-    .await?
-    .iter()
-    .map(|r| {
-        Ok(FleetChangeRow {
-            id: r.try_get("id")?,
-            at: r.try_get("at")?,
-            actor: r.try_get("actor")?,
-            kind: r.try_get("kind")?,
-            changes: r.try_get("changes")?,
-        })
-    })
-    .collect()
+    .await
 }
 
 /// Who last changed `field` of fleet `fleet`, and when (a create sets every field; a delete

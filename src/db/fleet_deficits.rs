@@ -77,7 +77,7 @@ pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Re
 /// One deficit by id.
 pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<DeficitRow>> {
     let row = sqlx::query(
-        "SELECT d.id, d.fleet_id, f.name, d.started_at, d.detected_at, d.spare, d.required,
+        "SELECT d.id, d.fleet_id, f.name AS fleet, d.started_at, d.detected_at, d.spare, d.required,
                 d.provision_id, d.note, d.evidence, d.ended_at, d.proposal_due_at,
                 d.earlier_provisions, d.proposed_at, d.settled_at
          FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id WHERE d.id = ?",
@@ -87,21 +87,21 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
     .await?;
     row.map(|r| {
         Ok(DeficitRow {
-            id: r.try_get(0)?,
-            fleet_id: r.try_get(1)?,
-            fleet: r.try_get(2)?,
-            started_at: r.try_get(3)?,
-            detected_at: r.try_get(4)?,
-            spare: r.try_get(5)?,
-            required: r.try_get(6)?,
-            provision_id: r.try_get(7)?,
-            note: r.try_get(8)?,
-            evidence: r.try_get(9)?,
-            ended_at: r.try_get(10)?,
-            proposal_due_at: r.try_get(11)?,
-            earlier_provisions: ids(r.try_get(12)?),
-            proposed_at: r.try_get(13)?,
-            settled_at: r.try_get(14)?,
+            id: r.try_get("id")?,
+            fleet_id: r.try_get("fleet_id")?,
+            fleet: r.try_get("fleet")?,
+            started_at: r.try_get("started_at")?,
+            detected_at: r.try_get("detected_at")?,
+            spare: r.try_get("spare")?,
+            required: r.try_get("required")?,
+            provision_id: r.try_get("provision_id")?,
+            note: r.try_get("note")?,
+            evidence: r.try_get("evidence")?,
+            ended_at: r.try_get("ended_at")?,
+            proposal_due_at: r.try_get("proposal_due_at")?,
+            earlier_provisions: ids(r.try_get("earlier_provisions")?),
+            proposed_at: r.try_get("proposed_at")?,
+            settled_at: r.try_get("settled_at")?,
         })
     })
     .transpose()
@@ -298,10 +298,10 @@ pub async fn timeline(
     limit: i64,
 ) -> sqlx::Result<Vec<TimelineRow>> {
     let rows = sqlx::query(
-        "SELECT d.id, d.started_at, d.detected_at, d.spare, d.required, d.provision_id, p.state,
-                d.note, p.created_at, p.approved_at,
-                CASE WHEN p.state = 'succeeded' THEN p.finished_at END, d.ended_at,
-                d.earlier_provisions
+        "SELECT d.id, d.started_at, d.detected_at, d.spare, d.required, d.provision_id,
+                p.state AS provision_state, d.note, p.created_at AS proposed_at, p.approved_at,
+                CASE WHEN p.state = 'succeeded' THEN p.finished_at END AS provisioned_at,
+                d.ended_at, d.earlier_provisions
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
          WHERE d.fleet_id = ? ORDER BY d.detected_at DESC, d.id DESC LIMIT ?",
     )
@@ -312,26 +312,26 @@ pub async fn timeline(
     rows.iter()
         .map(|r| {
             Ok(TimelineRow {
-                id: r.try_get(0)?,
-                started_at: r.try_get(1)?,
-                detected_at: r.try_get(2)?,
-                spare: r.try_get(3)?,
-                required: r.try_get(4)?,
-                provision_id: r.try_get(5)?,
-                provision_state: r.try_get(6)?,
-                note: r.try_get(7)?,
-                proposed_at: r.try_get(8)?,
-                approved_at: r.try_get(9)?,
-                provisioned_at: r.try_get(10)?,
-                ended_at: r.try_get(11)?,
-                earlier_provisions: ids(r.try_get(12)?),
+                id: r.try_get("id")?,
+                started_at: r.try_get("started_at")?,
+                detected_at: r.try_get("detected_at")?,
+                spare: r.try_get("spare")?,
+                required: r.try_get("required")?,
+                provision_id: r.try_get("provision_id")?,
+                provision_state: r.try_get("provision_state")?,
+                note: r.try_get("note")?,
+                proposed_at: r.try_get("proposed_at")?,
+                approved_at: r.try_get("approved_at")?,
+                provisioned_at: r.try_get("provisioned_at")?,
+                ended_at: r.try_get("ended_at")?,
+                earlier_provisions: ids(r.try_get("earlier_provisions")?),
             })
         })
         .collect()
 }
 
 /// One ok sample of a deficit's streak, as its evidence keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct StreakSample {
     pub at: UnixMillis,
     pub spare: i64,
@@ -349,7 +349,7 @@ pub async fn streak(
     fleet_id: i64,
     n: i64,
 ) -> sqlx::Result<Vec<StreakSample>> {
-    let rows = sqlx::query(
+    let mut out: Vec<StreakSample> = sqlx::query_as(
         "SELECT at, spare, required, source, leader_id, term FROM fleet_samples
          WHERE fleet_id = ? AND ok = 1 ORDER BY at DESC, id DESC LIMIT ?",
     )
@@ -357,19 +357,6 @@ pub async fn streak(
     .bind(n)
     .fetch_all(conn)
     .await?;
-    let mut out = rows
-        .iter()
-        .map(|r| {
-            Ok(StreakSample {
-                at: r.try_get(0)?,
-                spare: r.try_get(1)?,
-                required: r.try_get(2)?,
-                source: r.try_get(3)?,
-                leader_id: r.try_get(4)?,
-                term: r.try_get(5)?,
-            })
-        })
-        .collect::<sqlx::Result<Vec<_>>>()?;
     out.reverse();
     Ok(out)
 }
@@ -420,7 +407,7 @@ pub async fn newer_exists(
 
 /// An open deficit's latest proposal, as the follow-up rule needs it (one read by primary
 /// keys: the deficit, then its request).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LatestProposal {
     /// The deficit's latest request, if one was filed or found open.
     pub provision_id: Option<i64>,
@@ -442,7 +429,7 @@ pub async fn latest_proposal(
     conn: &mut SqliteConnection,
     id: i64,
 ) -> sqlx::Result<Option<LatestProposal>> {
-    let row = sqlx::query(
+    sqlx::query_as(
         "SELECT d.provision_id, p.state, d.note, d.proposed_at, d.detected_at, p.created_at,
                 p.expires_at, p.finished_at, d.followup_below
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
@@ -450,21 +437,7 @@ pub async fn latest_proposal(
     )
     .bind(id)
     .fetch_optional(conn)
-    .await?;
-    row.map(|r| {
-        Ok(LatestProposal {
-            provision_id: r.try_get(0)?,
-            state: r.try_get(1)?,
-            note: r.try_get(2)?,
-            proposed_at: r.try_get(3)?,
-            detected_at: r.try_get(4)?,
-            created_at: r.try_get(5)?,
-            expires_at: r.try_get(6)?,
-            finished_at: r.try_get(7)?,
-            followup_below: r.try_get(8)?,
-        })
-    })
-    .transpose()
+    .await
 }
 
 /// Counts one more sample below required towards open deficit `id`'s follow-up.

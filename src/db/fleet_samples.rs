@@ -120,7 +120,7 @@ async fn fold_into_rollup(
 // ---- Reads for charts, the recent-samples table and annotations; prunes for retention. ----
 
 /// A fleet as series reads need it: its id (the samples' key) and its spec, still JSON.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FleetRef {
     /// `fleets.id`.
     pub id: i64,
@@ -130,17 +130,10 @@ pub struct FleetRef {
 
 /// The id and spec of fleet `name`, if it exists.
 pub async fn fleet_ref(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<FleetRef>> {
-    let row = sqlx::query("SELECT id, spec FROM fleets WHERE name = ?")
+    sqlx::query_as("SELECT id, spec FROM fleets WHERE name = ?")
         .bind(name)
         .fetch_optional(conn)
-        .await?;
-    row.map(|r| {
-        Ok(FleetRef {
-            id: r.try_get(0)?,
-            spec: r.try_get(1)?,
-        })
-    })
-    .transpose()
+        .await
 }
 
 /// One step-wide bucket of a series as SQL aggregated it.
@@ -171,25 +164,28 @@ fn source_from_code(code: Option<i64>) -> Source {
     }
 }
 
-fn bucket_from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BucketRow> {
-    let newest: Option<i64> = r.try_get(5)?;
-    Ok(BucketRow {
-        k: r.try_get(0)?,
-        spare_min: r.try_get(1)?,
-        spare_max: r.try_get(2)?,
-        required_max: r.try_get(3)?,
-        ok_samples: r.try_get(4)?,
-        source: source_from_code(newest),
-    })
+impl sqlx::FromRow<'_, sqlx::sqlite::SqliteRow> for BucketRow {
+    // By hand only for `source`, decoded from the query's `newest_ok_code`.
+    fn from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<Self> {
+        Ok(BucketRow {
+            k: r.try_get("k")?,
+            spare_min: r.try_get("spare_min")?,
+            spare_max: r.try_get("spare_max")?,
+            required_max: r.try_get("required_max")?,
+            ok_samples: r.try_get("ok_samples")?,
+            source: source_from_code(r.try_get("newest_ok_code")?),
+        })
+    }
 }
 
 /// `raw_buckets`' statement (binds: fleet id, from, to, step); public so tests can check
 /// its plan.
 pub const RAW_BUCKETS_SQL: &str =
-    "SELECT (at - ?2) / ?4 AS k, min(spare), max(spare), max(required), sum(ok),
+    "SELECT (at - ?2) / ?4 AS k, min(spare) AS spare_min, max(spare) AS spare_max,
+            max(required) AS required_max, sum(ok) AS ok_samples,
             max(CASE WHEN ok = 1
                      THEN at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1
-                                   ELSE 0 END END)
+                                   ELSE 0 END END) AS newest_ok_code
      FROM fleet_samples INDEXED BY fleet_samples_fleet_at
      WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
      GROUP BY k ORDER BY k";
@@ -205,25 +201,22 @@ pub async fn raw_buckets(
     to: UnixMillis,
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
-    sqlx::query(RAW_BUCKETS_SQL)
+    sqlx::query_as(RAW_BUCKETS_SQL)
         .bind(fleet_id)
         .bind(from)
         .bind(to)
         .bind(step)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(bucket_from_row)
-        .collect()
+        .await
 }
 
 /// `rollup_buckets`' statement (binds: fleet id, resolution in seconds, from, to, step).
 pub const ROLLUP_BUCKETS_SQL: &str =
-    "SELECT (bucket - ?3) / ?5 AS k, min(spare_min), max(spare_max), max(required_max),
-            sum(ok_samples),
+    "SELECT (bucket - ?3) / ?5 AS k, min(spare_min) AS spare_min, max(spare_max) AS spare_max,
+            max(required_max) AS required_max, sum(ok_samples) AS ok_samples,
             max(CASE WHEN ok_samples > 0
                      THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
-                                        WHEN 'derived' THEN 1 ELSE 0 END END)
+                                        WHEN 'derived' THEN 1 ELSE 0 END END) AS newest_ok_code
      FROM fleet_rollups
      WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
      GROUP BY k ORDER BY k";
@@ -235,7 +228,7 @@ pub const ROLLUP_ROWS_SQL: &str =
     "SELECT (bucket - ?3) / ?5 AS k, spare_min, spare_max, required_max, ok_samples,
             CASE WHEN ok_samples > 0
                  THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
-                                    WHEN 'derived' THEN 1 ELSE 0 END END
+                                    WHEN 'derived' THEN 1 ELSE 0 END END AS newest_ok_code
      FROM fleet_rollups
      WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
      ORDER BY bucket";
@@ -259,17 +252,14 @@ pub async fn rollup_buckets(
     } else {
         ROLLUP_BUCKETS_SQL
     };
-    sqlx::query(sql)
+    sqlx::query_as(sql)
         .bind(fleet_id)
         .bind(resolution.bucket_millis() / 1000)
         .bind(from)
         .bind(to)
         .bind(step)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(bucket_from_row)
-        .collect()
+        .await
 }
 
 /// One stored sample, as the recent-samples table shows it.
@@ -309,24 +299,24 @@ pub async fn recent(
         .iter()
         .map(|r| {
             Ok(StoredSample {
-                at: r.try_get(0)?,
-                ok: r.try_get::<i64, _>(1)? == 1,
-                source: r.try_get(2)?,
-                spare: r.try_get(3)?,
-                required: r.try_get(4)?,
-                voters: r.try_get(5)?,
-                learners: r.try_get(6)?,
-                leader_id: r.try_get(7)?,
-                term: r.try_get(8)?,
-                latency_ms: r.try_get(9)?,
-                error: r.try_get(10)?,
+                at: r.try_get("at")?,
+                ok: r.try_get::<i64, _>("ok")? == 1,
+                source: r.try_get("source")?,
+                spare: r.try_get("spare")?,
+                required: r.try_get("required")?,
+                voters: r.try_get("voters")?,
+                learners: r.try_get("learners")?,
+                leader_id: r.try_get("leader_id")?,
+                term: r.try_get("term")?,
+                latency_ms: r.try_get("latency_ms")?,
+                error: r.try_get("error")?,
             })
         })
         .collect()
 }
 
 /// A state change of one of a fleet's provision requests.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StateEvent {
     pub at: UnixMillis,
     pub provision_id: i64,
@@ -342,7 +332,7 @@ pub const STATE_EVENTS_SQL: &str = "WITH alive(id) AS (
          SELECT id FROM provisions INDEXED BY provisions_by_fleet_finished
          WHERE fleet = ?1 AND finished_at >= ?2 AND created_at < ?3
      )
-     SELECT e.at, e.provision_id, coalesce(json_extract(e.details, '$.to'), '')
+     SELECT e.at, e.provision_id, coalesce(json_extract(e.details, '$.to'), '') AS state
      FROM alive JOIN provision_events e ON e.provision_id = alive.id
      WHERE e.kind = 'state' AND e.at >= ?2 AND e.at < ?3
      ORDER BY e.at DESC, e.id DESC LIMIT ?4";
@@ -360,22 +350,13 @@ pub async fn state_events(
     to: UnixMillis,
     limit: i64,
 ) -> sqlx::Result<Vec<StateEvent>> {
-    sqlx::query(STATE_EVENTS_SQL)
+    sqlx::query_as(STATE_EVENTS_SQL)
         .bind(fleet)
         .bind(from)
         .bind(to)
         .bind(limit)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(StateEvent {
-                at: r.try_get(0)?,
-                provision_id: r.try_get(1)?,
-                state: r.try_get(2)?,
-            })
-        })
-        .collect()
+        .await
 }
 
 /// Deletes at most `batch` raw samples older than `before`; the number deleted. A seek on

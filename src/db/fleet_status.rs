@@ -32,15 +32,15 @@ pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result
         return Ok(StoredTracker::default());
     };
     let streak = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
-    let open: Option<i64> = r.try_get(2)?;
+    let open: Option<i64> = r.try_get("open_deficit_id")?;
     Ok(StoredTracker {
         tracker: DeficitTracker {
-            below_streak: streak(r.try_get(0)?),
-            healthy_streak: streak(r.try_get(1)?),
+            below_streak: streak(r.try_get("below_streak")?),
+            healthy_streak: streak(r.try_get("healthy_streak")?),
             in_deficit: open.is_some(),
         },
         open_deficit_id: open,
-        proposal_due_at: r.try_get(3)?,
+        proposal_due_at: r.try_get("proposal_due_at")?,
     })
 }
 
@@ -164,12 +164,13 @@ macro_rules! board_sql {
         concat!(
             "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
                 s.ok_at, s.leader_id, s.leader_url, s.voters, s.learners, s.latency_ms, s.error,
-                s.open_deficit_id, d.started_at,
+                s.open_deficit_id, d.started_at AS deficit_since,
                 (SELECT COUNT(*) FROM provisions p
-                  WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing')),
+                  WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing'))
+                  AS open_requests,
                 ",
             $members,
-            "
+            " AS members
              FROM fleets f
              LEFT JOIN fleet_status s ON s.fleet_id = f.id
              LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id ",
@@ -179,26 +180,27 @@ macro_rules! board_sql {
 }
 
 fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
-    let ok: Option<i64> = r.try_get(3)?;
+    // `ok` is stored as 0/1; a fleet never scraped has no status row, so NULL.
+    let ok: Option<i64> = r.try_get("ok")?;
     Ok(BoardRow {
-        name: r.try_get(0)?,
-        spec: r.try_get(1)?,
-        sampled_at: r.try_get(2)?,
+        name: r.try_get("name")?,
+        spec: r.try_get("spec")?,
+        sampled_at: r.try_get("sampled_at")?,
         ok: ok.map(|v| v == 1),
-        source: r.try_get(4)?,
-        spare: r.try_get(5)?,
-        required: r.try_get(6)?,
-        ok_at: r.try_get(7)?,
-        leader_id: r.try_get(8)?,
-        leader_url: r.try_get(9)?,
-        voters: r.try_get(10)?,
-        learners: r.try_get(11)?,
-        latency_ms: r.try_get(12)?,
-        error: r.try_get(13)?,
-        open_deficit_id: r.try_get(14)?,
-        deficit_since: r.try_get(15)?,
-        open_requests: r.try_get(16)?,
-        members: r.try_get(17)?,
+        source: r.try_get("source")?,
+        spare: r.try_get("spare")?,
+        required: r.try_get("required")?,
+        ok_at: r.try_get("ok_at")?,
+        leader_id: r.try_get("leader_id")?,
+        leader_url: r.try_get("leader_url")?,
+        voters: r.try_get("voters")?,
+        learners: r.try_get("learners")?,
+        latency_ms: r.try_get("latency_ms")?,
+        error: r.try_get("error")?,
+        open_deficit_id: r.try_get("open_deficit_id")?,
+        deficit_since: r.try_get("deficit_since")?,
+        open_requests: r.try_get("open_requests")?,
+        members: r.try_get("members")?,
     })
 }
 

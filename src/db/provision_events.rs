@@ -17,7 +17,7 @@ pub struct NewEvent<'a> {
 }
 
 /// A stored line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct EventRow {
     pub id: i64,
     pub at: UnixMillis,
@@ -50,23 +50,11 @@ pub async fn for_provision(
     conn: &mut SqliteConnection,
     provision_id: i64,
 ) -> sqlx::Result<Vec<EventRow>> {
-    let rows = sqlx::query(
+    sqlx::query_as(
         "SELECT id, at, kind, machine, message, details FROM provision_events
          WHERE provision_id = ? ORDER BY id",
     )
     .bind(provision_id)
     .fetch_all(conn)
-    .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(EventRow {
-                id: r.try_get("id")?,
-                at: r.try_get("at")?,
-                kind: r.try_get("kind")?,
-                machine: r.try_get("machine")?,
-                message: r.try_get("message")?,
-                details: r.try_get("details")?,
-            })
-        })
-        .collect()
+    .await
 }

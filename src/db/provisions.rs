@@ -4,12 +4,13 @@
 //! which an approval moves to open the run window.
 
 use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection};
 
-use crate::domain::{ProvisionState, UnixMillis};
+use crate::domain::{MachineStatus, ProvisionState, UnixMillis};
 
-/// A request as stored; `plan` is the JSON of `provisioning::Plan`.
-#[derive(Debug, Clone, PartialEq)]
+/// A request as stored; `plan` is the JSON of `provisioning::Plan`. The one read model of a
+/// `provisions` row: the request pages and the job runner both read it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ProvisionRow {
     pub id: i64,
     pub fleet: String,
@@ -32,34 +33,11 @@ pub struct ProvisionRow {
     pub finished_at: Option<UnixMillis>,
 }
 
-const COLUMNS: &str = "p.id, p.fleet, p.machine_config, p.config_version, p.template,
+/// The columns of [`ProvisionRow`], over `provisions` aliased `p`.
+pub(super) const COLUMNS: &str = "p.id, p.fleet, p.machine_config, p.config_version, p.template,
     p.template_version, p.count, p.reason, p.requester, p.state, p.state_reason, p.plan,
     p.plan_hash, p.approvals_required, p.created_at, p.updated_at, p.expires_at, p.approved_at,
     p.finished_at";
-
-fn row_from(r: &SqliteRow) -> sqlx::Result<ProvisionRow> {
-    Ok(ProvisionRow {
-        id: r.try_get(0)?,
-        fleet: r.try_get(1)?,
-        machine_config: r.try_get(2)?,
-        config_version: r.try_get(3)?,
-        template: r.try_get(4)?,
-        template_version: r.try_get(5)?,
-        count: r.try_get(6)?,
-        reason: r.try_get(7)?,
-        requester: r.try_get(8)?,
-        state: r.try_get(9)?,
-        state_reason: r.try_get(10)?,
-        plan: r.try_get(11)?,
-        plan_hash: r.try_get(12)?,
-        approvals_required: r.try_get(13)?,
-        created_at: r.try_get(14)?,
-        updated_at: r.try_get(15)?,
-        expires_at: r.try_get(16)?,
-        approved_at: r.try_get(17)?,
-        finished_at: r.try_get(18)?,
-    })
-}
 
 /// A request to file (state `pending_approval`).
 #[derive(Debug, Clone)]
@@ -152,13 +130,10 @@ pub async fn machine_name_taken(conn: &mut SqliteConnection, name: &str) -> sqlx
 /// One request.
 pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<ProvisionRow>> {
     let sql = format!("SELECT {COLUMNS} FROM provisions p WHERE p.id = ?");
-    sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(conn)
-        .await?
-        .as_ref()
-        .map(row_from)
-        .transpose()
+        .await
 }
 
 /// Who approved a request's plan `plan_hash`, in the order they did.
@@ -213,7 +188,8 @@ pub async fn set_expires_at(
         .map(|_| ())
 }
 
-/// One machine of a request as stored.
+/// One machine of a request as stored: the one read model of a `provision_machines` row, for
+/// the request pages and the job runner alike.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MachineRow {
     pub idx: i64,
@@ -221,7 +197,7 @@ pub struct MachineRow {
     pub sha256: String,
     pub size_bytes: i64,
     pub redacted_payload: String,
-    pub status: String,
+    pub status: MachineStatus,
     pub server_id: Option<i64>,
     pub action_id: Option<i64>,
     pub ipv4: Option<String>,
@@ -230,27 +206,36 @@ pub struct MachineRow {
     pub updated_at: UnixMillis,
 }
 
+impl FromRow<'_, SqliteRow> for MachineRow {
+    // By hand only for `status`: the stored word becomes a `MachineStatus` here, once.
+    fn from_row(r: &SqliteRow) -> sqlx::Result<Self> {
+        let status: String = r.try_get("status")?;
+        Ok(MachineRow {
+            idx: r.try_get("idx")?,
+            name: r.try_get("name")?,
+            sha256: r.try_get("sha256")?,
+            size_bytes: r.try_get("size_bytes")?,
+            redacted_payload: r.try_get("redacted_payload")?,
+            status: status.parse().map_err(|()| sqlx::Error::ColumnDecode {
+                index: "status".into(),
+                source: format!("unknown machine status {status:?}").into(),
+            })?,
+            server_id: r.try_get("server_id")?,
+            action_id: r.try_get("action_id")?,
+            ipv4: r.try_get("ipv4")?,
+            provider_status: r.try_get("provider_status")?,
+            error: r.try_get("error")?,
+            updated_at: r.try_get("updated_at")?,
+        })
+    }
+}
+
 const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes, redacted_payload,
     status, server_id, action_id, ipv4, provider_status, error, updated_at";
 
-fn machine_from(r: &SqliteRow) -> sqlx::Result<(i64, MachineRow)> {
-    Ok((
-        r.try_get(0)?,
-        MachineRow {
-            idx: r.try_get(1)?,
-            name: r.try_get(2)?,
-            sha256: r.try_get(3)?,
-            size_bytes: r.try_get(4)?,
-            redacted_payload: r.try_get(5)?,
-            status: r.try_get(6)?,
-            server_id: r.try_get(7)?,
-            action_id: r.try_get(8)?,
-            ipv4: r.try_get(9)?,
-            provider_status: r.try_get(10)?,
-            error: r.try_get(11)?,
-            updated_at: r.try_get(12)?,
-        },
-    ))
+/// A machine with the id of the request it belongs to (a listing page reads many requests').
+fn machine_of_request(r: &SqliteRow) -> sqlx::Result<(i64, MachineRow)> {
+    Ok((r.try_get("provision_id")?, MachineRow::from_row(r)?))
 }
 
 /// A request's machines, by index.
@@ -258,13 +243,10 @@ pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<
     let sql = format!(
         "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id = ? ORDER BY idx"
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_all(conn)
-        .await?;
-    rows.iter()
-        .map(|r| machine_from(r).map(|(_, m)| m))
-        .collect()
+        .await
 }
 
 /// The machines of many requests at once (a listing page), as (provision id, machine) pairs
@@ -285,7 +267,7 @@ pub async fn machines_of(
     }
     q.push(") ORDER BY provision_id, idx");
     let rows = q.build().fetch_all(conn).await?;
-    rows.iter().map(machine_from).collect()
+    rows.iter().map(machine_of_request).collect()
 }
 
 /// What a listing filters on; every field optional, all must match.
@@ -360,7 +342,9 @@ pub async fn explain_list(
 ) -> sqlx::Result<Vec<String>> {
     let mut q = list_query("EXPLAIN QUERY PLAN ", f, before, 50);
     let rows = q.build().fetch_all(conn).await?;
-    rows.iter().map(|r| r.try_get::<String, _>(3)).collect()
+    rows.iter()
+        .map(|r| r.try_get::<String, _>("detail"))
+        .collect()
 }
 
 /// A newest-first page of requests matching `f` with id below `before`.
@@ -371,8 +355,7 @@ pub async fn list(
     limit: i64,
 ) -> sqlx::Result<Vec<ProvisionRow>> {
     let mut q = list_query("", f, before, limit);
-    let rows = q.build().fetch_all(conn).await?;
-    rows.iter().map(row_from).collect()
+    q.build_query_as().fetch_all(conn).await
 }
 
 /// The approvers of many requests at once (for a listing page), as (provision id, approver)
@@ -394,10 +377,7 @@ pub async fn approvers_of(
         sep.push_bind(*id);
     }
     q.push(") ORDER BY a.approved_at, a.rowid");
-    let rows = q.build().fetch_all(conn).await?;
-    rows.iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect()
+    q.build_query_as().fetch_all(conn).await
 }
 
 /// Requests in `pending_approval` that `user` may approve now: not their own, not already
@@ -438,16 +418,13 @@ pub async fn due_for_expiry(
     conn: &mut SqliteConnection,
     now: UnixMillis,
 ) -> sqlx::Result<Vec<(i64, String)>> {
-    let rows = sqlx::query(
+    sqlx::query_as(
         "SELECT id, state FROM provisions
          WHERE state IN ('pending_approval', 'approved') AND expires_at <= ? ORDER BY id",
     )
     .bind(now)
     .fetch_all(conn)
-    .await?;
-    rows.iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect()
+    .await
 }
 
 /// The redacted payload of the newest succeeded request of a machine config (the preview's

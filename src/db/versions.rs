@@ -1,7 +1,8 @@
 //! Versioned documents: machine configs (`spec` JSON) and templates (`body` text) share one
 //! shape — a named head row plus immutable numbered versions — so they share these queries.
 
-use sqlx::SqliteConnection;
+use sqlx::query::QueryAs;
+use sqlx::{Sqlite, SqliteConnection};
 
 use crate::domain::UnixMillis;
 
@@ -119,23 +120,33 @@ pub async fn append(
     Ok(Some(last + 1))
 }
 
-fn select(f: &FamilySql) -> String {
-    format!(
-        "SELECT h.name AS name, v.version AS version, v.{} AS content, v.author AS author, v.created_at AS created_at FROM {} v JOIN {} h ON h.id = v.{}",
+/// The versions of `family` joined with their document, as [`Version`] reads them, then
+/// `tail` (the `WHERE`/`ORDER BY` of one read; `h` is the head table, `v` the versions').
+fn versions_query(family: Family, tail: &str) -> sqlx::AssertSqlSafe<String> {
+    let f = family.sql();
+    sqlx::AssertSqlSafe(format!(
+        "SELECT h.name AS name, v.version AS version, v.{} AS content, v.author AS author, v.created_at AS created_at FROM {} v JOIN {} h ON h.id = v.{} {tail}",
         f.content, f.versions, f.head, f.fk
-    )
+    ))
+}
+
+/// The versions of document `name` (bound as `?1`), then `rest` of the statement.
+fn versions_of<'q>(
+    family: Family,
+    name: &'q str,
+    rest: &str,
+) -> QueryAs<'q, Sqlite, Version, <Sqlite as sqlx::Database>::Arguments> {
+    sqlx::query_as(versions_query(family, &format!("WHERE h.name = ?1 {rest}"))).bind(name)
 }
 
 /// The latest version of every document, by name.
 pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<Version>> {
     let f = family.sql();
-    let sql = format!(
-        "{} WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
-        select(&f),
-        f.versions,
-        f.fk
+    let tail = format!(
+        "WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
+        f.versions, f.fk
     );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(versions_query(family, &tail))
         .fetch_all(conn)
         .await
 }
@@ -146,13 +157,7 @@ pub async fn latest(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Option<Version>> {
-    let f = family.sql();
-    let sql = format!(
-        "{} WHERE h.name = ?1 ORDER BY v.version DESC LIMIT 1",
-        select(&f)
-    );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(name)
+    versions_of(family, name, "ORDER BY v.version DESC LIMIT 1")
         .fetch_optional(conn)
         .await
 }
@@ -164,10 +169,7 @@ pub async fn exact(
     name: &str,
     version: i64,
 ) -> sqlx::Result<Option<Version>> {
-    let f = family.sql();
-    let sql = format!("{} WHERE h.name = ?1 AND v.version = ?2", select(&f));
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(name)
+    versions_of(family, name, "AND v.version = ?2")
         .bind(version)
         .fetch_optional(conn)
         .await
@@ -179,10 +181,7 @@ pub async fn history(
     family: Family,
     name: &str,
 ) -> sqlx::Result<Vec<Version>> {
-    let f = family.sql();
-    let sql = format!("{} WHERE h.name = ?1 ORDER BY v.version DESC", select(&f));
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(name)
+    versions_of(family, name, "ORDER BY v.version DESC")
         .fetch_all(conn)
         .await
 }

@@ -1,12 +1,12 @@
 //! The webhook outbox (`webhook_deliveries`): rows written in the transaction of the change
 //! they report, then claimed by due time, attempted and settled by the delivery loop.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 use crate::domain::UnixMillis;
 
 /// A delivery as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct DeliveryRow {
     pub id: i64,
     pub event: String,
@@ -25,22 +25,6 @@ pub struct DeliveryRow {
 
 const COLUMNS: &str = "id, event, provision_id, body, state, attempts, next_attempt_at, \
     last_status, last_error, created_at, delivered_at";
-
-fn row_from(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<DeliveryRow> {
-    Ok(DeliveryRow {
-        id: r.try_get("id")?,
-        event: r.try_get("event")?,
-        provision_id: r.try_get("provision_id")?,
-        body: r.try_get("body")?,
-        state: r.try_get("state")?,
-        attempts: r.try_get("attempts")?,
-        next_attempt_at: r.try_get("next_attempt_at")?,
-        last_status: r.try_get("last_status")?,
-        last_error: r.try_get("last_error")?,
-        created_at: r.try_get("created_at")?,
-        delivered_at: r.try_get("delivered_at")?,
-    })
-}
 
 /// Queues a pending delivery due at once; returns its id.
 pub async fn insert(
@@ -84,12 +68,11 @@ pub async fn due(
         "SELECT {COLUMNS} FROM webhook_deliveries
          WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?"
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(now)
         .bind(limit)
         .fetch_all(conn)
-        .await?;
-    rows.iter().map(row_from).collect()
+        .await
 }
 
 /// Pushes a pending delivery's due time to `until` if it is still due by `now`: the claim
@@ -164,13 +147,10 @@ pub async fn settle(
 /// One delivery.
 pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<DeliveryRow>> {
     let sql = format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE id = ?");
-    sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(conn)
-        .await?
-        .as_ref()
-        .map(row_from)
-        .transpose()
+        .await
 }
 
 /// A request's deliveries, oldest first.
@@ -180,9 +160,8 @@ pub async fn for_provision(
 ) -> sqlx::Result<Vec<DeliveryRow>> {
     let sql =
         format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE provision_id = ? ORDER BY id");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(provision_id)
         .fetch_all(conn)
-        .await?;
-    rows.iter().map(row_from).collect()
+        .await
 }

@@ -621,10 +621,7 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
         .first()
         .map(|m| m.redacted_payload.clone())
         .unwrap_or_default();
-    let machines = rows
-        .into_iter()
-        .map(|m| machine_record(id, m))
-        .collect::<Result<Vec<_>, _>>()?;
+    let machines = rows.into_iter().map(machine_record).collect();
     let events = provision_events::for_provision(&mut conn, id)
         .await?
         .into_iter()
@@ -648,12 +645,10 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     })
 }
 
-fn machine_record(id: i64, m: MachineRow) -> Result<MachineRecord, OpError> {
-    Ok(MachineRecord {
+fn machine_record(m: MachineRow) -> MachineRecord {
+    MachineRecord {
         idx: u32::try_from(m.idx).unwrap_or(0),
-        status: m.status.parse().map_err(|()| {
-            anyhow::anyhow!("provision {id}: unknown machine status {:?}", m.status)
-        })?,
+        status: m.status,
         name: m.name,
         sha256: m.sha256,
         size_bytes: usize::try_from(m.size_bytes).unwrap_or(0),
@@ -663,7 +658,7 @@ fn machine_record(id: i64, m: MachineRow) -> Result<MachineRecord, OpError> {
         provider_status: m.provider_status,
         error: m.error,
         updated_at: m.updated_at,
-    })
+    }
 }
 
 /// The machines of many requests (a listing page), by request id (viewer and up).
@@ -676,7 +671,7 @@ pub async fn machines_of(
     let mut conn = ctx.pool.acquire().await?;
     let mut out: BTreeMap<i64, Vec<MachineRecord>> = BTreeMap::new();
     for (id, m) in db::provisions::machines_of(&mut conn, ids).await? {
-        out.entry(id).or_default().push(machine_record(id, m)?);
+        out.entry(id).or_default().push(machine_record(m));
     }
     Ok(out)
 }

@@ -688,3 +688,88 @@ fn the_cycle_report_names_each_edge_and_its_files() {
     graph.remove("state");
     assert!(cycles(&graph).is_empty());
 }
+
+/// The 1-based lines of `code` (already `code_only`) that read a row by position:
+/// `try_get(<integer>)`, with or without a turbofish (`try_get::<i64, _>(3)`).
+fn positional_reads(code: &str) -> Vec<usize> {
+    let chars: Vec<char> = code.chars().collect();
+    let line_of = |pos: usize| chars[..pos].iter().filter(|&&c| c == '\n').count() + 1;
+    let mut out = Vec::new();
+    for i in 0..chars.len() {
+        let starts_word = i == 0 || !is_ident(chars[i - 1]);
+        if !starts_word || ident_at(&chars, i) != "try_get" {
+            continue;
+        }
+        let mut j = skip_space(&chars, i + "try_get".len());
+        if chars.get(j) == Some(&':') && chars.get(j + 1) == Some(&':') {
+            j = skip_space(&chars, j + 2);
+            if chars.get(j) == Some(&'<') {
+                let mut depth = 0;
+                while j < chars.len() {
+                    match chars[j] {
+                        '<' => depth += 1,
+                        '>' => depth -= 1,
+                        _ => {}
+                    }
+                    j += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                j = skip_space(&chars, j);
+            }
+        }
+        if chars.get(j) == Some(&'(') {
+            let k = skip_space(&chars, j + 1);
+            if chars.get(k).is_some_and(|c| c.is_ascii_digit()) {
+                out.push(line_of(i));
+            }
+        }
+    }
+    out
+}
+
+/// A reordered SELECT must fail loudly, never shift fields: rows are read by column name
+/// (`FromRow`, `try_get("name")`), never by position.
+#[test]
+fn rows_are_read_by_column_name_never_by_position() {
+    let mut found = Vec::new();
+    for file in rust_files(&src_dir()) {
+        let src = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = src.lines().collect();
+        for line in positional_reads(&code_only(&src)) {
+            found.push(format!(
+                "{}:{}: {}",
+                display(&file),
+                line,
+                lines[line - 1].trim()
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "rows read by position ({} places); read them by column name:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The positional-read check on made-up code: an index counts however it is spelt; a column
+/// name, a comment or a string does not.
+#[test]
+fn the_positional_read_check_finds_indexes_only() {
+    let flagged = |text: &str| positional_reads(&code_only(text));
+    assert_eq!(flagged("let id: i64 = r.try_get(0)?;\n"), [1]);
+    assert_eq!(
+        flagged("let a = r.try_get(\"id\")?;\nlet b = r.try_get::<i64, _>( 3 )?;\n"),
+        [2]
+    );
+    assert_eq!(
+        flagged("fn f() {\n    r.try_get::<Option<Vec<u8>>, _>(12)\n}\n"),
+        [2]
+    );
+    assert!(flagged("let id: i64 = r.try_get(\"id\")?;\n").is_empty());
+    assert!(flagged("// was r.try_get(0), now by name\nlet s = \"try_get(1)\";\n").is_empty());
+    assert!(flagged("let x = row.try_get_unchecked(0);\nlet y = my_try_get(1);\n").is_empty());
+    assert!(flagged("#[cfg(test)]\nmod tests { fn t() { r.try_get(0); } }\n").is_empty());
+}

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::payload::{self, Payloads};
 use crate::context::Ctx;
-use crate::db::{self, provision_jobs};
+use crate::db::{self, provision_jobs, provisions};
 use crate::domain::{Actor, ProvisionState};
 use crate::provisioning::transition::{self, Outcome, Transition};
 
@@ -22,7 +22,7 @@ pub(super) enum Claimed {
 }
 
 /// Re-renders, then supersedes or claims `job` (read as `approved`).
-pub(super) async fn claim(ctx: &Ctx, job: &provision_jobs::JobRow) -> anyhow::Result<Claimed> {
+pub(super) async fn claim(ctx: &Ctx, job: &provisions::ProvisionRow) -> anyhow::Result<Claimed> {
     let stale = match payload::render(ctx, job).await? {
         Err(stale) => stale,
         Ok(p) => {

@@ -7,6 +7,7 @@ use crate::audit::{self, Action, NewEntry};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::provision_jobs::{self, MachineUpdate};
+use crate::db::provisions;
 use crate::domain::machine::ProviderKind;
 use crate::domain::{Caller, MachineStatus, ProvisionState, Role};
 use crate::error::OpError;
@@ -28,10 +29,10 @@ pub async fn destroy_machine(
     let not_found = || OpError::NotFound(format!("machine {idx} of provision {provision_id}"));
     let (job, machine) = {
         let mut conn = ctx.pool.acquire().await?;
-        let job = provision_jobs::job(&mut conn, provision_id)
+        let job = provisions::get(&mut conn, provision_id)
             .await?
             .ok_or_else(not_found)?;
-        let machine = provision_jobs::machines(&mut conn, provision_id)
+        let machine = provisions::machines(&mut conn, provision_id)
             .await?
             .into_iter()
             .find(|m| m.idx == i64::from(idx))

@@ -16,7 +16,8 @@ use super::payload::{self, Payloads};
 use super::{event, Options};
 use crate::context::Ctx;
 use crate::db;
-use crate::db::provision_jobs::{self, JobRow, MachineRow, MachineUpdate};
+use crate::db::provision_jobs::{self, MachineUpdate};
+use crate::db::provisions::{self, MachineRow, ProvisionRow};
 use crate::domain::machine::ProviderKind;
 use crate::domain::{Actor, MachineStatus, ProvisionState};
 use crate::provider::{
@@ -36,7 +37,7 @@ pub(super) async fn execute(
 ) -> anyhow::Result<()> {
     let job = {
         let mut conn = ctx.pool.acquire().await?;
-        provision_jobs::job(&mut conn, id).await?
+        provisions::get(&mut conn, id).await?
     };
     let Some(job) = job.filter(|j| j.state == ProvisionState::Executing.as_str()) else {
         return Ok(());
@@ -75,7 +76,7 @@ pub(super) async fn execute(
 struct Run<'a> {
     ctx: &'a Ctx,
     opts: &'a Options,
-    job: &'a JobRow,
+    job: &'a ProvisionRow,
     plan: &'a Plan,
     /// Rendered on first need during a reconcile; `Err` when the plan cannot be rendered.
     payloads: Option<Result<Payloads, String>>,
@@ -91,7 +92,7 @@ impl Run<'_> {
 
     async fn load(&self) -> anyhow::Result<Vec<MachineRow>> {
         let mut conn = self.ctx.pool.acquire().await?;
-        provision_jobs::machines(&mut conn, self.job.id).await
+        Ok(provisions::machines(&mut conn, self.job.id).await?)
     }
 
     async fn machines(&mut self) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use secrecy::SecretString;
 
 use crate::context::Ctx;
-use crate::db::provision_jobs::JobRow;
+use crate::db::provisions::ProvisionRow;
 use crate::db::versions::{self, Family};
 use crate::domain::machine::MachineSpec;
 use crate::provisioning::plan::{self, Currency};
@@ -25,7 +25,10 @@ pub(super) type Stale = String;
 
 /// Renders every machine of request `job` again; `Err(stale)` when the result is not the
 /// approved plan (newer versions, a rotated secret, a payload that no longer validates).
-pub(super) async fn render(ctx: &Ctx, job: &JobRow) -> anyhow::Result<Result<Payloads, Stale>> {
+pub(super) async fn render(
+    ctx: &Ctx,
+    job: &ProvisionRow,
+) -> anyhow::Result<Result<Payloads, Stale>> {
     let provision = super::provision(ctx, job.id).await?;
     let rerendered = match plan::recheck(ctx, &provision)
         .await
