@@ -10,7 +10,7 @@ use sqlx::SqliteConnection;
 
 use crate::db::audit::{self as rows, AuditRow};
 use crate::domain::digest::hex;
-use crate::domain::{parse_stored, FieldErrors, Role, UnixMillis};
+use crate::domain::{parse_stored_name, FieldErrors, Role, UnixMillis};
 use crate::export::{self, ExportFormat, ExportStream};
 
 /// The `prev_hash` of the first entry.
@@ -202,14 +202,11 @@ pub struct Entry {
 impl TryFrom<AuditRow> for Entry {
     type Error = OpError;
     fn try_from(r: AuditRow) -> Result<Self, OpError> {
-        let action = parse_stored("audit_log.action", &r.action, |_, name| {
-            Action::from_wire(name).ok_or("not an action this build knows")
-        })?;
         Ok(Entry {
             id: r.id,
             at: r.at,
             actor: r.actor,
-            action,
+            action: parse_stored_name("audit_log.action", &r.action, Action::from_wire)?,
             target_kind: r.target_kind,
             target_id: r.target_id,
             details: r.details,

@@ -24,5 +24,5 @@ pub use field_error::{FieldError, FieldErrors};
 pub use password::NewPassword;
 pub use provision::{MachineStatus, ProvisionState};
 pub use role::Role;
-pub use stored::{parse_stored, StoredValueError};
+pub use stored::{parse_stored, parse_stored_name, StoredValueError};
 pub use username::Username;

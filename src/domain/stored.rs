@@ -25,6 +25,18 @@ pub fn parse_stored<T, E: std::fmt::Display>(
     })
 }
 
+/// Looks the value `raw` of the stored `column` up in a closed set of names (`lookup`); a name
+/// this build does not know names the column and the value.
+pub fn parse_stored_name<T>(
+    column: &'static str,
+    raw: &str,
+    lookup: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, StoredValueError> {
+    parse_stored(column, raw, |_, name| {
+        lookup(name).ok_or("not a name this build knows")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +53,19 @@ mod tests {
         );
         let name = parse_stored("users.username", "alice", Username::parse_field).unwrap();
         assert_eq!(name.as_str(), "alice");
+    }
+
+    #[test]
+    fn a_stored_name_outside_the_closed_set_names_its_column() {
+        let lookup = |n: &str| (n == "verified").then_some(1);
+        assert_eq!(
+            parse_stored_name("pin_checks.verdict", "verified", lookup),
+            Ok(1)
+        );
+        let e = parse_stored_name("pin_checks.verdict", "maybe", lookup).unwrap_err();
+        assert!(
+            e.to_string().contains("pin_checks.verdict \"maybe\""),
+            "{e}"
+        );
     }
 }

@@ -10,7 +10,7 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::pins::PinCheckRow;
 use crate::domain::machine::{document_name, Sha256Pin};
-use crate::domain::{parse_stored, Role, UnixMillis};
+use crate::domain::{parse_stored, parse_stored_name, Role, UnixMillis};
 use crate::error::OpError;
 
 /// A remembered pin verdict, as the config page and the API show it.
@@ -29,13 +29,10 @@ pub struct PinCheck {
 impl TryFrom<PinCheckRow> for PinCheck {
     type Error = OpError;
     fn try_from(r: PinCheckRow) -> Result<Self, OpError> {
-        let verdict = parse_stored("pin_checks.verdict", &r.verdict, |_, name| {
-            VerdictKind::from_stored(name).ok_or("not a verdict kind")
-        })?;
         Ok(PinCheck {
-            sha256: parse_stored("pin_checks.sha256", &r.sha256, Sha256Pin::parse)?,
             url: r.url,
-            verdict,
+            sha256: parse_stored("pin_checks.sha256", &r.sha256, Sha256Pin::parse)?,
+            verdict: parse_stored_name("pin_checks.verdict", &r.verdict, VerdictKind::from_stored)?,
             message: r.message,
             checked_at: r.checked_at,
             checked_by: r.checked_by,
