@@ -10,7 +10,7 @@ use sqlx::SqliteConnection;
 
 use crate::db::audit::{self as rows, AuditRow};
 use crate::domain::digest::hex;
-use crate::domain::{FieldErrors, Role, UnixMillis};
+use crate::domain::{parse_stored_name, FieldErrors, Role, UnixMillis};
 use crate::export::{self, ExportFormat, ExportStream};
 
 /// The `prev_hash` of the first entry.
@@ -163,42 +163,56 @@ impl Action {
     }
 }
 
+impl Action {
+    /// The action a stored wire name names; `None` for a name this build does not know.
+    pub fn from_wire(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+}
+
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// One entry of the log as pages, the API and exports read it.
+/// Serialises as its wire name, as the log stores it.
+impl serde::Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One entry of the log as pages and the API read it (exports stream the rows themselves).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Entry {
     pub id: i64,
     pub at: UnixMillis,
     /// A username, `system` or `anonymous`.
     pub actor: String,
-    /// The dotted wire name of an [`Action`].
-    pub action: String,
+    pub action: Action,
     pub target_kind: String,
     pub target_id: String,
-    /// The details as stored (JSON text, free of secrets).
+    /// The details as stored (JSON text, free of secrets): shown as the exact text hashed.
     pub details: String,
     pub prev_hash: String,
     pub hash: String,
 }
 
-impl From<AuditRow> for Entry {
-    fn from(r: AuditRow) -> Self {
-        Entry {
+impl TryFrom<AuditRow> for Entry {
+    type Error = OpError;
+    fn try_from(r: AuditRow) -> Result<Self, OpError> {
+        Ok(Entry {
             id: r.id,
             at: r.at,
             actor: r.actor,
-            action: r.action,
+            action: parse_stored_name("audit_log.action", &r.action, Action::from_wire)?,
             target_kind: r.target_kind,
             target_id: r.target_id,
             details: r.details,
             prev_hash: r.prev_hash,
             hash: r.hash,
-        }
+        })
     }
 }
 
@@ -264,6 +278,27 @@ pub async fn append(
     row.hash = entry_hash(&row);
     rows::insert(conn, &row).await?;
     Ok(id)
+}
+
+/// Appends `caller`'s `action` on one target: what every operation records, so each writes one
+/// call instead of its own wrapper. Call inside the write transaction of the change.
+pub async fn record(
+    conn: &mut SqliteConnection,
+    caller: &Caller,
+    now: UnixMillis,
+    action: Action,
+    target_kind: &str,
+    target_id: &str,
+    details: Value,
+) -> sqlx::Result<()> {
+    let entry = NewEntry {
+        actor: &caller.actor,
+        action,
+        target_kind,
+        target_id,
+        details,
+    };
+    append(conn, now, entry).await.map(|_| ())
 }
 
 /// The hash an entry must carry, given its fields and `prev_hash`.
@@ -569,7 +604,7 @@ pub async fn search(
     require_reader(caller)?;
     let mut conn = ctx.pool.acquire().await?;
     // One extra row tells whether an older page exists.
-    let mut entries: Vec<Entry> = rows::page(
+    let mut entries = rows::page(
         &mut conn,
         &search.filter.to_rows(),
         search.before,
@@ -577,8 +612,8 @@ pub async fn search(
     )
     .await?
     .into_iter()
-    .map(Entry::from)
-    .collect();
+    .map(Entry::try_from)
+    .collect::<Result<Vec<_>, _>>()?;
     let more = entries.len() > usize::try_from(search.limit).unwrap_or(usize::MAX);
     entries.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
     let next_cursor = more.then(|| entries.last().map(|e| e.id)).flatten();
@@ -594,13 +629,13 @@ pub async fn about(
     conn: &mut SqliteConnection,
     target: &str,
     limit: i64,
-) -> sqlx::Result<Vec<Entry>> {
+) -> Result<Vec<Entry>, OpError> {
     let filter = rows::AuditFilter {
         target: Some(target.to_owned()),
         ..rows::AuditFilter::default()
     };
     let found = rows::page(conn, &filter, None, limit).await?;
-    Ok(found.into_iter().map(Entry::from).collect())
+    found.into_iter().map(Entry::try_from).collect()
 }
 
 /// The export as a stream of encoded chunks, fed by [`export()`] on its own task (so the walk

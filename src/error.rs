@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix_web::http::StatusCode;
 
-use crate::domain::{FieldError, FieldErrors, Forbidden};
+use crate::domain::{FieldError, FieldErrors, Forbidden, StoredValueError};
 
 /// Why an operation did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +118,13 @@ impl From<FieldErrors> for OpError {
 
 impl From<sqlx::Error> for OpError {
     fn from(e: sqlx::Error) -> Self {
+        OpError::Internal(e.into())
+    }
+}
+
+/// A stored value that no longer parses is headroom's fault, shown opaquely and logged whole.
+impl From<StoredValueError> for OpError {
+    fn from(e: StoredValueError) -> Self {
         OpError::Internal(e.into())
     }
 }

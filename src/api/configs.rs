@@ -157,12 +157,12 @@ pub async fn pin_check(
     let c = outcome.check;
     Ok(Json(PinCheckJson {
         ok,
-        verdict: c.verdict,
+        verdict: c.verdict.to_string(),
         message: c.message,
         bytes: outcome.bytes,
         checked_at: format_utc(c.checked_at),
         url: c.url,
-        sha256: c.sha256,
+        sha256: c.sha256.into(),
     }))
 }
 

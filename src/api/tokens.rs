@@ -36,7 +36,7 @@ impl From<&Token> for TokenJson {
     fn from(t: &Token) -> Self {
         Self {
             id: t.id,
-            username: t.username.clone(),
+            username: t.username.to_string(),
             label: t.label.clone(),
             created_at: format_utc(t.created_at),
             created_by: t.created_by.clone(),
@@ -100,7 +100,7 @@ pub async fn create(
     Ok(HttpResponse::Created().json(CreatedTokenJson {
         id: row.id,
         token,
-        username: row.username,
+        username: row.username.into(),
         label: row.label,
         created_at: format_utc(row.created_at),
     }))

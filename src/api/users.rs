@@ -26,7 +26,7 @@ pub struct UserJson {
 impl From<&User> for UserJson {
     fn from(u: &User) -> Self {
         Self {
-            username: u.username.clone(),
+            username: u.username.to_string(),
             role: u.role.to_string(),
             disabled: u.disabled,
             created_at: format_utc(u.created_at),

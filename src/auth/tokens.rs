@@ -4,42 +4,42 @@ use serde_json::json;
 
 use super::principal::Caller;
 use super::secret_token;
-use super::users::{find_user, write_audit};
-use crate::audit::Action;
+use super::users::find_user;
+use crate::audit::{self, Action};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::tokens::TokenRow;
 use crate::domain::field_error::reject_control_chars;
-use crate::domain::{FieldError, FieldErrors, Role, UnixMillis, Username};
+use crate::domain::{parse_stored, FieldError, FieldErrors, Role, UnixMillis, Username};
 use crate::error::OpError;
 
 /// A token as pages and the API show it (never the token, nor its digest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
     pub id: i64,
-    pub user_id: i64,
     /// Who the token acts as.
-    pub username: String,
+    pub username: Username,
     /// What the token is for.
     pub label: String,
     pub created_at: UnixMillis,
+    /// The actor name of the admin who created it.
     pub created_by: String,
     pub last_used_at: Option<UnixMillis>,
     pub revoked_at: Option<UnixMillis>,
 }
 
-impl From<TokenRow> for Token {
-    fn from(t: TokenRow) -> Self {
-        Token {
+impl TryFrom<TokenRow> for Token {
+    type Error = OpError;
+    fn try_from(t: TokenRow) -> Result<Self, OpError> {
+        Ok(Token {
             id: t.id,
-            user_id: t.user_id,
-            username: t.username,
+            username: parse_stored("api_tokens.username", &t.username, Username::parse_field)?,
             label: t.label,
             created_at: t.created_at,
             created_by: t.created_by,
             last_used_at: t.last_used_at,
             revoked_at: t.revoked_at,
-        }
+        })
     }
 }
 
@@ -87,21 +87,21 @@ pub async fn create_token(
         now,
     )
     .await?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::TokenCreated,
         "token",
         &id.to_string(),
-        json!({ "user": user.username, "label": label }),
+        json!({ "user": user.username.as_str(), "label": label }),
     )
     .await?;
     let row = db::tokens::by_id(&mut tx, id)
         .await?
         .ok_or_else(|| OpError::NotFound("token".into()))?;
     tx.commit().await?;
-    Ok((token, row.into()))
+    Ok((token, row.try_into()?))
 }
 
 /// Revokes an API token (admin only).
@@ -113,20 +113,20 @@ pub async fn revoke_token(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Token, 
         .await?
         .ok_or_else(|| OpError::NotFound(format!("token {id}")))?;
     if db::tokens::revoke(&mut tx, id, now).await? {
-        write_audit(
+        audit::record(
             &mut tx,
             caller,
             now,
             Action::TokenRevoked,
             "token",
             &id.to_string(),
-            json!({ "user": token.username, "label": token.label }),
+            json!({ "user": token.username.as_str(), "label": token.label }),
         )
         .await?;
     }
     let token = db::tokens::by_id(&mut tx, id).await?.unwrap_or(token);
     tx.commit().await?;
-    Ok(token.into())
+    token.try_into()
 }
 
 /// Lists API tokens (admin only).
@@ -135,7 +135,7 @@ pub async fn list_tokens(ctx: &Ctx, caller: &Caller) -> Result<Vec<Token>, OpErr
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
     let tokens = db::tokens::list(&mut conn).await?;
-    Ok(tokens.into_iter().map(Token::from).collect())
+    tokens.into_iter().map(Token::try_from).collect()
 }
 
 /// What the tokens page shows: every token and the users one can be made for (admin only).

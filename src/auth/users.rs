@@ -7,10 +7,12 @@ use sqlx::SqliteConnection;
 
 use super::principal::{Caller, Forbidden};
 use super::throttle::{self, Admission, Limit};
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::context::Ctx;
 use crate::db;
-use crate::domain::{FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username};
+use crate::domain::{
+    parse_stored, FieldError, FieldErrors, NewPassword, Role, UnixMillis, Username,
+};
 use crate::error::OpError;
 use crate::password_hashing::PasswordError;
 
@@ -18,21 +20,22 @@ use crate::password_hashing::PasswordError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
     pub id: i64,
-    pub username: String,
+    pub username: Username,
     pub role: Role,
     pub disabled: bool,
     pub created_at: UnixMillis,
 }
 
-impl From<db::users::User> for User {
-    fn from(u: db::users::User) -> Self {
-        User {
+impl TryFrom<db::users::User> for User {
+    type Error = OpError;
+    fn try_from(u: db::users::User) -> Result<Self, OpError> {
+        Ok(User {
             id: u.id,
-            username: u.username,
+            username: parse_stored("users.username", &u.username, Username::parse_field)?,
             role: u.role,
             disabled: u.disabled,
             created_at: u.created_at,
-        }
+        })
     }
 }
 
@@ -60,40 +63,21 @@ pub struct NewUserInput {
     pub password: String,
 }
 
-pub(super) async fn write_audit(
-    conn: &mut SqliteConnection,
-    caller: &Caller,
-    now: UnixMillis,
-    action: Action,
-    target_kind: &str,
-    target_id: &str,
-    details: serde_json::Value,
-) -> sqlx::Result<()> {
-    audit::append(
-        conn,
-        now,
-        NewEntry {
-            actor: &caller.actor,
-            action,
-            target_kind,
-            target_id,
-            details,
-        },
-    )
-    .await
-    .map(|_| ())
-}
-
 pub(super) async fn find_user(
     conn: &mut SqliteConnection,
     field: &str,
     raw: &str,
 ) -> Result<User, OpError> {
     let name = Username::parse_field(field, raw)?;
-    db::users::by_name(conn, name.as_str())
+    stored_user(conn, name.as_str()).await
+}
+
+/// The user stored as `name`, or not found.
+async fn stored_user(conn: &mut SqliteConnection, name: &str) -> Result<User, OpError> {
+    db::users::by_name(conn, name)
         .await?
-        .map(User::from)
-        .ok_or_else(|| OpError::NotFound(format!("user {name}")))
+        .ok_or_else(|| OpError::NotFound(format!("user {name}")))?
+        .try_into()
 }
 
 /// Creates a user (admin only).
@@ -116,7 +100,7 @@ pub async fn create_user(
     let Some(user) = db::users::insert(&mut tx, &username, role, &hash, now).await? else {
         return Err(FieldError::new("username", "is already taken").into());
     };
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
@@ -127,7 +111,7 @@ pub async fn create_user(
     )
     .await?;
     tx.commit().await?;
-    Ok(user.into())
+    user.try_into()
 }
 
 /// Refuses a change that would leave no enabled admin.
@@ -160,16 +144,11 @@ pub async fn set_role(
     username: &str,
     role: &str,
 ) -> Result<User, OpError> {
-    update(
-        ctx,
-        caller,
-        username,
-        &UserChange {
-            role: Some(role.to_owned()),
-            disabled: None,
-        },
-    )
-    .await
+    let change = UserChange {
+        role: Some(role.to_owned()),
+        ..UserChange::default()
+    };
+    update(ctx, caller, username, &change).await
 }
 
 /// Disables or re-enables a user (admin only). Disabling ends their sessions; their tokens stop
@@ -180,16 +159,11 @@ pub async fn set_disabled(
     username: &str,
     disabled: bool,
 ) -> Result<User, OpError> {
-    update(
-        ctx,
-        caller,
-        username,
-        &UserChange {
-            role: None,
-            disabled: Some(disabled),
-        },
-    )
-    .await
+    let change = UserChange {
+        disabled: Some(disabled),
+        ..UserChange::default()
+    };
+    update(ctx, caller, username, &change).await
 }
 
 /// A change to a user's role and/or state; `None` leaves that part as it is.
@@ -226,13 +200,13 @@ pub async fn update(
             keep_an_admin(&mut tx, &user, "role", "demoted").await?;
         }
         db::users::set_role(&mut tx, user.id, role, now).await?;
-        write_audit(
+        audit::record(
             &mut tx,
             caller,
             now,
             Action::UserRoleChanged,
             "user",
-            &user.username,
+            user.username.as_str(),
             json!({ "from": user.role, "to": role }),
         )
         .await?;
@@ -249,13 +223,13 @@ pub async fn update(
         } else {
             Action::UserEnabled
         };
-        write_audit(
+        audit::record(
             &mut tx,
             caller,
             now,
             action,
             "user",
-            &user.username,
+            user.username.as_str(),
             json!({}),
         )
         .await?;
@@ -381,13 +355,13 @@ pub async fn change_own_password(
     db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
     let ended = db::sessions::delete_for_user(&mut tx, user.id, origin.keep_session).await?;
     throttle::clear(&mut tx, &limit.key).await?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::UserPasswordChanged,
         "user",
-        &user.username,
+        user.username.as_str(),
         json!({ "other_sessions_ended": ended }),
     )
     .await?;
@@ -407,7 +381,7 @@ async fn audit_change_failure(
     origin: ChangeOrigin<'_>,
 ) -> Result<(), OpError> {
     let mut tx = db::begin_write(pool).await?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
@@ -444,13 +418,13 @@ pub async fn reset_password(
     let user = find_user(&mut tx, "username", username).await?;
     db::users::set_password_hash(&mut tx, user.id, &hash, now).await?;
     db::sessions::delete_for_user(&mut tx, user.id, None).await?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::UserPasswordReset,
         "user",
-        &user.username,
+        user.username.as_str(),
         json!({}),
     )
     .await?;
@@ -464,10 +438,7 @@ pub async fn reset_password(
 pub async fn get(ctx: &Ctx, caller: &Caller, username: &str) -> Result<User, OpError> {
     caller.require(Role::Admin)?;
     let mut conn = ctx.pool.acquire().await?;
-    db::users::by_name(&mut conn, username)
-        .await?
-        .map(User::from)
-        .ok_or_else(|| OpError::NotFound(format!("user {username}")))
+    stored_user(&mut conn, username).await
 }
 
 /// Lists users (viewer may not: the list is an admin page).
@@ -476,5 +447,5 @@ pub async fn list_users(ctx: &Ctx, caller: &Caller) -> Result<Vec<User>, OpError
     caller.require(Role::Admin)?;
     let mut conn = pool.acquire().await?;
     let users = db::users::list(&mut conn).await?;
-    Ok(users.into_iter().map(User::from).collect())
+    users.into_iter().map(User::try_from).collect()
 }

@@ -8,6 +8,48 @@ pub use crate::config::PinLimits;
 use crate::domain::digest::hex;
 use crate::outbound::{FetchError, OutboundClient};
 
+/// What a pre-flight concluded, without the details: what is stored and shown as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerdictKind {
+    /// `verified`: the download matched the pin.
+    Verified,
+    /// `mismatch`: it did not.
+    Mismatch,
+    /// `error`: no verdict (refused, unreachable, too large, …).
+    Error,
+}
+
+impl VerdictKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Verified => "verified",
+            VerdictKind::Mismatch => "mismatch",
+            VerdictKind::Error => "error",
+        }
+    }
+
+    /// The kind a stored name names.
+    pub fn from_stored(name: &str) -> Option<VerdictKind> {
+        [Self::Verified, Self::Mismatch, Self::Error]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Compares as its stored name, so checks read `verdict == "verified"`.
+impl PartialEq<&str> for VerdictKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// The outcome of a pre-flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PinVerdict {
@@ -32,12 +74,12 @@ impl PinVerdict {
         }
     }
 
-    /// Stored name of the verdict.
-    pub fn kind(&self) -> &'static str {
+    /// What kind of verdict it is (stored beside its message).
+    pub fn kind(&self) -> VerdictKind {
         match self {
-            PinVerdict::Verified { .. } => "verified",
-            PinVerdict::Mismatch { .. } => "mismatch",
-            PinVerdict::Failed { .. } => "error",
+            PinVerdict::Verified { .. } => VerdictKind::Verified,
+            PinVerdict::Mismatch { .. } => VerdictKind::Mismatch,
+            PinVerdict::Failed { .. } => VerdictKind::Error,
         }
     }
 

@@ -384,6 +384,36 @@ pub struct Point {
     pub source: Source,
 }
 
+/// Points for tests of what reads a series (re-bucketing, the chart), built one way.
+#[cfg(test)]
+pub(crate) mod test_points {
+    use super::{Point, Source};
+
+    /// A bucket of one ok native sample.
+    pub(crate) fn ok(t: i64, spare: u32, required: u32) -> Point {
+        Point {
+            t,
+            spare: Some(spare),
+            spare_max: Some(spare),
+            required: Some(required),
+            ok: true,
+            source: Source::Native,
+        }
+    }
+
+    /// A bucket whose samples all failed.
+    pub(crate) fn failed(t: i64) -> Point {
+        Point {
+            t,
+            spare: None,
+            spare_max: None,
+            required: None,
+            ok: false,
+            source: Source::None,
+        }
+    }
+}
+
 /// A fleet's headroom over a range, as the chart and the API read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {

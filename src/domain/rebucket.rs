@@ -58,31 +58,10 @@ fn min_opt(a: Option<u32>, b: Option<u32>) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::capacity::test_points::{failed, ok};
     use crate::domain::capacity::Source;
 
     const FROM: i64 = 1_000_000_000;
-
-    fn ok(t: i64, spare: u32, required: u32) -> Point {
-        Point {
-            t,
-            spare: Some(spare),
-            spare_max: Some(spare),
-            required: Some(required),
-            ok: true,
-            source: Source::Native,
-        }
-    }
-
-    fn failed(t: i64) -> Point {
-        Point {
-            t,
-            spare: None,
-            spare_max: None,
-            required: None,
-            ok: false,
-            source: Source::None,
-        }
-    }
 
     #[test]
     fn the_step_grows_to_a_whole_multiple_that_fits_the_points() {

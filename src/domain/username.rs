@@ -68,6 +68,19 @@ impl fmt::Display for Username {
     }
 }
 
+impl From<Username> for String {
+    fn from(name: Username) -> String {
+        name.0
+    }
+}
+
+// Lets a form's raw text be compared with a parsed name (e.g. to keep a choice selected).
+impl PartialEq<Username> for String {
+    fn eq(&self, other: &Username) -> bool {
+        *self == other.0
+    }
+}
+
 impl AsRef<str> for Username {
     fn as_ref(&self) -> &str {
         &self.0

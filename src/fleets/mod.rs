@@ -5,7 +5,7 @@ pub mod secrets;
 
 use serde_json::{json, Map, Value};
 
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleets::{FleetRow, FleetWrite};
@@ -229,29 +229,6 @@ fn spec_json(spec: &FleetSpec) -> Result<String, OpError> {
     serde_json::to_string(spec).map_err(|e| OpError::Internal(e.into()))
 }
 
-async fn write_audit(
-    conn: &mut sqlx::SqliteConnection,
-    caller: &Caller,
-    now: UnixMillis,
-    action: Action,
-    name: &str,
-    details: Value,
-) -> sqlx::Result<()> {
-    audit::append(
-        conn,
-        now,
-        NewEntry {
-            actor: &caller.actor,
-            action,
-            target_kind: "fleet",
-            target_id: name,
-            details,
-        },
-    )
-    .await
-    .map(|_| ())
-}
-
 /// Creates a fleet (operator and up; an approver when it names secrets or a window longer than
 /// the default). The demo seeding calls this too.
 #[tracing::instrument(skip_all, fields(fleet.name = %input.name.trim()), err)]
@@ -281,11 +258,12 @@ pub async fn create(ctx: &Ctx, caller: &Caller, input: &FleetInput) -> Result<Fl
     }
     // The spec holds secret sources, never values, so it can be recorded whole.
     let details = serde_json::to_value(&spec).map_err(anyhow::Error::from)?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::FleetCreated,
+        "fleet",
         spec.name(),
         details,
     )
@@ -373,11 +351,12 @@ pub async fn update(
     if !db::fleets::update(&mut tx, write).await? {
         return Err(not_found(name));
     }
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::FleetUpdated,
+        "fleet",
         name,
         json!({ "changed": changed }),
     )
@@ -415,7 +394,16 @@ pub async fn delete(ctx: &Ctx, caller: &Caller, name: &str) -> Result<(), OpErro
     }
     db::fleets::delete(&mut tx, name).await?;
     let details = serde_json::to_value(&current.spec).map_err(anyhow::Error::from)?;
-    write_audit(&mut tx, caller, now, Action::FleetDeleted, name, details).await?;
+    audit::record(
+        &mut tx,
+        caller,
+        now,
+        Action::FleetDeleted,
+        "fleet",
+        name,
+        details,
+    )
+    .await?;
     let cleared = every_field(&current.spec, false);
     write_history(&mut tx, name, now, caller, "deleted", &cleared).await?;
     tx.commit().await?;

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
@@ -77,13 +77,17 @@ async fn fetch_and_store(
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
     db::catalogue::replace(&mut tx, kind.as_str(), &rows, now).await?;
-    audit::append(&mut tx, now, NewEntry {
-        actor: &caller.actor,
-        action: Action::CatalogueRefreshed,
-        target_kind: "provider",
-        target_id: kind.as_str(),
-        details: json!({ "locations": catalogue.locations.len(), "server_types": catalogue.server_types.len(), "images": catalogue.images.len() }),
-    })
+    let details = json!({ "locations": catalogue.locations.len(), "server_types": catalogue.server_types.len(), "images": catalogue.images.len() });
+    let action = Action::CatalogueRefreshed;
+    audit::record(
+        &mut tx,
+        caller,
+        now,
+        action,
+        "provider",
+        kind.as_str(),
+        details,
+    )
     .await?;
     tx.commit().await?;
     Ok(catalogue)

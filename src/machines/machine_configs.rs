@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::catalogue;
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::cloud_init::DEFAULT_TEMPLATE;
 use crate::context::Ctx;
@@ -84,29 +84,6 @@ async fn parse(ctx: &Ctx, input: &MachineInput) -> Result<MachineSpec, OpError> 
     Ok(spec?)
 }
 
-async fn write_audit(
-    conn: &mut sqlx::SqliteConnection,
-    caller: &Caller,
-    now: UnixMillis,
-    action: Action,
-    name: &str,
-    details: serde_json::Value,
-) -> sqlx::Result<()> {
-    audit::append(
-        conn,
-        now,
-        NewEntry {
-            actor: &caller.actor,
-            action,
-            target_kind: "machine_config",
-            target_id: name,
-            details,
-        },
-    )
-    .await
-    .map(|_| ())
-}
-
 /// Creates a config (operator and up).
 pub async fn create(
     ctx: &Ctx,
@@ -130,11 +107,12 @@ pub async fn create(
     {
         return Err(FieldError::new("name", "is already taken").into());
     }
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::MachineConfigCreated,
+        "machine_config",
         &spec.name,
         json!({ "version": 1 }),
     )
@@ -187,11 +165,12 @@ pub async fn update(
     )
     .await?
     .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?;
-    write_audit(
+    audit::record(
         &mut tx,
         caller,
         now,
         Action::MachineConfigUpdated,
+        "machine_config",
         name,
         json!({ "version": version, "changed": changed }),
     )

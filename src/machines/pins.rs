@@ -3,39 +3,40 @@
 use serde_json::json;
 
 use super::machine_configs;
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::auth::Caller;
-use crate::cloud_init::pin::{self, PinVerdict};
+use crate::cloud_init::pin::{self, PinVerdict, VerdictKind};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::pins::PinCheckRow;
-use crate::domain::machine::document_name;
-use crate::domain::{Role, UnixMillis};
+use crate::domain::machine::{document_name, Sha256Pin};
+use crate::domain::{parse_stored, parse_stored_name, Role, UnixMillis};
 use crate::error::OpError;
 
 /// A remembered pin verdict, as the config page and the API show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinCheck {
     pub url: String,
-    pub sha256: String,
-    /// `verified`, `mismatch`, … (the verdict's kind).
-    pub verdict: String,
+    pub sha256: Sha256Pin,
+    pub verdict: VerdictKind,
     /// The verdict in a sentence.
     pub message: String,
     pub checked_at: UnixMillis,
+    /// The actor name of who asked for the check.
     pub checked_by: String,
 }
 
-impl From<PinCheckRow> for PinCheck {
-    fn from(r: PinCheckRow) -> Self {
-        PinCheck {
+impl TryFrom<PinCheckRow> for PinCheck {
+    type Error = OpError;
+    fn try_from(r: PinCheckRow) -> Result<Self, OpError> {
+        Ok(PinCheck {
             url: r.url,
-            sha256: r.sha256,
-            verdict: r.verdict,
+            sha256: parse_stored("pin_checks.sha256", &r.sha256, Sha256Pin::parse)?,
+            verdict: parse_stored_name("pin_checks.verdict", &r.verdict, VerdictKind::from_stored)?,
             message: r.message,
             checked_at: r.checked_at,
             checked_by: r.checked_by,
-        }
+        })
     }
 }
 
@@ -51,7 +52,7 @@ pub struct PinOutcome {
 impl PinOutcome {
     /// Whether the download matched the pin.
     pub fn ok(&self) -> bool {
-        self.check.verdict == "verified"
+        self.check.verdict == VerdictKind::Verified
     }
 }
 
@@ -89,27 +90,26 @@ async fn record(
     let row = PinCheckRow {
         url: url.to_owned(),
         sha256: sha256.to_owned(),
-        verdict: verdict.kind().to_owned(),
+        verdict: verdict.kind().as_str().to_owned(),
         message: verdict.message(),
         checked_at: now,
         checked_by: caller.actor.name().to_owned(),
     };
     let mut tx = db::begin_write(&ctx.pool).await?;
     db::pins::record(&mut tx, &row).await?;
-    audit::append(
+    let details = json!({ "url": url, "verdict": row.verdict, "message": row.message });
+    audit::record(
         &mut tx,
+        caller,
         now,
-        NewEntry {
-            actor: &caller.actor,
-            action: Action::PinChecked,
-            target_kind: "tarball",
-            target_id: sha256,
-            details: json!({ "url": url, "verdict": row.verdict, "message": row.message }),
-        },
+        Action::PinChecked,
+        "tarball",
+        sha256,
+        details,
     )
     .await?;
     tx.commit().await?;
-    Ok(row.into())
+    row.try_into()
 }
 
 /// The remembered verdict for a config's current pin.
@@ -121,7 +121,8 @@ pub async fn latest_for(
 ) -> Result<Option<PinCheck>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
-    Ok(db::pins::get(&mut conn, url, sha256)
+    db::pins::get(&mut conn, url, sha256)
         .await?
-        .map(PinCheck::from))
+        .map(PinCheck::try_from)
+        .transpose()
 }

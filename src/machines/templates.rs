@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::cloud_init::{Renderer, DEFAULT_TEMPLATE, DEFAULT_TEMPLATE_BODY};
 use crate::context::Ctx;
@@ -66,15 +66,9 @@ async fn audit_version(
     version: i64,
     body: &str,
 ) -> sqlx::Result<()> {
-    audit::append(conn, now, NewEntry {
-        actor: &caller.actor,
-        action,
-        target_kind: "template",
-        target_id: name,
-        details: json!({ "version": version, "sha256": sha256_hex(body.as_bytes()), "bytes": body.len() }),
-    })
-    .await
-    .map(|_| ())
+    let details =
+        json!({ "version": version, "sha256": sha256_hex(body.as_bytes()), "bytes": body.len() });
+    audit::record(conn, caller, now, action, "template", name, details).await
 }
 
 /// Loads the shipped default template on first start (no-op afterwards).

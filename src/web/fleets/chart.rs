@@ -611,32 +611,10 @@ fn duration(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::capacity::Source;
+    use crate::domain::capacity::test_points::{failed, ok};
 
     const FROM: i64 = 1_764_000_000_000 - 1_764_000_000_000 % HOUR;
     const STEP: i64 = 10_000;
-
-    fn ok(t: i64, spare: u32, required: u32) -> Point {
-        Point {
-            t,
-            spare: Some(spare),
-            spare_max: Some(spare),
-            required: Some(required),
-            ok: true,
-            source: Source::Native,
-        }
-    }
-
-    fn failed(t: i64) -> Point {
-        Point {
-            t,
-            spare: None,
-            spare_max: None,
-            required: None,
-            ok: false,
-            source: Source::None,
-        }
-    }
 
     fn series(points: Vec<Point>) -> Series {
         Series {
