@@ -10,7 +10,7 @@ use sqlx::SqliteConnection;
 
 use crate::db::audit::{self as rows, AuditRow};
 use crate::domain::digest::hex;
-use crate::domain::{parse_stored_name, FieldErrors, Role, UnixMillis};
+use crate::domain::{FieldErrors, Role, UnixMillis};
 use crate::export::{self, ExportFormat, ExportStream};
 
 /// The `prev_hash` of the first entry.
@@ -190,7 +190,9 @@ pub struct Entry {
     pub at: UnixMillis,
     /// A username, `system` or `anonymous`.
     pub actor: String,
-    pub action: Action,
+    /// Kept as written: the log is append-only across releases, so an entry naming an action
+    /// this build no longer has must still be shown, exported and verified.
+    pub action: String,
     pub target_kind: String,
     pub target_id: String,
     /// The details as stored (JSON text, free of secrets): shown as the exact text hashed.
@@ -206,7 +208,7 @@ impl TryFrom<AuditRow> for Entry {
             id: r.id,
             at: r.at,
             actor: r.actor,
-            action: parse_stored_name("audit_log.action", &r.action, Action::from_wire)?,
+            action: r.action,
             target_kind: r.target_kind,
             target_id: r.target_id,
             details: r.details,

@@ -72,7 +72,7 @@ impl From<&Entry> for AuditEntryJson {
             id: r.id,
             at: format_utc(r.at),
             actor: r.actor.clone(),
-            action: r.action.to_string(),
+            action: r.action.clone(),
             target: format!("{}:{}", r.target_kind, r.target_id),
             details: serde_json::from_str(&r.details).unwrap_or(serde_json::Value::Null),
             hash: r.hash.clone(),
