@@ -62,3 +62,40 @@ pub fn time(at: i64) -> Markup {
     let s = crate::domain::clock::format_utc(at);
     html! { time datetime=(s) { (s.replace('T', " ").trim_end_matches('Z')) " UTC" } }
 }
+
+/// One text-like input of a list page's filter form, with its message when the filter was
+/// refused.
+pub fn filter_input(
+    name: &str,
+    label: &str,
+    value: &str,
+    kind: &str,
+    hint: &str,
+    error: Option<&str>,
+) -> Markup {
+    html! {
+        div.field.invalid[error.is_some()] {
+            label for={ "f-" (name) } { (label) }
+            input id={ "f-" (name) } name=(name) type=(kind) value=(value) placeholder=(hint)
+                aria-invalid=[error.map(|_| "true")];
+            @if let Some(e) = error { p.field-error { (e) } }
+        }
+    }
+}
+
+/// The query string of a list page's link that keeps its non-empty `filters` (name, value) and
+/// optionally pages (`before`) or exports (`format`).
+pub fn filter_query(filters: &[(&str, &str)], before: Option<i64>, format: Option<&str>) -> String {
+    let mut pairs: Vec<(&str, String)> = filters
+        .iter()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|&(k, v)| (k, v.to_owned()))
+        .collect();
+    if let Some(b) = before {
+        pairs.push(("before", b.to_string()));
+    }
+    if let Some(f) = format {
+        pairs.push(("format", f.to_owned()));
+    }
+    serde_urlencoded::to_string(pairs).unwrap_or_default()
+}

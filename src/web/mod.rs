@@ -15,6 +15,7 @@ pub mod login;
 pub mod machines;
 pub mod ops;
 pub mod provisions;
+pub mod reply;
 pub mod templates;
 pub mod tokens;
 pub mod users;

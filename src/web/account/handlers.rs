@@ -12,14 +12,25 @@ use crate::error::OpError;
 use crate::http::client::client_addr;
 use crate::state::AppState;
 use crate::web::errors::{set_retry_after, status_of, WebError};
-use crate::web::layout::{after_write, respond, Frame};
-use crate::web::{flash, paths};
+use crate::web::layout::after_write;
+use crate::web::paths;
+use crate::web::reply::{submitted, Reply};
 
 /// The account page.
 pub async fn show(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
-    let frame = Frame::load(&state, &principal, "Your account", "").await;
-    let body = || views::account(&principal, &FieldErrors::default(), None);
-    respond(&htmx, StatusCode::OK, frame, body, body)
+    let reply = Reply::new(&state, &principal, &htmx);
+    account_page(reply, StatusCode::OK, &FieldErrors::default(), None).await
+}
+
+/// The account page with `errors` at the password form, or `refused` saying why it was refused.
+async fn account_page(
+    reply: Reply<'_>,
+    status: StatusCode,
+    errors: &FieldErrors,
+    refused: Option<&str>,
+) -> HttpResponse {
+    let body = || views::account(reply.principal, errors, refused);
+    reply.page(status, "Your account", "", body).await
 }
 
 /// Changes the signed-in user's password; other sessions end. Wrong current passwords are
@@ -41,36 +52,27 @@ pub async fn change_password(
         keep_session,
         client_addr: &addr,
     };
-    match users::change_own_password(&state.ctx, &principal.caller(), origin, &form).await {
-        Ok(()) => {
-            flash(
-                &state,
-                &principal,
-                "Password changed. Your other sessions were signed out.",
-            )
-            .await;
-            Ok(after_write(&htmx, paths::ACCOUNT))
-        }
-        Err(OpError::Invalid(errors)) => {
-            let frame = Frame::load(&state, &principal, "Your account", "").await;
-            let body = || views::account(&principal, &errors, None);
-            Ok(respond(
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                frame,
-                body,
-                body,
-            ))
-        }
-        // Refused for now: the form comes back with the reason, the status and `Retry-After`.
-        Err(e @ OpError::RetryLater { .. }) => {
-            let message = e.to_string();
-            let frame = Frame::load(&state, &principal, "Your account", "").await;
-            let body = || views::account(&principal, &FieldErrors::default(), Some(&message));
-            let mut res = respond(&htmx, status_of(&e), frame, body, body);
-            set_retry_after(&mut res, &e);
-            Ok(res)
-        }
-        Err(e) => Err(e.into()),
-    }
+    let reply = Reply::new(&state, &principal, &htmx);
+    let result =
+        match users::change_own_password(&state.ctx, &principal.caller(), origin, &form).await {
+            // Refused for now: the form comes back with the reason, the status and `Retry-After`.
+            Err(e @ OpError::RetryLater { .. }) => {
+                let none = FieldErrors::default();
+                let mut res = account_page(reply, status_of(&e), &none, Some(&e.to_string())).await;
+                set_retry_after(&mut res, &e);
+                return Ok(res);
+            }
+            other => other,
+        };
+    submitted(
+        result,
+        async |()| {
+            let msg = "Password changed. Your other sessions were signed out.";
+            reply.done(msg, after_write(&htmx, paths::ACCOUNT)).await
+        },
+        async |errors| {
+            Ok(account_page(reply, StatusCode::UNPROCESSABLE_ENTITY, &errors, None).await)
+        },
+    )
+    .await
 }

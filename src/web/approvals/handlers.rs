@@ -10,7 +10,8 @@ use crate::domain::{ProvisionState, Role};
 use crate::provisioning::{requests, ProvisionFilter};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{fragment, respond, Frame};
+use crate::web::layout::fragment;
+use crate::web::reply::Reply;
 
 /// Requests the inbox shows at most (the oldest waiting ones expire first anyway).
 const INBOX_LIMIT: u32 = 200;
@@ -35,9 +36,11 @@ pub async fn inbox(
     } else {
         Vec::new()
     };
-    let frame = Frame::load(&state, &principal, "Approvals", "approvals").await;
     let body = || views::inbox(principal.role, &principal.username, &pending);
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, "Approvals", "approvals", body)
+        .await)
 }
 
 /// GET /approvals/badge: the count partial the navigation loads and refreshes.

@@ -5,23 +5,17 @@ use maud::{html, Markup};
 use super::forms::AuditQuery;
 use crate::audit::Entry;
 use crate::domain::FieldErrors;
-use crate::web::components::{error_summary, time};
+use crate::web::components::{error_summary, filter_input, filter_query, time};
 use crate::web::paths;
 
 /// The page: filter form and results.
 pub fn audit_page(q: &AuditQuery, results: Markup) -> Markup {
-    let input = |name: &'static str,
-                 label: &'static str,
-                 value: &str,
-                 kind: &'static str,
-                 hint: &'static str| {
-        html! {
-            div.field {
-                label for={ "f-" (name) } { (label) }
-                input id={ "f-" (name) } name=(name) type=(kind) value=(value) placeholder=(hint);
-            }
-        }
-    };
+    let input =
+        |name: &'static str,
+         label: &'static str,
+         value: &str,
+         kind: &'static str,
+         hint: &'static str| { filter_input(name, label, value, kind, hint, None) };
     html! {
         h1 { "Audit log" }
         section.card {
@@ -40,24 +34,17 @@ pub fn audit_page(q: &AuditQuery, results: Markup) -> Markup {
 }
 
 fn query_string(q: &AuditQuery, before: Option<i64>, format: Option<&str>) -> String {
-    let mut pairs: Vec<(&str, String)> = [
-        ("actor", &q.actor),
-        ("action", &q.action),
-        ("target", &q.target),
-        ("from", &q.from),
-        ("to", &q.to),
-    ]
-    .into_iter()
-    .filter(|(_, v)| !v.trim().is_empty())
-    .map(|(k, v)| (k, v.clone()))
-    .collect();
-    if let Some(b) = before {
-        pairs.push(("before", b.to_string()));
-    }
-    if let Some(f) = format {
-        pairs.push(("format", f.to_owned()));
-    }
-    serde_urlencoded::to_string(pairs).unwrap_or_default()
+    filter_query(
+        &[
+            ("actor", &q.actor),
+            ("action", &q.action),
+            ("target", &q.target),
+            ("from", &q.from),
+            ("to", &q.to),
+        ],
+        before,
+        format,
+    )
 }
 
 /// Results table with paging and export links (the htmx swap target).

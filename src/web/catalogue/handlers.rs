@@ -11,7 +11,7 @@ use crate::error::OpError;
 use crate::machines::catalogue;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::reply::Reply;
 use crate::web::{flash, paths, see_other};
 
 /// GET /catalogue
@@ -26,9 +26,11 @@ pub async fn show(
         .into_iter()
         .map(|c| (c.provider, c.catalogue, c.fetched_at))
         .collect();
-    let frame = Frame::load(&state, &principal, "Provider catalogue", "catalogue").await;
     let body = || views::show(&principal, &all);
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, "Provider catalogue", "catalogue", body)
+        .await)
 }
 
 /// POST /catalogue/{provider}/refresh

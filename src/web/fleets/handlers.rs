@@ -16,7 +16,8 @@ use crate::fleets::{self};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{fragment, respond, Frame};
+use crate::web::layout::fragment;
+use crate::web::reply::{submitted, Reply};
 use crate::web::{flash, paths, see_other};
 
 /// GET /fleets
@@ -26,26 +27,31 @@ pub async fn list(
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
     let all = fleets::list(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(&state, &principal, "Fleets", "fleets").await;
-    let body = || views::list(&all, principal.role.includes(Role::Operator));
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let can_edit = principal.role.includes(Role::Operator);
+    let body = || views::list(&all, can_edit);
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply.page(StatusCode::OK, "Fleets", "fleets", body).await)
 }
 
+/// The create or edit form (`editing` names the fleet), with `errors` next to its fields.
 async fn form_page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     editing: Option<&str>,
     form: &FleetForm,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let configs = machine_configs::names(&state.ctx, &principal.caller()).await?;
-    let declared = fleets::secrets::declared(&state.ctx, &principal.caller())?;
+    let (ctx, caller) = (&reply.state.ctx, reply.principal.caller());
+    let configs = machine_configs::names(ctx, &caller).await?;
+    let declared = fleets::secrets::declared(ctx, &caller)?;
     let title = editing.map_or_else(|| "New fleet".to_owned(), |n| format!("Edit fleet {n}"));
-    let frame = Frame::load(state, principal, title, "fleets").await;
-    let body = || views::form_page(principal, editing, form, errors, &configs, &declared);
-    Ok(respond(htmx, status, frame, body, body))
+    let body = || views::form_page(reply.principal, editing, form, errors, &configs, &declared);
+    Ok(reply.page(status, title, "fleets", body).await)
+}
+
+/// Where a fleet's page is.
+fn fleet_path(name: &str) -> String {
+    paths::fill(paths::FLEET, &[("name", name)])
 }
 
 /// GET /fleets/new
@@ -54,18 +60,9 @@ pub async fn new(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
+    let reply = Reply::new(&state, &principal, &htmx);
     let form = FleetForm::defaults();
-    let none = FieldErrors::default();
-    form_page(
-        &state,
-        &principal,
-        &htmx,
-        StatusCode::OK,
-        None,
-        &form,
-        &none,
-    )
-    .await
+    form_page(reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
 }
 
 /// POST /fleets
@@ -75,22 +72,27 @@ pub async fn create(
     htmx: Htmx,
     form: web::Form<FleetForm>,
 ) -> Result<HttpResponse, WebError> {
+    let reply = Reply::new(&state, &principal, &htmx);
     let input = FleetInput::from(&*form);
-    match fleets::create(&state.ctx, &principal.caller(), &input).await {
-        Ok(f) => {
-            let msg = format!("Fleet {} created.", f.spec.name());
-            flash(&state, &principal, &msg).await;
-            Ok(see_other(&paths::fill(
-                paths::FLEET,
-                &[("name", f.spec.name())],
-            )))
-        }
-        Err(OpError::Invalid(errors)) => {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(&state, &principal, &htmx, status, None, &form, &errors).await
-        }
-        Err(e) => Err(e.into()),
-    }
+    submitted(
+        fleets::create(&state.ctx, &principal.caller(), &input).await,
+        async |f| {
+            let name = f.spec.name();
+            let msg = format!("Fleet {name} created.");
+            reply.done(&msg, see_other(&fleet_path(name))).await
+        },
+        async |errors| {
+            form_page(
+                reply,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+                &form,
+                &errors,
+            )
+            .await
+        },
+    )
+    .await
 }
 
 /// `?range=` of the fleet page and its chart partial, as sent.
@@ -152,9 +154,11 @@ pub async fn show(
         samples: &samples,
         deficits: &deficits,
     };
-    let frame = Frame::load(&state, &principal, name.as_str(), "fleets").await;
     let body = || views::show(&principal, &fleet, &headroom, &changes);
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, name.as_str(), "fleets", body)
+        .await)
 }
 
 /// GET /fleets/{name}/chart?range=: the chart panel the range buttons swap in (1 h without
@@ -191,15 +195,13 @@ pub async fn edit(
 ) -> Result<HttpResponse, WebError> {
     let fleet = fleets::get(&state.ctx, &principal.caller(), &name).await?;
     let form = FleetForm::from_input(&fleet.spec.to_input());
-    let none = FieldErrors::default();
+    let reply = Reply::new(&state, &principal, &htmx);
     form_page(
-        &state,
-        &principal,
-        &htmx,
+        reply,
         StatusCode::OK,
         Some(&name),
         &form,
-        &none,
+        &FieldErrors::default(),
     )
     .await
 }
@@ -212,27 +214,20 @@ pub async fn update(
     name: web::Path<String>,
     form: web::Form<FleetForm>,
 ) -> Result<HttpResponse, WebError> {
+    let reply = Reply::new(&state, &principal, &htmx);
     let input = FleetInput::from(&*form);
-    match fleets::update(&state.ctx, &principal.caller(), &name, &input).await {
-        Ok(_) => {
-            flash(&state, &principal, &format!("Fleet {name} saved.")).await;
-            Ok(see_other(&paths::fill(paths::FLEET, &[("name", &name)])))
-        }
-        Err(OpError::Invalid(errors)) => {
+    submitted(
+        fleets::update(&state.ctx, &principal.caller(), &name, &input).await,
+        async |_| {
+            let msg = format!("Fleet {name} saved.");
+            reply.done(&msg, see_other(&fleet_path(&name))).await
+        },
+        async |errors| {
             let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(
-                &state,
-                &principal,
-                &htmx,
-                status,
-                Some(&name),
-                &form,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+            form_page(reply, status, Some(&name), &form, &errors).await
+        },
+    )
+    .await
 }
 
 /// POST /fleets/{name}/delete

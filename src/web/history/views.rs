@@ -5,7 +5,7 @@ use maud::{html, Markup};
 use super::handlers::HistoryQuery;
 use crate::domain::{FieldErrors, ProvisionState};
 use crate::provisioning::Provision;
-use crate::web::components::{error_summary, time};
+use crate::web::components::{error_summary, filter_input, filter_query, time};
 use crate::web::paths;
 
 /// The page: filter form and results.
@@ -15,15 +15,7 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
                  value: &str,
                  kind: &'static str,
                  hint: &'static str| {
-        let error = errors.for_field(name);
-        html! {
-            div.field.invalid[error.is_some()] {
-                label for={ "f-" (name) } { (label) }
-                input id={ "f-" (name) } name=(name) type=(kind) value=(value) placeholder=(hint)
-                    aria-invalid=[error.map(|_| "true")];
-                @if let Some(e) = error { p.field-error { (e) } }
-            }
-        }
+        filter_input(name, label, value, kind, hint, errors.for_field(name))
     };
     html! {
         h1 { "Provision history" }
@@ -55,26 +47,19 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
 
 /// The query string of a link that keeps the filters (and optionally pages or exports).
 fn query_string(q: &HistoryQuery, before: Option<i64>, format: Option<&str>) -> String {
-    let mut pairs: Vec<(&str, String)> = [
-        ("fleet", &q.fleet),
-        ("machine_config", &q.machine_config),
-        ("state", &q.state),
-        ("requester", &q.requester),
-        ("approver", &q.approver),
-        ("from", &q.from),
-        ("to", &q.to),
-    ]
-    .into_iter()
-    .filter(|(_, v)| !v.trim().is_empty())
-    .map(|(k, v)| (k, v.clone()))
-    .collect();
-    if let Some(b) = before {
-        pairs.push(("before", b.to_string()));
-    }
-    if let Some(f) = format {
-        pairs.push(("format", f.to_owned()));
-    }
-    serde_urlencoded::to_string(pairs).unwrap_or_default()
+    filter_query(
+        &[
+            ("fleet", &q.fleet),
+            ("machine_config", &q.machine_config),
+            ("state", &q.state),
+            ("requester", &q.requester),
+            ("approver", &q.approver),
+            ("from", &q.from),
+            ("to", &q.to),
+        ],
+        before,
+        format,
+    )
 }
 
 /// Results table with paging and export links (the htmx swap target); `rows` is `None` when

@@ -10,7 +10,8 @@ use crate::capacity::board;
 use crate::domain::Role;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{fragment, respond, Frame};
+use crate::web::layout::fragment;
+use crate::web::reply::Reply;
 
 /// Longest `seen` token read; a longer one is ignored (it only drives announcements).
 const SEEN_MAX: usize = 16_384;
@@ -25,9 +26,9 @@ pub async fn show(
 ) -> Result<HttpResponse, WebError> {
     let fleets = board::board(&state.ctx, &principal.caller()).await?;
     let now = state.ctx.now();
-    let frame = Frame::load(&state, &principal, "Overview", "home").await;
     let body = || views::overview(&principal, now, &fleets);
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply.page(StatusCode::OK, "Overview", "home", body).await)
 }
 
 /// `?seen=` of the cards partial: the statuses the refreshing cards show.

@@ -13,8 +13,8 @@ use crate::error::OpError;
 use crate::machines::{machine_configs, pins};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
-use crate::web::{flash, paths, see_other};
+use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::{paths, see_other};
 
 /// GET /machine-configs
 pub async fn list(
@@ -23,25 +23,37 @@ pub async fn list(
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
     let configs = machine_configs::list(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(&state, &principal, "Machine configs", "machines").await;
-    let body = || views::list(&configs, principal.role.includes(Role::Operator));
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let can_edit = principal.role.includes(Role::Operator);
+    let body = || views::list(&configs, can_edit);
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, "Machine configs", "machines", body)
+        .await)
 }
 
+/// The create or edit form (`editing` names the config), with `errors` next to its fields.
 async fn form_page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     editing: Option<&str>,
     form: &MachineForm,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let choices = machine_configs::form_choices(&state.ctx, &principal.caller()).await?;
+    let principal = reply.principal;
+    let choices = machine_configs::form_choices(&reply.state.ctx, &principal.caller()).await?;
     let title = editing.map_or_else(|| "New machine config".to_owned(), |n| format!("Edit {n}"));
-    let frame = Frame::load(state, principal, title, "machines").await;
     let body = || views::form_page(principal, editing, form, errors, &choices);
-    Ok(respond(htmx, status, frame, body, body))
+    Ok(reply.page(status, title, "machines", body).await)
+}
+
+/// The form as the operations' input; a rule it breaks is shown like the operation's own.
+fn parsed(form: &MachineForm) -> Result<MachineInput, OpError> {
+    MachineInput::try_from(form).map_err(OpError::Invalid)
+}
+
+/// Where a config's page is.
+fn config_path(name: &str) -> String {
+    paths::fill(paths::MACHINE_CONFIG, &[("name", name)])
 }
 
 /// GET /machine-configs/new
@@ -59,16 +71,8 @@ pub async fn new(
         template: crate::cloud_init::DEFAULT_TEMPLATE.into(),
         ..MachineForm::default()
     };
-    form_page(
-        &state,
-        &principal,
-        &htmx,
-        StatusCode::OK,
-        None,
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    let reply = Reply::new(&state, &principal, &htmx);
+    form_page(reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
 }
 
 /// POST /machine-configs
@@ -78,37 +82,30 @@ pub async fn create(
     htmx: Htmx,
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result = match MachineInput::try_from(&*form) {
+    let reply = Reply::new(&state, &principal, &htmx);
+    let result = match parsed(&form) {
         Ok(input) => machine_configs::create(&state.ctx, &principal.caller(), &input).await,
-        Err(errors) => Err(OpError::Invalid(errors)),
+        Err(e) => Err(e),
     };
-    match result {
-        Ok(v) => {
-            flash(
-                &state,
-                &principal,
-                &format!("Machine config {} created (version 1).", v.spec.name),
-            )
-            .await;
-            Ok(see_other(&paths::fill(
-                paths::MACHINE_CONFIG,
-                &[("name", &v.spec.name)],
-            )))
-        }
-        Err(OpError::Invalid(errors)) => {
+    submitted(
+        result,
+        async |v| {
+            let name = &v.spec.name;
+            let msg = format!("Machine config {name} created (version 1).");
+            reply.done(&msg, see_other(&config_path(name))).await
+        },
+        async |errors| {
             form_page(
-                &state,
-                &principal,
-                &htmx,
+                reply,
                 StatusCode::UNPROCESSABLE_ENTITY,
                 None,
                 &form,
                 &errors,
             )
             .await
-        }
-        Err(e) => Err(e.into()),
-    }
+        },
+    )
+    .await
 }
 
 /// GET /machine-configs/{name}
@@ -119,9 +116,11 @@ pub async fn show(
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let detail = machine_configs::detail(&state.ctx, &principal.caller(), &name).await?;
-    let frame = Frame::load(&state, &principal, name.as_str(), "machines").await;
     let body = || views::show(&principal, &detail.history, detail.pin.as_ref());
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, name.as_str(), "machines", body)
+        .await)
 }
 
 /// GET /machine-configs/{name}/edit
@@ -133,10 +132,9 @@ pub async fn edit(
 ) -> Result<HttpResponse, WebError> {
     let current = machine_configs::latest(&state.ctx, &principal.caller(), &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
+    let reply = Reply::new(&state, &principal, &htmx);
     form_page(
-        &state,
-        &principal,
-        &htmx,
+        reply,
         StatusCode::OK,
         Some(&name),
         &form,
@@ -153,37 +151,23 @@ pub async fn update(
     name: web::Path<String>,
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result = match MachineInput::try_from(&*form) {
+    let reply = Reply::new(&state, &principal, &htmx);
+    let result = match parsed(&form) {
         Ok(input) => machine_configs::update(&state.ctx, &principal.caller(), &name, &input).await,
-        Err(errors) => Err(OpError::Invalid(errors)),
+        Err(e) => Err(e),
     };
-    match result {
-        Ok((v, changed)) => {
-            let msg = if changed {
-                format!("Saved {} as version {}.", name, v.version)
-            } else {
-                "No changes: no new version was made.".to_owned()
-            };
-            flash(&state, &principal, &msg).await;
-            Ok(see_other(&paths::fill(
-                paths::MACHINE_CONFIG,
-                &[("name", &name)],
-            )))
-        }
-        Err(OpError::Invalid(errors)) => {
-            form_page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                Some(&name),
-                &form,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+    submitted(
+        result,
+        async |(v, changed)| {
+            let msg = saved_message(&name, v.version, changed);
+            reply.done(&msg, see_other(&config_path(&name))).await
+        },
+        async |errors| {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            form_page(reply, status, Some(&name), &form, &errors).await
+        },
+    )
+    .await
 }
 
 /// POST /machine-configs/{name}/pin-check
@@ -193,14 +177,7 @@ pub async fn pin_check(
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let result = pins::check(&state.ctx, &principal.caller(), &name).await?;
-    flash(
-        &state,
-        &principal,
-        &format!("Pin pre-flight: {}", result.check.message),
-    )
-    .await;
-    Ok(see_other(&paths::fill(
-        paths::MACHINE_CONFIG,
-        &[("name", &name)],
-    )))
+    let msg = format!("Pin pre-flight: {}", result.check.message);
+    crate::web::flash(&state, &principal, &msg).await;
+    Ok(see_other(&config_path(&name)))
 }

@@ -13,6 +13,7 @@ use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, wants_partial, Frame};
+use crate::web::reply::{submitted, Reply};
 use crate::web::{flash, paths, see_other};
 
 /// Query of the request form: a fleet to preselect.
@@ -42,18 +43,18 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
     })
 }
 
+/// The request form with `errors` next to its fields.
 async fn form_page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     form: &RequestForm,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let choices = choices(state, principal).await?;
-    let frame = Frame::load(state, principal, "Request machines", "provisions").await;
-    let body = || views::form_page(principal, form, errors, &choices);
-    Ok(respond(htmx, status, frame, body, body))
+    let choices = choices(reply.state, reply.principal).await?;
+    let body = || views::form_page(reply.principal, form, errors, &choices);
+    Ok(reply
+        .page(status, "Request machines", "provisions", body)
+        .await)
 }
 
 /// The form as the operations' input: an empty machine config becomes the fleet's restore
@@ -83,15 +84,8 @@ pub async fn new(
     query: web::Query<NewQuery>,
 ) -> Result<HttpResponse, WebError> {
     let form = RequestForm::blank(&query.fleet);
-    form_page(
-        &state,
-        &principal,
-        &htmx,
-        StatusCode::OK,
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    let reply = Reply::new(&state, &principal, &htmx);
+    form_page(reply, StatusCode::OK, &form, &FieldErrors::default()).await
 }
 
 /// POST /provisions/plan: the live plan under the form (nothing stored).
@@ -128,42 +122,33 @@ pub async fn create(
     form: web::Form<RequestForm>,
 ) -> Result<HttpResponse, WebError> {
     let req = to_request(&state, &principal, &form).await?;
-    match requests::create(&state.ctx, &principal.caller(), &req).await {
-        Ok(p) => {
-            let msg = format!(
-                "Request #{} filed: it waits for {} approval(s).",
-                p.id, p.approvals_required
-            );
-            flash(&state, &principal, &msg).await;
-            Ok(see_other(&path_of(paths::PROVISION, p.id)))
-        }
-        Err(OpError::Invalid(errors)) => {
-            form_page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &form,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        requests::create(&state.ctx, &principal.caller(), &req).await,
+        async |p| {
+            let (id, needed) = (p.id, p.approvals_required);
+            let msg = format!("Request #{id} filed: it waits for {needed} approval(s).");
+            reply
+                .done(&msg, see_other(&path_of(paths::PROVISION, id)))
+                .await
+        },
+        async |errors| form_page(reply, StatusCode::UNPROCESSABLE_ENTITY, &form, &errors).await,
+    )
+    .await
 }
 
+/// A request's page, with `form_errors` at the approve or reject form.
 async fn detail_page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     id: i64,
     form_errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let d = requests::get(&state.ctx, &principal.caller(), id).await?;
-    let frame = Frame::load(state, principal, format!("Provision #{id}"), "provisions").await;
-    let body = || views::detail(principal, &d, form_errors);
-    Ok(respond(htmx, status, frame, body, body))
+    let d = requests::get(&reply.state.ctx, &reply.principal.caller(), id).await?;
+    let body = || views::detail(reply.principal, &d, form_errors);
+    Ok(reply
+        .page(status, format!("Provision #{id}"), "provisions", body)
+        .await)
 }
 
 /// GET /provisions/{id}
@@ -173,15 +158,8 @@ pub async fn show(
     htmx: Htmx,
     id: web::Path<i64>,
 ) -> Result<HttpResponse, WebError> {
-    detail_page(
-        &state,
-        &principal,
-        &htmx,
-        StatusCode::OK,
-        *id,
-        &FieldErrors::default(),
-    )
-    .await
+    let reply = Reply::new(&state, &principal, &htmx);
+    detail_page(reply, StatusCode::OK, *id, &FieldErrors::default()).await
 }
 
 /// GET /provisions/{id}/progress: the polled partial (opened directly, the whole page).
@@ -222,8 +200,8 @@ pub async fn approve(
         Ok(seen) => seen,
         Err(e) => {
             let errors = FieldErrors::from(e);
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            return detail_page(&state, &principal, &htmx, status, *id, &errors).await;
+            let reply = Reply::new(&state, &principal, &htmx);
+            return detail_page(reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await;
         }
     };
     let p = requests::approve(&state.ctx, &principal.caller(), *id, seen.as_ref()).await?;
@@ -247,24 +225,18 @@ pub async fn reject(
     id: web::Path<i64>,
     form: web::Form<RejectForm>,
 ) -> Result<HttpResponse, WebError> {
-    match requests::reject(&state.ctx, &principal.caller(), *id, &form.reason).await {
-        Ok(p) => {
-            flash(&state, &principal, &format!("Rejected request #{}.", p.id)).await;
-            Ok(see_other(&path_of(paths::PROVISION, p.id)))
-        }
-        Err(OpError::Invalid(errors)) => {
-            detail_page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                *id,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        requests::reject(&state.ctx, &principal.caller(), *id, &form.reason).await,
+        async |p| {
+            let msg = format!("Rejected request #{}.", p.id);
+            reply
+                .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
+                .await
+        },
+        async |errors| detail_page(reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await,
+    )
+    .await
 }
 
 /// POST /provisions/{id}/cancel

@@ -14,8 +14,9 @@ use crate::machines::preview::{preview, PreviewRequest};
 use crate::machines::{machine_configs, templates};
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{fragment, respond, Frame};
-use crate::web::{flash, paths, see_other};
+use crate::web::layout::fragment;
+use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::{paths, see_other};
 
 /// GET /templates
 pub async fn list(
@@ -24,9 +25,17 @@ pub async fn list(
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
     let all = templates::list(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(&state, &principal, "Templates", "templates").await;
-    let body = || views::list(&all, principal.role.includes(Role::Operator));
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let can_edit = principal.role.includes(Role::Operator);
+    let body = || views::list(&all, can_edit);
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, "Templates", "templates", body)
+        .await)
+}
+
+/// Where a template's page is.
+fn template_path(name: &str) -> String {
+    paths::fill(paths::TEMPLATE, &[("name", name)])
 }
 
 /// The template form as submitted.
@@ -37,18 +46,23 @@ pub struct TemplateForm {
     pub body: String,
 }
 
+/// The new-template form with `errors` next to its fields.
+async fn new_form(
+    reply: Reply<'_>,
+    status: StatusCode,
+    name: &str,
+    body: &str,
+    errors: &FieldErrors,
+) -> HttpResponse {
+    let form = || views::new_form(reply.principal, name, body, errors);
+    reply.page(status, "New template", "templates", form).await
+}
+
 /// GET /templates/new
 pub async fn new(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
-    let frame = Frame::load(&state, &principal, "New template", "templates").await;
-    let body = || {
-        views::new_form(
-            &principal,
-            "",
-            crate::cloud_init::DEFAULT_TEMPLATE_BODY,
-            &FieldErrors::default(),
-        )
-    };
-    respond(&htmx, StatusCode::OK, frame, body, body)
+    let reply = Reply::new(&state, &principal, &htmx);
+    let body = crate::cloud_init::DEFAULT_TEMPLATE_BODY;
+    new_form(reply, StatusCode::OK, "", body, &FieldErrors::default()).await
 }
 
 /// POST /templates
@@ -58,27 +72,19 @@ pub async fn create(
     htmx: Htmx,
     form: web::Form<TemplateForm>,
 ) -> Result<HttpResponse, WebError> {
-    match templates::create(&state.ctx, &principal.caller(), &form.name, &form.body).await {
-        Ok(v) => {
-            flash(&state, &principal, &format!("Template {} created.", v.name)).await;
-            Ok(see_other(&paths::fill(
-                paths::TEMPLATE,
-                &[("name", &v.name)],
-            )))
-        }
-        Err(OpError::Invalid(errors)) => {
-            let frame = Frame::load(&state, &principal, "New template", "templates").await;
-            let body = || views::new_form(&principal, &form.name, &form.body, &errors);
-            Ok(respond(
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                frame,
-                body,
-                body,
-            ))
-        }
-        Err(e) => Err(e.into()),
-    }
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        templates::create(&state.ctx, &principal.caller(), &form.name, &form.body).await,
+        async |v| {
+            let msg = format!("Template {} created.", v.name);
+            reply.done(&msg, see_other(&template_path(&v.name))).await
+        },
+        async |errors| {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            Ok(new_form(reply, status, &form.name, &form.body, &errors).await)
+        },
+    )
+    .await
 }
 
 /// GET /templates/{name}
@@ -89,9 +95,11 @@ pub async fn show(
     name: web::Path<String>,
 ) -> Result<HttpResponse, WebError> {
     let history = templates::history(&state.ctx, &principal.caller(), &name).await?;
-    let frame = Frame::load(&state, &principal, name.as_str(), "templates").await;
     let body = || views::show(&principal, &history);
-    Ok(respond(&htmx, StatusCode::OK, frame, body, body))
+    let reply = Reply::new(&state, &principal, &htmx);
+    Ok(reply
+        .page(StatusCode::OK, name.as_str(), "templates", body)
+        .await)
 }
 
 /// `?config=` picks the machine config the editor previews with.
@@ -108,10 +116,10 @@ struct Draft<'a> {
     config: &'a str,
 }
 
+/// The editor with `errors` next to its fields, previewing with `draft.config` when it is one
+/// of `configs` (else the first).
 async fn editor(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     draft: Draft<'_>,
     configs: Vec<String>,
@@ -122,15 +130,18 @@ async fn editor(
     } else {
         configs.first().cloned().unwrap_or_default()
     };
-    let frame = Frame::load(
-        state,
-        principal,
-        format!("Edit template {}", draft.name),
-        "templates",
-    )
-    .await;
-    let page = || views::editor(principal, draft.name, draft.body, &configs, &chosen, errors);
-    Ok(respond(htmx, status, frame, page, page))
+    let title = format!("Edit template {}", draft.name);
+    let page = || {
+        views::editor(
+            reply.principal,
+            draft.name,
+            draft.body,
+            &configs,
+            &chosen,
+            errors,
+        )
+    };
+    Ok(reply.page(status, title, "templates", page).await)
 }
 
 /// GET /templates/{name}/edit
@@ -142,16 +153,16 @@ pub async fn edit(
     query: web::Query<EditQuery>,
 ) -> Result<HttpResponse, WebError> {
     let opened = templates::editing(&state.ctx, &principal.caller(), &name).await?;
+    let draft = Draft {
+        name: &name,
+        body: &opened.template.content,
+        config: &query.config,
+    };
+    let reply = Reply::new(&state, &principal, &htmx);
     editor(
-        &state,
-        &principal,
-        &htmx,
+        reply,
         StatusCode::OK,
-        Draft {
-            name: &name,
-            body: &opened.template.content,
-            config: &query.config,
-        },
+        draft,
         opened.configs,
         &FieldErrors::default(),
     )
@@ -174,34 +185,25 @@ pub async fn update(
     name: web::Path<String>,
     form: web::Form<SaveForm>,
 ) -> Result<HttpResponse, WebError> {
-    match templates::update(&state.ctx, &principal.caller(), &name, &form.body).await {
-        Ok((v, changed)) => {
-            let msg = if changed {
-                format!("Saved {} as version {}.", name, v.version)
-            } else {
-                "No changes: no new version was made.".to_owned()
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        templates::update(&state.ctx, &principal.caller(), &name, &form.body).await,
+        async |(v, changed)| {
+            let msg = saved_message(&name, v.version, changed);
+            reply.done(&msg, see_other(&template_path(&name))).await
+        },
+        async |errors| {
+            let configs = machine_configs::names(&state.ctx, &principal.caller()).await?;
+            let draft = Draft {
+                name: &name,
+                body: &form.body,
+                config: &form.config,
             };
-            flash(&state, &principal, &msg).await;
-            Ok(see_other(&paths::fill(paths::TEMPLATE, &[("name", &name)])))
-        }
-        Err(OpError::Invalid(errors)) => {
-            editor(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                Draft {
-                    name: &name,
-                    body: &form.body,
-                    config: &form.config,
-                },
-                machine_configs::names(&state.ctx, &principal.caller()).await?,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            editor(reply, status, draft, configs, &errors).await
+        },
+    )
+    .await
 }
 
 /// What the live preview posts.

@@ -12,22 +12,22 @@ use crate::domain::FieldErrors;
 use crate::error::OpError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::layout::{respond, Frame};
+use crate::web::reply::{submitted, Reply};
 use crate::web::{flash, paths, see_other};
 
+/// The token page: `created` is a new token's secret, shown this once; `draft` and `errors`
+/// fill the create form.
 async fn page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: Reply<'_>,
     status: StatusCode,
     created: Option<&str>,
     draft: &NewTokenInput,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let (tokens, users) = tokens::overview(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(state, principal, "API tokens", "tokens").await;
+    let principal = reply.principal;
+    let (tokens, users) = tokens::overview(&reply.state.ctx, &principal.caller()).await?;
     let body = || views::tokens_page(principal, &tokens, &users, created, draft, errors);
-    Ok(respond(htmx, status, frame, body, body))
+    Ok(reply.page(status, "API tokens", "tokens", body).await)
 }
 
 /// GET /tokens
@@ -36,16 +36,9 @@ pub async fn list(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
-    page(
-        &state,
-        &principal,
-        &htmx,
-        StatusCode::OK,
-        None,
-        &NewTokenInput::default(),
-        &FieldErrors::default(),
-    )
-    .await
+    let reply = Reply::new(&state, &principal, &htmx);
+    let blank = NewTokenInput::default();
+    page(reply, StatusCode::OK, None, &blank, &FieldErrors::default()).await
 }
 
 /// The create-token form as submitted.
@@ -68,33 +61,26 @@ pub async fn create(
         username: form.username.clone(),
         label: form.label.clone(),
     };
-    match tokens::create_token(&state.ctx, &principal.caller(), &input).await {
-        Ok((token, _)) => {
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        tokens::create_token(&state.ctx, &principal.caller(), &input).await,
+        async |(token, _)| {
+            let blank = NewTokenInput::default();
+            let none = FieldErrors::default();
+            page(reply, StatusCode::CREATED, Some(&token), &blank, &none).await
+        },
+        async |errors| {
             page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::CREATED,
-                Some(&token),
-                &NewTokenInput::default(),
-                &FieldErrors::default(),
-            )
-            .await
-        }
-        Err(OpError::Invalid(errors)) => {
-            page(
-                &state,
-                &principal,
-                &htmx,
+                reply,
                 StatusCode::UNPROCESSABLE_ENTITY,
                 None,
                 &input,
                 &errors,
             )
             .await
-        }
-        Err(e) => Err(e.into()),
-    }
+        },
+    )
+    .await
 }
 
 /// POST /tokens/{id}/revoke

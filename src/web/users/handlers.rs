@@ -13,12 +13,16 @@ use crate::error::OpError;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{after_write, fragment, respond, wants_partial, Frame};
+use crate::web::reply::{submitted, Reply};
 use crate::web::{flash, paths, see_other};
 
+/// The users page (its htmx partial is the create form), `draft` and `errors` filling the form.
 async fn page(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    Reply {
+        state,
+        principal,
+        htmx,
+    }: Reply<'_>,
     status: StatusCode,
     draft: &NewUserInput,
     errors: &FieldErrors,
@@ -36,10 +40,9 @@ pub async fn list(
     principal: Principal,
     htmx: Htmx,
 ) -> Result<HttpResponse, WebError> {
+    let reply = Reply::new(&state, &principal, &htmx);
     page(
-        &state,
-        &principal,
-        &htmx,
+        reply,
         StatusCode::OK,
         &NewUserInput::default(),
         &FieldErrors::default(),
@@ -68,36 +71,26 @@ pub async fn create(
         role: form.role.clone(),
         password: form.password.clone(),
     };
-    match users::create_user(&state.ctx, &principal.caller(), &input).await {
-        Ok(user) => {
-            flash(
-                &state,
-                &principal,
-                &format!(
-                    "User {} created with the {} role.",
-                    user.username, user.role
-                ),
-            )
-            .await;
-            Ok(after_write(&htmx, paths::USERS))
-        }
-        Err(OpError::Invalid(errors)) => {
+    let reply = Reply::new(&state, &principal, &htmx);
+    submitted(
+        users::create_user(&state.ctx, &principal.caller(), &input).await,
+        async |user| {
+            let msg = format!(
+                "User {} created with the {} role.",
+                user.username, user.role
+            );
+            reply.done(&msg, after_write(&htmx, paths::USERS)).await
+        },
+        async |errors| {
+            // The password is never sent back into the page.
             let draft = NewUserInput {
                 password: String::new(),
                 ..input
             };
-            page(
-                &state,
-                &principal,
-                &htmx,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &draft,
-                &errors,
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
-    }
+            page(reply, StatusCode::UNPROCESSABLE_ENTITY, &draft, &errors).await
+        },
+    )
+    .await
 }
 
 /// The role form.
