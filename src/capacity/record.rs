@@ -92,7 +92,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
             let latest = fleet_deficits::latest_proposal(&mut tx, id).await?;
             let rule = latest.map_or(FollowUp::Nothing, |p| {
                 follow_up(
-                    &latest_proposal(p),
+                    &p,
                     sample.at,
                     ctx.settings.deficit.enter_after,
                     ctx.settings.proposal_cooldown,
@@ -178,19 +178,4 @@ async fn open_deficit(
     )
     .await?;
     Ok((id, deferral.map(|d| d.due_at)))
-}
-
-/// The stored latest proposal as the follow-up rule weighs it.
-fn latest_proposal(p: fleet_deficits::LatestProposal) -> LatestProposal {
-    LatestProposal {
-        provision_id: p.provision_id,
-        state: p.state,
-        note: p.note,
-        proposed_at: p.proposed_at,
-        detected_at: p.detected_at,
-        created_at: p.created_at,
-        expires_at: p.expires_at,
-        finished_at: p.finished_at,
-        followup_below: p.followup_below,
-    }
 }

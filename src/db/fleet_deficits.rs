@@ -405,31 +405,13 @@ pub async fn newer_exists(
     .await
 }
 
-/// An open deficit's latest proposal, as the follow-up rule needs it (one read by primary
-/// keys: the deficit, then its request).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct LatestProposal {
-    /// The deficit's latest request, if one was filed or found open.
-    pub provision_id: Option<i64>,
-    /// Its state word (`None` without a request).
-    pub state: Option<String>,
-    /// Why none was filed; empty when one was.
-    pub note: String,
-    pub proposed_at: Option<UnixMillis>,
-    pub detected_at: UnixMillis,
-    pub created_at: Option<UnixMillis>,
-    pub expires_at: Option<UnixMillis>,
-    pub finished_at: Option<UnixMillis>,
-    /// Ok samples below required counted since it finished.
-    pub followup_below: i64,
-}
-
 /// The latest proposal of open deficit `id`; `None` when the deficit is gone or ended.
+/// (Read straight into the domain's type: the follow-up rule is its only reader.)
 pub async fn latest_proposal(
     conn: &mut SqliteConnection,
     id: i64,
 ) -> sqlx::Result<Option<LatestProposal>> {
-    sqlx::query_as(
+    let row = sqlx::query(
         "SELECT d.provision_id, p.state, d.note, d.proposed_at, d.detected_at, p.created_at,
                 p.expires_at, p.finished_at, d.followup_below
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
@@ -437,7 +419,21 @@ pub async fn latest_proposal(
     )
     .bind(id)
     .fetch_optional(conn)
-    .await
+    .await?;
+    row.map(|r| {
+        Ok(LatestProposal {
+            provision_id: r.try_get("provision_id")?,
+            state: r.try_get("state")?,
+            note: r.try_get("note")?,
+            proposed_at: r.try_get("proposed_at")?,
+            detected_at: r.try_get("detected_at")?,
+            created_at: r.try_get("created_at")?,
+            expires_at: r.try_get("expires_at")?,
+            finished_at: r.try_get("finished_at")?,
+            followup_below: r.try_get("followup_below")?,
+        })
+    })
+    .transpose()
 }
 
 /// Counts one more sample below required towards open deficit `id`'s follow-up.
