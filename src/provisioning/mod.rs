@@ -5,6 +5,7 @@
 //! - `plan`: renders every machine's payload with the fleet's real secrets, prices it, hashes it.
 //! - `requests`: create, approve, reject, cancel, read, list; expiry and supersession.
 //! - `transition`: the one place a request's state is written.
+//! - `timeline`: the other steps on a request, each a timeline line with its audit entry.
 //! - `runner`: claims approved requests (`BEGIN IMMEDIATE`) and executes them exactly once.
 //! - `history`: filtered listing and CSV/JSONL export.
 //! - `notify`: the webhook outbox and its delivery loop.
@@ -15,11 +16,15 @@ pub mod notify;
 pub mod plan;
 pub mod requests;
 pub mod runner;
+pub mod timeline;
 pub mod transition;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cloud_init::{Finding, Severity};
+use crate::domain::fleet::FleetName;
+use crate::domain::machine::{ConfigName, TemplateName};
+use crate::domain::provision::PlanHash;
 use crate::domain::{MachineStatus, ProvisionState, UnixMillis};
 
 /// Machines one request may create.
@@ -91,23 +96,25 @@ pub struct Plan {
     pub currency: String,
 }
 
-/// A provision request as stored.
+/// A provision request as stored, its names and hash parsed when read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provision {
     pub id: i64,
-    pub fleet: String,
-    pub machine_config: String,
+    pub fleet: FleetName,
+    pub machine_config: ConfigName,
     pub config_version: i64,
-    pub template: String,
+    pub template: TemplateName,
     pub template_version: i64,
     pub count: u32,
     pub reason: String,
+    /// A user's name, or `system` for headroom's own proposals (so not a `Username`, which
+    /// reserves that name).
     pub requester: String,
     pub state: ProvisionState,
     /// Why it is in its state (rejection reason, failure, what superseded it); may be empty.
     pub state_reason: String,
     pub plan: Plan,
-    pub plan_hash: String,
+    pub plan_hash: PlanHash,
     pub approvals_required: u32,
     /// Who approved this plan, in order.
     pub approvers: Vec<String>,
@@ -161,20 +168,10 @@ pub struct NewRequest {
     pub reason: String,
 }
 
-/// Filters for listings, history and exports; every field optional, all must match.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProvisionFilter {
-    pub fleet: Option<String>,
-    pub machine_config: Option<String>,
-    pub state: Option<ProvisionState>,
-    pub requester: Option<String>,
-    /// Requests this user approved.
-    pub approver: Option<String>,
-    /// Created at or after.
-    pub from: Option<UnixMillis>,
-    /// Created before.
-    pub to: Option<UnixMillis>,
-}
+/// Filters for listings, history and exports; every field optional, all must match. The
+/// storage query's own filter: the fields are free text matched exactly, nothing to parse
+/// beyond what `history::parse_filter` does, so one type serves both sides.
+pub use crate::db::provisions::ListFilter as ProvisionFilter;
 
 /// A request with everything its page shows.
 #[derive(Debug, Clone, Serialize)]

@@ -21,6 +21,7 @@ use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::FleetName;
 use crate::domain::fleet::FleetSpec;
 use crate::domain::machine::{ConfigName, MachineSpec, TemplateName};
+use crate::domain::provision::PlanHash;
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 use crate::machines::machine_configs::ConfigVersion;
@@ -34,12 +35,12 @@ const NAME_SUFFIX_LEN: usize = 6;
 /// which case it cannot be filed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DraftPlan {
-    pub fleet: String,
-    pub machine_config: String,
+    pub fleet: FleetName,
+    pub machine_config: ConfigName,
     pub config_version: i64,
     /// Who wrote that config version (four-eyes: they may not approve).
     pub config_author: String,
-    pub template: String,
+    pub template: TemplateName,
     pub template_version: i64,
     /// Who wrote that template version (four-eyes: they may not approve).
     pub template_author: String,
@@ -51,7 +52,7 @@ pub struct DraftPlan {
     /// Hours the approval window (and, after approval, the run window) stays open.
     pub approval_ttl_hours: u32,
     pub plan: Plan,
-    pub plan_hash: String,
+    pub plan_hash: PlanHash,
     /// Each machine's payload as shown (`«secret:NAME»` where each value goes), in plan order.
     pub redacted_payloads: Vec<String>,
     /// The time the payloads were rendered at (offered to templates as `now`); the request
@@ -362,13 +363,17 @@ async fn secrets_digest(ctx: &Ctx, secrets: &Secrets) -> anyhow::Result<String> 
     Ok(secrets.keyed_digest(&key))
 }
 
-fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> String {
+fn hash_of(
+    src: &Sources,
+    machines: &[PlannedMachine],
+    secrets_digest: &str,
+) -> Result<PlanHash, OpError> {
     let pairs: Vec<(&str, &str)> = machines
         .iter()
         .map(|m| (m.name.as_str(), m.sha256.as_str()))
         .collect();
     let spec = &src.config.spec;
-    plan_hash(&HashInput {
+    let hex = plan_hash(&HashInput {
         fleet: src.fleet.name(),
         machine_config: spec.name.as_str(),
         config_version: src.config.version,
@@ -380,7 +385,9 @@ fn hash_of(src: &Sources, machines: &[PlannedMachine], secrets_digest: &str) -> 
         image: &spec.image,
         machines: &pairs,
         secrets_digest,
-    })
+    });
+    // sha256 hex always reads back as a plan hash; the parse keeps `PlanHash` made one way.
+    PlanHash::try_from(hex).map_err(|e| OpError::Internal(anyhow::anyhow!("plan hash: {e}")))
 }
 
 /// Plans a request without storing anything (operator and up: it renders with the fleet's
@@ -447,14 +454,17 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
     let rendered = render_all(ctx, &src, &secrets, &names, now, caller.actor.name()).await;
     let (machines, redacted): (Vec<PlannedMachine>, Vec<String>) =
         rendered.into_iter().map(|(m, r, _)| (m, r)).unzip();
-    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
+    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?)?;
     let spec = &src.config.spec;
+    // The stored template's own name, parsed like every name a request holds.
+    let template_name = TemplateName::parse("template", &src.template.name)
+        .map_err(|e| OpError::Internal(anyhow::anyhow!("stored template name: {e}")))?;
     Ok(DraftPlan {
-        fleet: src.fleet.name().to_string(),
-        machine_config: spec.name.as_str().to_owned(),
+        fleet: src.fleet.name().clone(),
+        machine_config: spec.name.clone(),
         config_version: src.config.version,
         config_author: src.config.author.clone(),
-        template: src.template.name.clone(),
+        template: template_name,
         template_version: src.template.version,
         template_author: src.template.author.clone(),
         count: parsed.count,
@@ -484,7 +494,7 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
 pub struct Rerendered {
     /// The hash of the plan these payloads make; differs from the request's when anything
     /// (a secret, most likely) changed.
-    pub plan_hash: String,
+    pub plan_hash: PlanHash,
     /// The real payloads, in machine order. Never log or store them.
     pub payloads: Vec<SecretString>,
     /// Whether every render passed validation.
@@ -545,7 +555,7 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, OpError> {
         .iter()
         .all(|(m, _, _)| !m.findings.iter().any(PlanFinding::is_error));
     let machines: Vec<PlannedMachine> = rendered.iter().map(|(m, _, _)| m.clone()).collect();
-    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?);
+    let plan_hash = hash_of(&src, &machines, &secrets_digest(ctx, &secrets).await?)?;
     if plan_hash != p.plan_hash {
         return Ok(Currency::Superseded(
             "the payloads rendered now differ from the approved plan (a secret or the fleet changed)"
@@ -559,6 +569,25 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, OpError> {
     }))
 }
 
+/// The two versioned documents a plan is rendered from, each as (family, what people call
+/// it, name, version used): what supersession and the four-eyes rule both walk.
+pub(super) fn documents(p: &Provision) -> [(Family, &'static str, &str, i64); 2] {
+    [
+        (
+            Family::MachineConfig,
+            "machine config",
+            p.machine_config.as_str(),
+            p.config_version,
+        ),
+        (
+            Family::Template,
+            "template",
+            p.template.as_str(),
+            p.template_version,
+        ),
+    ]
+}
+
 /// Says which document has a version newer than the plan's, if one has.
 pub async fn newer_version(ctx: &Ctx, p: &Provision) -> Result<Option<String>, OpError> {
     let mut conn = ctx.pool.acquire().await?;
@@ -570,21 +599,7 @@ pub async fn newer_version_in(
     conn: &mut sqlx::SqliteConnection,
     p: &Provision,
 ) -> Result<Option<String>, OpError> {
-    let checks = [
-        (
-            Family::MachineConfig,
-            "machine config",
-            &p.machine_config,
-            p.config_version,
-        ),
-        (
-            Family::Template,
-            "template",
-            &p.template,
-            p.template_version,
-        ),
-    ];
-    for (family, what, name, planned) in checks {
+    for (family, what, name, planned) in documents(p) {
         let latest = versions::latest(conn, family, name).await?;
         if let Some(v) = latest.filter(|v| v.version > planned) {
             return Ok(Some(format!(

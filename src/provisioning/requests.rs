@@ -9,6 +9,7 @@ use serde_json::json;
 use sqlx::SqliteConnection;
 
 use super::plan::{self, DraftPlan};
+use super::timeline::{self, Note};
 use super::transition::{self, Outcome, Transition};
 use super::{notify, Event, MachineRecord, NewRequest, Provision, ProvisionDetail};
 use super::{ProvisionFilter, REASON_MAX};
@@ -17,8 +18,8 @@ use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
 use crate::db::provision_events::{self, NewEvent};
-use crate::db::provisions::{ListFilter, MachineRow, NewMachine, NewProvision, ProvisionRow};
-use crate::db::versions::{self, Family};
+use crate::db::provisions::{MachineRow, NewMachine, NewProvision, ProvisionRow};
+use crate::db::versions;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
 use crate::domain::provision::PlanHash;
@@ -238,18 +239,19 @@ pub async fn load(conn: &mut SqliteConnection, id: i64) -> Result<Option<Provisi
 }
 
 fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, OpError> {
+    let id = row.id;
     let state = row
         .state
         .parse()
-        .map_err(|()| anyhow::anyhow!("provision {}: unknown state {:?}", row.id, row.state))?;
+        .map_err(|()| anyhow::anyhow!("provision {id}: unknown state {:?}", row.state))?;
     let plan = serde_json::from_str(&row.plan)
-        .map_err(|e| anyhow::anyhow!("provision {}: stored plan: {e}", row.id))?;
+        .map_err(|e| anyhow::anyhow!("provision {id}: stored plan: {e}"))?;
     Ok(Provision {
-        id: row.id,
-        fleet: row.fleet,
-        machine_config: row.machine_config,
+        id,
+        fleet: stored(id, "fleet", row.fleet)?,
+        machine_config: stored(id, "machine_config", row.machine_config)?,
         config_version: row.config_version,
-        template: row.template,
+        template: stored(id, "template", row.template)?,
         template_version: row.template_version,
         count: u32::try_from(row.count).unwrap_or(0),
         reason: row.reason,
@@ -257,7 +259,7 @@ fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, OpEr
         state,
         state_reason: row.state_reason,
         plan,
-        plan_hash: row.plan_hash,
+        plan_hash: stored(id, "plan_hash", row.plan_hash)?,
         approvals_required: u32::try_from(row.approvals_required).unwrap_or(1),
         approvers,
         created_at: row.created_at,
@@ -265,6 +267,20 @@ fn from_row(row: ProvisionRow, approvers: Vec<String>) -> Result<Provision, OpEr
         expires_at: row.expires_at,
         approved_at: row.approved_at,
         finished_at: row.finished_at,
+    })
+}
+
+/// Parses a stored `column` of request `id` through its domain type. Every filing parsed it
+/// first, so a value that no longer reads back is a fault in storage, named, never defaulted.
+fn stored<T>(id: i64, column: &str, raw: String) -> Result<T, OpError>
+where
+    T: TryFrom<String, Error = FieldError>,
+{
+    T::try_from(raw).map_err(|e| {
+        OpError::Internal(anyhow::anyhow!(
+            "provision {id}: stored {column} does not read back: {}",
+            e.message
+        ))
     })
 }
 
@@ -309,21 +325,7 @@ async fn four_eyes(
             )));
         }
     }
-    let docs = [
-        (
-            Family::MachineConfig,
-            "machine config",
-            &p.machine_config,
-            p.config_version,
-        ),
-        (
-            Family::Template,
-            "template",
-            &p.template,
-            p.template_version,
-        ),
-    ];
-    for (family, what, name, version) in docs {
+    for (family, what, name, version) in plan::documents(p) {
         let v = versions::exact(conn, family, name, version).await?;
         if v.is_some_and(|v| v.author == who) {
             return Err(OpError::Forbidden(format!(
@@ -355,20 +357,8 @@ async fn void_if_stale(
     } else {
         return Ok(None);
     };
-    transition::apply(
-        conn,
-        ctx,
-        now,
-        Transition {
-            provision_id: p.id,
-            from: p.state,
-            to,
-            actor: &Actor::System,
-            reason: &why,
-            details: json!({}),
-        },
-    )
-    .await?;
+    let t = Transition::plain(p.id, p.state, to, &Actor::System, &why);
+    transition::apply(conn, ctx, now, t).await?;
     Ok(Some(OpError::Conflict(format!(
         "provision {} is now {to}: {why}",
         p.id
@@ -419,7 +409,7 @@ pub async fn approve(
     let details = json!({ "approvals": approvals, "required": required, "plan_hash": p.plan_hash });
     let complete = approvals >= required;
     if complete {
-        let moved = transition::apply(
+        transition::apply(
             &mut tx,
             ctx,
             now,
@@ -432,37 +422,23 @@ pub async fn approve(
                 details,
             },
         )
-        .await?;
-        if moved == Outcome::Lost {
-            return Err(OpError::Conflict(format!(
-                "provision {id} was moved by someone else meanwhile"
-            )));
-        }
+        .await?
+        .or_conflict(id)?;
         // The run window: the runner must start within the fleet's TTL of the approval.
         let ttl = run_window_hours(&mut tx, &p.fleet).await?;
         db::provisions::set_expires_at(&mut tx, id, now + i64::from(ttl) * HOUR_MS).await?;
     } else {
         let message = format!("approved by {me} ({approvals} of {required})");
-        provision_events::append(
+        timeline::write(
             &mut tx,
-            NewEvent {
+            Note {
                 provision_id: id,
                 at: now,
                 kind: "approval",
                 machine: None,
                 message: &message,
-                details: &details,
-            },
-        )
-        .await?;
-        audit::append(
-            &mut tx,
-            now,
-            NewEntry {
                 actor: &caller.actor,
                 action: Action::ProvisionApproved,
-                target_kind: "provision",
-                target_id: &id.to_string(),
                 details,
             },
         )
@@ -527,19 +503,14 @@ pub async fn reject(
         )));
     }
     four_eyes(&mut tx, &p, caller.actor.name(), "reject").await?;
-    move_to(
-        &mut tx,
-        ctx,
-        now,
-        &p,
+    let to = Transition::plain(
+        id,
+        p.state,
         ProvisionState::Rejected,
-        caller,
+        &caller.actor,
         &reason,
-    )
-    .await?;
-    tx.commit().await?;
-    let mut conn = ctx.pool.acquire().await?;
-    load(&mut conn, id).await?.ok_or_else(|| not_found(id))
+    );
+    commit_move(ctx, tx, now, to).await
 }
 
 /// Cancels a request that has not started (its requester, or an approver and up).
@@ -563,52 +534,25 @@ pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, Op
         )));
     }
     let why = format!("cancelled by {}", caller.actor.name());
-    move_to(
-        &mut tx,
-        ctx,
-        now,
-        &p,
-        ProvisionState::Cancelled,
-        caller,
-        &why,
-    )
-    .await?;
+    let to = Transition::plain(id, p.state, ProvisionState::Cancelled, &caller.actor, &why);
+    commit_move(ctx, tx, now, to).await
+}
+
+/// A person's transition: made in `tx` (a lost compare-and-set is a conflict), committed, and
+/// the request read back as it now stands.
+async fn commit_move(
+    ctx: &Ctx,
+    mut tx: sqlx::Transaction<'static, sqlx::Sqlite>,
+    now: UnixMillis,
+    t: Transition<'_>,
+) -> Result<Provision, OpError> {
+    let id = t.provision_id;
+    transition::apply(&mut tx, ctx, now, t)
+        .await?
+        .or_conflict(id)?;
     tx.commit().await?;
     let mut conn = ctx.pool.acquire().await?;
     load(&mut conn, id).await?.ok_or_else(|| not_found(id))
-}
-
-/// One transition by the caller; a lost compare-and-set is a conflict.
-async fn move_to(
-    conn: &mut SqliteConnection,
-    ctx: &Ctx,
-    now: UnixMillis,
-    p: &Provision,
-    to: ProvisionState,
-    caller: &Caller,
-    reason: &str,
-) -> Result<(), OpError> {
-    let outcome = transition::apply(
-        conn,
-        ctx,
-        now,
-        Transition {
-            provision_id: p.id,
-            from: p.state,
-            to,
-            actor: &caller.actor,
-            reason,
-            details: json!({}),
-        },
-    )
-    .await?;
-    match outcome {
-        Outcome::Moved => Ok(()),
-        Outcome::Lost => Err(OpError::Conflict(format!(
-            "provision {} was moved by someone else meanwhile",
-            p.id
-        ))),
-    }
 }
 
 /// A request with its machines, timeline, redacted payload and audit entries (viewer and up).
@@ -694,17 +638,8 @@ pub async fn list(
     if cursor.is_some_and(|c| c < 1) {
         return Err(FieldError::new("cursor", "must be a positive request id").into());
     }
-    let f = ListFilter {
-        fleet: filter.fleet.clone(),
-        machine_config: filter.machine_config.clone(),
-        state: filter.state,
-        requester: filter.requester.clone(),
-        approver: filter.approver.clone(),
-        from: filter.from,
-        to: filter.to,
-    };
     let mut conn = ctx.pool.acquire().await?;
-    let rows = db::provisions::list(&mut conn, &f, cursor, i64::from(limit)).await?;
+    let rows = db::provisions::list(&mut conn, filter, cursor, i64::from(limit)).await?;
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let approvals = db::provisions::approvers_of(&mut conn, &ids).await?;
     let next = (rows.len() == limit as usize)
@@ -754,20 +689,8 @@ pub async fn expire_due_once(ctx: &Ctx) -> anyhow::Result<usize> {
         };
         // One short transaction per request: a long sweep never holds the write lock.
         let mut tx = db::begin_write(&ctx.pool).await?;
-        let outcome = transition::apply(
-            &mut tx,
-            ctx,
-            now,
-            Transition {
-                provision_id: id,
-                from,
-                to: ProvisionState::Expired,
-                actor: &Actor::System,
-                reason: why,
-                details: json!({}),
-            },
-        )
-        .await?;
+        let t = Transition::plain(id, from, ProvisionState::Expired, &Actor::System, why);
+        let outcome = transition::apply(&mut tx, ctx, now, t).await?;
         tx.commit().await?;
         if outcome == Outcome::Moved {
             moved += 1;

@@ -11,6 +11,7 @@ use crate::audit::{self, Action, NewEntry};
 use crate::context::Ctx;
 use crate::db::provision_events::{self, NewEvent};
 use crate::domain::{Actor, ProvisionState, UnixMillis};
+use crate::error::OpError;
 
 /// A state change to make.
 #[derive(Debug, Clone)]
@@ -26,6 +27,27 @@ pub struct Transition<'a> {
     pub details: serde_json::Value,
 }
 
+impl<'a> Transition<'a> {
+    /// A move with no audit details beyond the two states and the reason: what a person's
+    /// reject or cancel, the runner's claim and the expiry sweeps all make.
+    pub fn plain(
+        provision_id: i64,
+        from: ProvisionState,
+        to: ProvisionState,
+        actor: &'a Actor,
+        reason: &'a str,
+    ) -> Self {
+        Transition {
+            provision_id,
+            from,
+            to,
+            actor,
+            reason,
+            details: json!({}),
+        }
+    }
+}
+
 /// Whether the transition was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -33,6 +55,18 @@ pub enum Outcome {
     Moved,
     /// The request was no longer in `from` (someone else moved it first): nothing written.
     Lost,
+}
+
+impl Outcome {
+    /// For a person's action: losing the race to someone else is the conflict they are told of.
+    pub fn or_conflict(self, provision_id: i64) -> Result<(), OpError> {
+        match self {
+            Outcome::Moved => Ok(()),
+            Outcome::Lost => Err(OpError::Conflict(format!(
+                "provision {provision_id} was moved by someone else meanwhile"
+            ))),
+        }
+    }
 }
 
 /// The audit action that records arriving in `to`.

@@ -161,7 +161,7 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
         let (page, next) =
             crate::provisioning::requests::list(ctx, &system, &filter, cursor, PAGE).await?;
         for p in page {
-            wanted.insert((p.machine_config, Some(p.config_version)));
+            wanted.insert((p.machine_config.into(), Some(p.config_version)));
         }
         match next {
             Some(c) => cursor = Some(c),

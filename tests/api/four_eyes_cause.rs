@@ -538,7 +538,7 @@ async fn template_of(ctx: &Ctx, id: i64) -> (String, i64) {
         .await
         .expect("the request")
         .provision;
-    (p.template, p.template_version)
+    (p.template.into(), p.template_version)
 }
 
 #[tokio::test]

@@ -2,8 +2,6 @@
 //! then move it approved → executing in a `BEGIN IMMEDIATE` transaction. The transition is a
 //! compare-and-set, so of two runners (or two processes) exactly one wins.
 
-use serde_json::json;
-
 use super::payload::{self, Payloads};
 use crate::context::Ctx;
 use crate::db::{self, provision_jobs, provisions};
@@ -32,11 +30,13 @@ pub(super) async fn claim(ctx: &Ctx, job: &provisions::ProvisionRow) -> anyhow::
             let closes = provision_jobs::expires_at(&mut tx, job.id).await?;
             if closes.is_some_and(|at| at <= ctx.now()) {
                 let reason = "the run window closed before execution started";
-                move_to(&mut tx, ctx, job.id, ProvisionState::Expired, reason).await?;
+                let t = from_approved(job.id, ProvisionState::Expired, reason);
+                transition::apply(&mut tx, ctx, ctx.now(), t).await?;
                 tx.commit().await?;
                 return Ok(Claimed::Lost);
             }
-            let outcome = move_to(&mut tx, ctx, job.id, ProvisionState::Executing, "").await?;
+            let t = from_approved(job.id, ProvisionState::Executing, "");
+            let outcome = transition::apply(&mut tx, ctx, ctx.now(), t).await?;
             tx.commit().await?;
             return Ok(match outcome {
                 Outcome::Moved => Claimed::Run(Box::new(p)),
@@ -46,7 +46,8 @@ pub(super) async fn claim(ctx: &Ctx, job: &provisions::ProvisionRow) -> anyhow::
     };
     let reason = format!("the plan no longer matches: {stale}; file a new request");
     let mut tx = db::begin_write(&ctx.pool).await?;
-    let outcome = move_to(&mut tx, ctx, job.id, ProvisionState::Superseded, &reason).await?;
+    let t = from_approved(job.id, ProvisionState::Superseded, &reason);
+    let outcome = transition::apply(&mut tx, ctx, ctx.now(), t).await?;
     tx.commit().await?;
     if outcome == Outcome::Moved {
         tracing::warn!(provision.id = job.id, reason, "approved request superseded");
@@ -57,25 +58,7 @@ pub(super) async fn claim(ctx: &Ctx, job: &provisions::ProvisionRow) -> anyhow::
     })
 }
 
-async fn move_to(
-    conn: &mut sqlx::SqliteConnection,
-    ctx: &Ctx,
-    id: i64,
-    to: ProvisionState,
-    reason: &str,
-) -> anyhow::Result<Outcome> {
-    transition::apply(
-        conn,
-        ctx,
-        ctx.now(),
-        Transition {
-            provision_id: id,
-            from: ProvisionState::Approved,
-            to,
-            actor: &Actor::System,
-            reason,
-            details: json!({}),
-        },
-    )
-    .await
+/// Every move the runner makes while claiming starts from `approved` and is the system's.
+fn from_approved(id: i64, to: ProvisionState, reason: &str) -> Transition<'_> {
+    Transition::plain(id, ProvisionState::Approved, to, &Actor::System, reason)
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::audit::{self, Action, NewEntry};
+use crate::audit::Action;
 use crate::context::Ctx;
 use crate::db;
 use crate::db::provision_jobs::{self, MachineUpdate};
@@ -12,6 +12,7 @@ use crate::domain::machine::ProviderKind;
 use crate::domain::{Caller, MachineStatus, ProvisionState, Role};
 use crate::error::OpError;
 use crate::provider::PROVISION_LABEL;
+use crate::provisioning::timeline::{self, Note};
 use crate::provisioning::Plan;
 
 /// Destroys the server of machine `idx` of request `provision_id`: approver+, only a machine
@@ -116,30 +117,21 @@ pub async fn destroy_machine(
         )));
     }
     let details = json!({ "machine": machine.name, "idx": idx, "server_id": server_id });
-    db::provision_events::append(
+    let message = format!(
+        "server {server_id} of {} destroyed by {}",
+        machine.name,
+        caller.actor.name()
+    );
+    timeline::write(
         &mut tx,
-        db::provision_events::NewEvent {
+        Note {
             provision_id,
             at: now,
             kind: "machine",
             machine: Some(&machine.name),
-            message: &format!(
-                "server {server_id} of {} destroyed by {}",
-                machine.name,
-                caller.actor.name()
-            ),
-            details: &details,
-        },
-    )
-    .await?;
-    audit::append(
-        &mut tx,
-        now,
-        NewEntry {
+            message: &message,
             actor: &caller.actor,
             action: Action::ProvisionMachineDestroyed,
-            target_kind: "provision",
-            target_id: &provision_id.to_string(),
             details,
         },
     )
