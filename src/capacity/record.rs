@@ -11,7 +11,7 @@ use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
 use crate::db::fleet_status::{self, StoredTracker};
 use crate::domain::capacity::{Observation, Sample};
-use crate::domain::deficit::{follow_up, step, FollowUp, LatestProposal, OpenDeficit, Step};
+use crate::domain::deficit::{follow_up, step, FollowUp, OpenDeficit, Step};
 use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
 use crate::domain::UnixMillis;
 

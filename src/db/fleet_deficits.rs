@@ -3,6 +3,7 @@
 
 use sqlx::{Row, SqliteConnection};
 
+use crate::domain::deficit::LatestProposal;
 use crate::domain::UnixMillis;
 
 /// A deficit to store at detection.

@@ -6,7 +6,8 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection};
 
-use crate::domain::{MachineStatus, ProvisionState, UnixMillis};
+use crate::domain::provision::ProvisionFilter;
+use crate::domain::{MachineStatus, UnixMillis};
 
 /// A request as stored; `plan` is the JSON of `provisioning::Plan`. The one read model of a
 /// `provisions` row: the request pages and the job runner both read it.
@@ -270,22 +271,7 @@ pub async fn machines_of(
     rows.iter().map(machine_of_request).collect()
 }
 
-/// What a listing filters on; every field optional, all must match.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListFilter {
-    pub fleet: Option<String>,
-    pub machine_config: Option<String>,
-    pub state: Option<ProvisionState>,
-    pub requester: Option<String>,
-    /// Requests this user approved (any plan of theirs).
-    pub approver: Option<String>,
-    /// Created at or after.
-    pub from: Option<UnixMillis>,
-    /// Created before.
-    pub to: Option<UnixMillis>,
-}
-
-fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ListFilter, before: Option<i64>) {
+fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ProvisionFilter, before: Option<i64>) {
     q.push(" WHERE 1 = 1");
     if let Some(v) = &f.fleet {
         q.push(" AND p.fleet = ").push_bind(v.clone());
@@ -324,7 +310,7 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ListFilter, before: Option<i64>
 /// `provision_approvals_by_approver`. [`explain_list`] shows the plan (tested).
 fn list_query(
     prefix: &str,
-    f: &ListFilter,
+    f: &ProvisionFilter,
     before: Option<i64>,
     limit: i64,
 ) -> QueryBuilder<Sqlite> {
@@ -337,7 +323,7 @@ fn list_query(
 /// SQLite's `EXPLAIN QUERY PLAN` of a listing, one line per step.
 pub async fn explain_list(
     conn: &mut SqliteConnection,
-    f: &ListFilter,
+    f: &ProvisionFilter,
     before: Option<i64>,
 ) -> sqlx::Result<Vec<String>> {
     let mut q = list_query("EXPLAIN QUERY PLAN ", f, before, 50);
@@ -350,7 +336,7 @@ pub async fn explain_list(
 /// A newest-first page of requests matching `f` with id below `before`.
 pub async fn list(
     conn: &mut SqliteConnection,
-    f: &ListFilter,
+    f: &ProvisionFilter,
     before: Option<i64>,
     limit: i64,
 ) -> sqlx::Result<Vec<ProvisionRow>> {

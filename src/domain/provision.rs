@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::sha256_pin;
 use super::text::text_value;
+use super::UnixMillis;
 
 text_value!(
     /// What an approval binds to: the sha256 of a request's canonical plan, 64 lower-case hex
@@ -256,4 +257,20 @@ mod tests {
             assert_eq!(s.as_str().parse::<MachineStatus>(), Ok(s));
         }
     }
+}
+
+/// What a listing of requests filters on (pages, the API, exports and the storage query
+/// alike); every field optional, all must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProvisionFilter {
+    pub fleet: Option<String>,
+    pub machine_config: Option<String>,
+    pub state: Option<ProvisionState>,
+    pub requester: Option<String>,
+    /// Requests this user approved (any plan of theirs).
+    pub approver: Option<String>,
+    /// Created at or after.
+    pub from: Option<UnixMillis>,
+    /// Created before.
+    pub to: Option<UnixMillis>,
 }

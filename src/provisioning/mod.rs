@@ -168,10 +168,7 @@ pub struct NewRequest {
     pub reason: String,
 }
 
-/// Filters for listings, history and exports; every field optional, all must match. The
-/// storage query's own filter: the fields are free text matched exactly, nothing to parse
-/// beyond what `history::parse_filter` does, so one type serves both sides.
-pub use crate::db::provisions::ListFilter as ProvisionFilter;
+pub use crate::domain::provision::ProvisionFilter;
 
 /// A request with everything its page shows.
 #[derive(Debug, Clone, Serialize)]

@@ -824,7 +824,8 @@ async fn listing_filters_pages_and_uses_the_indexes() {
     }
     // The plans: an index seek per filter, never a sort of every row.
     let mut conn = w.app.pool.acquire().await.unwrap();
-    use headroom::db::provisions::{explain_list, ListFilter};
+    use headroom::db::provisions::explain_list;
+    use headroom::domain::provision::ProvisionFilter as ListFilter;
     let cases = [
         (ListFilter::default(), "USING INTEGER PRIMARY KEY"),
         (
