@@ -32,12 +32,12 @@ pub struct Ctx {
     /// Renders and validates templates in the sandbox (with cloud-init's schema when found).
     pub renderer: Renderer,
     /// Client for pin pre-flights (tarball downloads), under the outbound policy for pins.
-    pub outbound: OutboundClient,
+    pub pin_client: OutboundClient,
     /// Client for webhook deliveries, under the outbound policy for webhooks.
-    pub webhook: OutboundClient,
+    pub webhook_client: OutboundClient,
     /// Client for fleet status scrapes, under the outbound policy for scraping (loopback and
     /// private addresses allowed, link-local refused); each scrape sets its fleet's timeout.
-    pub scrape: OutboundClient,
+    pub scrape_client: OutboundClient,
     /// The bound every password hash and verify goes through (sized by
     /// `password_hash_concurrency`), so a burst of logins cannot take the memory.
     pub hashing: Arc<Hashing>,
@@ -212,13 +212,13 @@ impl Ctx {
             pool,
             hashing: Arc::new(Hashing::new(settings.password_hash_concurrency)),
             catalogue_refresh: Arc::new(tokio::sync::Mutex::new(())),
-            scrape: scrape.build()?,
-            webhook: webhook.build()?,
+            scrape_client: scrape.build()?,
+            webhook_client: webhook.build()?,
             clock,
             providers: Providers::new(hetzner, settings.simulated_provider),
             settings: Arc::new(settings),
             renderer,
-            outbound: pin.build()?,
+            pin_client: pin.build()?,
             exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
             jobs: Arc::new(tokio::sync::Notify::new()),
             board: Arc::new(ReadCache::new(BOARD_TTL_MS)),

@@ -65,7 +65,7 @@ pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome,
     document_name("name", name)?;
     let spec = machine_configs::latest(ctx, caller, name).await?.spec;
     let verdict = pin::preflight(
-        &ctx.outbound,
+        &ctx.pin_client,
         &spec.yubaba_url,
         &spec.yubaba_sha256,
         ctx.settings.pin_limits,

@@ -323,7 +323,7 @@ async fn send(
         (SIGNATURE_HEADER, signature(secret, row.body.as_bytes())),
     ];
     match ctx
-        .webhook
+        .webhook_client
         .post(url, &headers, row.body.clone().into_bytes())
         .await
     {

@@ -73,7 +73,7 @@ pub async fn count_spares(
     let permits = Arc::new(tokio::sync::Semaphore::new(NODE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
     for (id, base) in node_bases(members, given_base) {
-        let client = ctx.scrape.clone();
+        let client = ctx.scrape_client.clone();
         let permits = permits.clone();
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring only waits.

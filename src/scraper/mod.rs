@@ -160,7 +160,7 @@ async fn status_of(
     configured: bool,
     deadline: Instant,
 ) -> Result<RaftStatus, String> {
-    let answer = fetch::get(&ctx.scrape, &format!("{base}/raft/status"), deadline)
+    let answer = fetch::get(&ctx.scrape_client, &format!("{base}/raft/status"), deadline)
         .await
         .map_err(|e| e.to_string())?;
     status::parse_answer(answer.status, &answer.body, configured).map_err(|e| e.to_string())

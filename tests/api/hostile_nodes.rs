@@ -513,7 +513,7 @@ async fn link_local_and_unspecified_leader_addresses_are_refused_before_connecti
             check_url(Purpose::Scrape, &none, &parsed, Hop::First).is_err(),
             "{addr} → {url} passes the policy"
         );
-        match fetch::get(&app.state.ctx.scrape, &url, deadline).await {
+        match fetch::get(&app.state.ctx.scrape_client, &url, deadline).await {
             Err(GetError::Fetch(FetchError::Refused(r))) => assert!(
                 matches!(r, Refusal::LinkLocal | Refusal::Unspecified),
                 "{addr}: {r:?}"
@@ -634,7 +634,7 @@ async fn a_dripping_or_endless_node_is_cut_by_the_deadline_and_the_cap() {
     let app = TestApp::spawn().await;
     let started = tokio::time::Instant::now();
     let r = fetch::get(
-        &app.state.ctx.scrape,
+        &app.state.ctx.scrape_client,
         &format!("http://{addr}/raft/status"),
         started + Duration::from_secs(1),
     )
@@ -648,7 +648,7 @@ async fn a_dripping_or_endless_node_is_cut_by_the_deadline_and_the_cap() {
         started.elapsed()
     );
     let r = fetch::get(
-        &app.state.ctx.scrape,
+        &app.state.ctx.scrape_client,
         &format!("http://{addr}/endless"),
         tokio::time::Instant::now() + Duration::from_secs(5),
     )
