@@ -3,6 +3,7 @@
 
 pub mod account;
 pub mod approvals;
+pub mod assets;
 pub mod audit;
 pub mod catalogue;
 pub mod components;
@@ -13,7 +14,7 @@ pub mod home;
 pub mod layout;
 pub mod login;
 pub mod machines;
-pub mod ops;
+pub mod probes;
 pub mod provisions;
 pub mod reply;
 pub mod templates;
@@ -286,16 +287,16 @@ pub fn endpoints() -> Vec<Endpoint> {
             web::route().to(home::handlers::cards)
         }),
         Endpoint::new(Method::GET, HEALTHZ, Access::Public, || {
-            web::route().to(ops::healthz)
+            web::route().to(probes::healthz)
         }),
         Endpoint::new(Method::GET, READYZ, Access::Public, || {
-            web::route().to(ops::readyz)
+            web::route().to(probes::readyz)
         }),
         Endpoint::new(Method::GET, METRICS, Access::Public, || {
-            web::route().to(ops::metrics)
+            web::route().to(probes::metrics)
         }),
         Endpoint::new(Method::GET, STATIC, Access::Public, || {
-            web::route().to(ops::static_file)
+            web::route().to(assets::static_file)
         }),
     ]
 }
