@@ -179,7 +179,7 @@ pub struct TemplateJson {
 impl From<Version> for TemplateJson {
     fn from(v: Version) -> Self {
         Self {
-            name: v.name,
+            name: v.name.to_string(),
             version: v.version,
             author: v.author,
             saved_at: format_utc(v.created_at),

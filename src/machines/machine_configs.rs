@@ -210,7 +210,7 @@ pub async fn form_choices(ctx: &Ctx, caller: &Caller) -> Result<FormChoices, OpE
     let templates = super::templates::list(ctx, caller)
         .await?
         .into_iter()
-        .map(|t| t.name)
+        .map(|t| t.name.as_str().to_owned())
         .collect();
     Ok(FormChoices {
         catalogues,

@@ -10,13 +10,14 @@ use crate::db;
 use crate::db::versions::{self, Family};
 use crate::domain::digest::sha256_hex;
 use crate::domain::machine::document_name;
-use crate::domain::{FieldErrors, Role, UnixMillis};
+use crate::domain::machine::TemplateName;
+use crate::domain::{parse_stored, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 
 /// One version of a template, as the editor, its history and the API show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Version {
-    pub name: String,
+    pub name: TemplateName,
     pub version: i64,
     /// The tera source.
     pub content: String,
@@ -24,15 +25,16 @@ pub struct Version {
     pub created_at: UnixMillis,
 }
 
-impl From<versions::Version> for Version {
-    fn from(v: versions::Version) -> Self {
-        Version {
-            name: v.name,
+impl TryFrom<versions::Version> for Version {
+    type Error = OpError;
+    fn try_from(v: versions::Version) -> Result<Self, OpError> {
+        Ok(Version {
+            name: parse_stored("template_versions.name", &v.name, TemplateName::parse)?,
             version: v.version,
             content: v.content,
             author: v.author,
             created_at: v.created_at,
-        }
+        })
     }
 }
 
@@ -150,7 +152,7 @@ pub async fn create(
         .await?
         .ok_or_else(|| OpError::NotFound(name.clone()))?;
     tx.commit().await?;
-    Ok(v.into())
+    v.try_into()
 }
 
 /// Saves a new version (operator and up); an unchanged body creates none.
@@ -173,7 +175,7 @@ pub async fn update(
         return Err(errors.into());
     }
     if current.content == *body {
-        return Ok((current.into(), false));
+        return Ok((current.try_into()?, false));
     }
     let version = versions::append(
         &mut tx,
@@ -199,7 +201,7 @@ pub async fn update(
         .await?
         .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
     tx.commit().await?;
-    Ok((v.into(), true))
+    Ok((v.try_into()?, true))
 }
 
 /// Logs every stored template (latest version) that the sandbox refuses, and returns their
@@ -222,7 +224,7 @@ pub async fn report_refused(ctx: &Ctx) -> Vec<(String, String)> {
                 problem = %why,
                 "stored template is refused by the sandbox: it will not render until edited"
             );
-            refused.push((t.name, why));
+            refused.push((t.name.as_str().to_owned(), why));
         }
     }
     refused
@@ -234,8 +236,8 @@ pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, O
     let mut conn = ctx.pool.acquire().await?;
     versions::latest(&mut conn, Family::Template, name)
         .await?
-        .map(Version::from)
-        .ok_or_else(|| OpError::NotFound(format!("template {name}")))
+        .ok_or_else(|| OpError::NotFound(format!("template {name}")))?
+        .try_into()
 }
 
 /// What the template editor opens with: the latest version and the configs to preview it for.
@@ -259,7 +261,7 @@ pub async fn list(ctx: &Ctx, caller: &Caller) -> Result<Vec<Version>, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let latest = versions::latest_all(&mut conn, Family::Template).await?;
-    Ok(latest.into_iter().map(Version::from).collect())
+    latest.into_iter().map(Version::try_from).collect()
 }
 
 /// Every version of one template, newest first.
@@ -270,5 +272,5 @@ pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<Versi
     if h.is_empty() {
         return Err(OpError::NotFound(format!("template {name}")));
     }
-    Ok(h.into_iter().map(Version::from).collect())
+    h.into_iter().map(Version::try_from).collect()
 }
