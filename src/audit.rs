@@ -193,28 +193,26 @@ pub struct Entry {
     /// Kept as written: the log is append-only across releases, so an entry naming an action
     /// this build no longer has must still be shown, exported and verified.
     pub action: String,
-    pub target_kind: String,
-    pub target_id: String,
+    /// What it acted on, as shown: `kind:id` (`user:alice`, `provision:12`).
+    pub target: String,
     /// The details as stored (JSON text, free of secrets): shown as the exact text hashed.
     pub details: String,
     pub prev_hash: String,
     pub hash: String,
 }
 
-impl TryFrom<AuditRow> for Entry {
-    type Error = OpError;
-    fn try_from(r: AuditRow) -> Result<Self, OpError> {
-        Ok(Entry {
+impl From<AuditRow> for Entry {
+    fn from(r: AuditRow) -> Self {
+        Entry {
             id: r.id,
             at: r.at,
             actor: r.actor,
             action: r.action,
-            target_kind: r.target_kind,
-            target_id: r.target_id,
+            target: format!("{}:{}", r.target_kind, r.target_id),
             details: r.details,
             prev_hash: r.prev_hash,
             hash: r.hash,
-        })
+        }
     }
 }
 
@@ -614,8 +612,8 @@ pub async fn search(
     )
     .await?
     .into_iter()
-    .map(Entry::try_from)
-    .collect::<Result<Vec<_>, _>>()?;
+    .map(Entry::from)
+    .collect::<Vec<_>>();
     let more = entries.len() > usize::try_from(search.limit).unwrap_or(usize::MAX);
     entries.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
     let next_cursor = more.then(|| entries.last().map(|e| e.id)).flatten();
@@ -637,7 +635,7 @@ pub async fn about(
         ..rows::AuditFilter::default()
     };
     let found = rows::page(conn, &filter, None, limit).await?;
-    found.into_iter().map(Entry::try_from).collect()
+    Ok(found.into_iter().map(Entry::from).collect())
 }
 
 /// The export as a stream of encoded chunks, fed by [`export()`] on its own task (so the walk

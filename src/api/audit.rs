@@ -73,7 +73,7 @@ impl From<&Entry> for AuditEntryJson {
             at: format_utc(r.at),
             actor: r.actor.clone(),
             action: r.action.clone(),
-            target: format!("{}:{}", r.target_kind, r.target_id),
+            target: r.target.clone(),
             details: serde_json::from_str(&r.details).unwrap_or(serde_json::Value::Null),
             hash: r.hash.clone(),
             prev_hash: r.prev_hash.clone(),

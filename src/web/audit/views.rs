@@ -80,7 +80,7 @@ pub fn entries_table(rows: &[Entry]) -> Markup {
                         td { (time(r.at)) }
                         td { (r.actor) }
                         td { code { (r.action) } }
-                        td { (r.target_kind) ":" (r.target_id) }
+                        td { (r.target) }
                         td { code.details { (r.details) } }
                     }
                 }

@@ -39,7 +39,10 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
             })
             .collect(),
         configs,
-        templates: templates.into_iter().map(|t| t.name.as_str().to_owned()).collect(),
+        templates: templates
+            .into_iter()
+            .map(|t| t.name.as_str().to_owned())
+            .collect(),
     })
 }
 
