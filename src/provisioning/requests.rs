@@ -565,7 +565,10 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
         .first()
         .map(|m| m.redacted_payload.clone())
         .unwrap_or_default();
-    let machines = rows.into_iter().map(machine_record).collect();
+    let machines = rows
+        .into_iter()
+        .map(machine_record)
+        .collect::<Result<_, _>>()?;
     let events = provision_events::for_provision(&mut conn, id)
         .await?
         .into_iter()
@@ -589,20 +592,27 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     })
 }
 
-fn machine_record(m: MachineRow) -> MachineRecord {
-    MachineRecord {
-        idx: u32::try_from(m.idx).unwrap_or(0),
+fn machine_record(m: MachineRow) -> Result<MachineRecord, OpError> {
+    // Values headroom wrote itself: one that does not read back is a fault, never a default.
+    let unreadable = |column: &str, e: &dyn std::fmt::Display| {
+        OpError::Internal(anyhow::anyhow!(
+            "provision machine {}: stored {column} does not read back: {e}",
+            m.name
+        ))
+    };
+    Ok(MachineRecord {
+        idx: u32::try_from(m.idx).map_err(|e| unreadable("idx", &e))?,
+        size_bytes: usize::try_from(m.size_bytes).map_err(|e| unreadable("size_bytes", &e))?,
         status: m.status,
-        name: m.name,
-        sha256: m.sha256,
-        size_bytes: usize::try_from(m.size_bytes).unwrap_or(0),
         server_id: m.server_id,
         action_id: m.action_id,
         ipv4: m.ipv4,
         provider_status: m.provider_status,
         error: m.error,
         updated_at: m.updated_at,
-    }
+        sha256: m.sha256,
+        name: m.name,
+    })
 }
 
 /// The machines of many requests (a listing page), by request id (viewer and up).
@@ -615,7 +625,7 @@ pub async fn machines_of(
     let mut conn = ctx.pool.acquire().await?;
     let mut out: BTreeMap<i64, Vec<MachineRecord>> = BTreeMap::new();
     for (id, m) in db::provisions::machines_of(&mut conn, ids).await? {
-        out.entry(id).or_default().push(machine_record(m));
+        out.entry(id).or_default().push(machine_record(m)?);
     }
     Ok(out)
 }
