@@ -18,31 +18,23 @@ use crate::web::{flash, paths, see_other};
 
 /// The users page (its htmx partial is the create form), `draft` and `errors` filling the form.
 async fn page(
-    Reply {
-        state,
-        principal,
-        htmx,
-    }: Reply<'_>,
+    reply: &Reply,
     status: StatusCode,
     draft: &NewUserInput,
     errors: &FieldErrors,
 ) -> Result<HttpResponse, WebError> {
-    let users = users::list_users(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(state, principal, "Users", "users").await;
+    let principal = &reply.principal;
+    let users = users::list_users(reply.ctx(), &reply.caller()).await?;
+    let frame = Frame::load(&reply.state, principal, "Users", "users").await;
     let full = || views::users_page(principal, &users, draft, errors);
     let partial = || views::create_form(principal, draft, errors);
-    Ok(respond(htmx, status, frame, full, partial))
+    Ok(respond(&reply.htmx, status, frame, full, partial))
 }
 
 /// GET /users
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
     page(
-        reply,
+        &reply,
         StatusCode::OK,
         &NewUserInput::default(),
         &FieldErrors::default(),
@@ -60,26 +52,22 @@ pub struct CreateForm {
 }
 
 /// POST /users
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<CreateForm>,
-) -> Result<HttpResponse, WebError> {
+pub async fn create(reply: Reply, form: web::Form<CreateForm>) -> Result<HttpResponse, WebError> {
     let input = NewUserInput {
         username: form.username.clone(),
         role: form.role.clone(),
         password: form.password.clone(),
     };
-    let reply = Reply::new(&state, &principal, &htmx);
     submitted(
-        users::create_user(&state.ctx, &principal.caller(), &input).await,
+        users::create_user(reply.ctx(), &reply.caller(), &input).await,
         async |user| {
             let msg = format!(
                 "User {} created with the {} role.",
                 user.username, user.role
             );
-            reply.done(&msg, after_write(&htmx, paths::USERS)).await
+            reply
+                .done(&msg, after_write(&reply.htmx, paths::USERS))
+                .await
         },
         async |errors| {
             // The password is never sent back into the page.
@@ -87,7 +75,7 @@ pub async fn create(
                 password: String::new(),
                 ..input
             };
-            page(reply, StatusCode::UNPROCESSABLE_ENTITY, &draft, &errors).await
+            page(&reply, StatusCode::UNPROCESSABLE_ENTITY, &draft, &errors).await
         },
     )
     .await
@@ -133,37 +121,49 @@ async fn row_result(
 
 /// POST /users/{username}/role
 pub async fn set_role(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     path: web::Path<String>,
     form: web::Form<RoleForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result = users::set_role(&state.ctx, &principal.caller(), &path, &form.role).await;
+    let result = users::set_role(reply.ctx(), &reply.caller(), &path, &form.role).await;
     let done = format!("{} is now {}.", path, form.role.trim());
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(
+        &reply.state,
+        &reply.principal,
+        &reply.htmx,
+        &path,
+        result,
+        done,
+    )
+    .await
 }
 
 /// POST /users/{username}/disable
-pub async fn disable(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    path: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, true).await;
+pub async fn disable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, true).await;
     let done = format!("{} is disabled; their sessions ended.", path);
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(
+        &reply.state,
+        &reply.principal,
+        &reply.htmx,
+        &path,
+        result,
+        done,
+    )
+    .await
 }
 
 /// POST /users/{username}/enable
-pub async fn enable(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    path: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, false).await;
+pub async fn enable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, false).await;
     let done = format!("{} is enabled again.", path);
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(
+        &reply.state,
+        &reply.principal,
+        &reply.htmx,
+        &path,
+        result,
+        done,
+    )
+    .await
 }
