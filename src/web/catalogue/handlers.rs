@@ -9,7 +9,7 @@ use crate::error::OpError;
 use crate::machines::catalogue;
 use crate::web::errors::WebError;
 use crate::web::reply::Reply;
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// GET /catalogue
 pub async fn show(reply: Reply) -> Result<HttpResponse, WebError> {
@@ -34,16 +34,15 @@ pub async fn refresh(reply: Reply, provider: web::Path<String>) -> Result<HttpRe
         ))
     })?;
     let c = catalogue::refresh(reply.ctx(), &reply.caller(), kind).await?;
-    flash(
-        &reply.state,
-        &reply.principal,
-        &format!(
-            "{kind} catalogue refreshed: {} locations, {} server types, {} images.",
-            c.locations.len(),
-            c.server_types.len(),
-            c.images.len()
-        ),
-    )
-    .await;
-    Ok(see_other(paths::CATALOGUE))
+    reply
+        .done(
+            &format!(
+                "{kind} catalogue refreshed: {} locations, {} server types, {} images.",
+                c.locations.len(),
+                c.server_types.len(),
+                c.images.len()
+            ),
+            see_other(paths::CATALOGUE),
+        )
+        .await
 }

@@ -16,7 +16,7 @@ use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
 use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// GET /fleets
 pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
@@ -202,11 +202,7 @@ pub async fn update(
 /// POST /fleets/{name}/delete
 pub async fn delete(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
     fleets::delete(reply.ctx(), &reply.caller(), &name).await?;
-    flash(
-        &reply.state,
-        &reply.principal,
-        &format!("Fleet {name} deleted."),
-    )
-    .await;
-    Ok(see_other(paths::FLEETS))
+    reply
+        .done(&format!("Fleet {name} deleted."), see_other(paths::FLEETS))
+        .await
 }

@@ -140,6 +140,5 @@ pub async fn update(
 pub async fn pin_check(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
     let result = pins::check(reply.ctx(), &reply.caller(), &name).await?;
     let msg = format!("Pin pre-flight: {}", result.check.message);
-    crate::web::flash(&reply.state, &reply.principal, &msg).await;
-    Ok(see_other(&config_path(&name)))
+    reply.done(&msg, see_other(&config_path(&name))).await
 }

@@ -13,7 +13,7 @@ use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, wants_partial, Frame};
 use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// Query of the request form: a fleet to preselect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -181,8 +181,9 @@ pub async fn approve(
         p.approvals_required,
         p.state
     );
-    flash(&reply.state, &reply.principal, &msg).await;
-    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+    reply
+        .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
+        .await
 }
 
 /// POST /provisions/{id}/reject: a reason is required; without one the page comes back with
@@ -208,13 +209,12 @@ pub async fn reject(
 /// POST /provisions/{id}/cancel
 pub async fn cancel(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
     let p = requests::cancel(reply.ctx(), &reply.caller(), *id).await?;
-    flash(
-        &reply.state,
-        &reply.principal,
-        &format!("Cancelled request #{}.", p.id),
-    )
-    .await;
-    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+    reply
+        .done(
+            &format!("Cancelled request #{}.", p.id),
+            see_other(&path_of(paths::PROVISION, p.id)),
+        )
+        .await
 }
 
 /// POST /provisions/{id}/machines/{idx}/destroy: an approver destroys a failed machine's
@@ -229,11 +229,10 @@ pub async fn destroy(reply: Reply, path: web::Path<(i64, u32)>) -> Result<HttpRe
             views::progress(&reply.principal, &d),
         ));
     }
-    flash(
-        &reply.state,
-        &reply.principal,
-        &format!("Destroyed the server of machine {idx} of request #{id}."),
-    )
-    .await;
-    Ok(see_other(&path_of(paths::PROVISION, id)))
+    reply
+        .done(
+            &format!("Destroyed the server of machine {idx} of request #{id}."),
+            see_other(&path_of(paths::PROVISION, id)),
+        )
+        .await
 }

@@ -10,7 +10,7 @@ use crate::domain::FieldErrors;
 use crate::error::OpError;
 use crate::web::errors::WebError;
 use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// The token page: `created` is a new token's secret, shown this once; `draft` and `errors`
 /// fill the create form.
@@ -85,11 +85,10 @@ pub async fn revoke(reply: Reply, path: web::Path<String>) -> Result<HttpRespons
         ))
     })?;
     let token = tokens::revoke_token(reply.ctx(), &reply.caller(), id).await?;
-    flash(
-        &reply.state,
-        &reply.principal,
-        &format!("Token {} ({}) revoked.", token.id, token.label),
-    )
-    .await;
-    Ok(see_other(paths::TOKENS))
+    reply
+        .done(
+            &format!("Token {} ({}) revoked.", token.id, token.label),
+            see_other(paths::TOKENS),
+        )
+        .await
 }

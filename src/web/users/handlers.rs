@@ -1,20 +1,17 @@
 //! User administration handlers.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::Principal;
 use crate::domain::FieldErrors;
 use crate::error::OpError;
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{after_write, fragment, respond, wants_partial, Frame};
 use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// The users page (its htmx partial is the create form), `draft` and `errors` filling the form.
 async fn page(
@@ -91,24 +88,22 @@ pub struct RoleForm {
 /// Answers a row action: the updated row for htmx, a redirect with a flash otherwise; a
 /// refused change re-renders the row with its message (422).
 async fn row_result(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: &Reply,
     username: &str,
     result: Result<crate::auth::users::User, OpError>,
     done: String,
 ) -> Result<HttpResponse, WebError> {
+    let (principal, htmx) = (&reply.principal, &reply.htmx);
     match result {
         Ok(user) => {
             if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, None);
                 return Ok(fragment(StatusCode::OK, row));
             }
-            flash(state, principal, &done).await;
-            Ok(see_other(paths::USERS))
+            reply.done(&done, see_other(paths::USERS)).await
         }
         Err(OpError::Invalid(errors)) => {
-            let user = users::get(&state.ctx, &principal.caller(), username).await?;
+            let user = users::get(reply.ctx(), &reply.caller(), username).await?;
             if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, Some(&errors.to_string()));
                 return Ok(fragment(StatusCode::UNPROCESSABLE_ENTITY, row));
@@ -127,43 +122,19 @@ pub async fn set_role(
 ) -> Result<HttpResponse, WebError> {
     let result = users::set_role(reply.ctx(), &reply.caller(), &path, &form.role).await;
     let done = format!("{} is now {}.", path, form.role.trim());
-    row_result(
-        &reply.state,
-        &reply.principal,
-        &reply.htmx,
-        &path,
-        result,
-        done,
-    )
-    .await
+    row_result(&reply, &path, result, done).await
 }
 
 /// POST /users/{username}/disable
 pub async fn disable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
     let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, true).await;
     let done = format!("{} is disabled; their sessions ended.", path);
-    row_result(
-        &reply.state,
-        &reply.principal,
-        &reply.htmx,
-        &path,
-        result,
-        done,
-    )
-    .await
+    row_result(&reply, &path, result, done).await
 }
 
 /// POST /users/{username}/enable
 pub async fn enable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
     let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, false).await;
     let done = format!("{} is enabled again.", path);
-    row_result(
-        &reply.state,
-        &reply.principal,
-        &reply.htmx,
-        &path,
-        result,
-        done,
-    )
-    .await
+    row_result(&reply, &path, result, done).await
 }
