@@ -76,6 +76,34 @@ impl Reply {
     }
 }
 
+/// No messages: a form as first shown.
+static NO_ERRORS: FieldErrors = FieldErrors(Vec::new());
+
+/// How a form page is shown: fresh (200, no messages) or sent back with what was wrong (422).
+#[derive(Clone, Copy)]
+pub enum Shown<'a> {
+    Fresh,
+    Refused(&'a FieldErrors),
+}
+
+impl<'a> Shown<'a> {
+    /// The status the page answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Shown::Fresh => StatusCode::OK,
+            Shown::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+
+    /// The messages shown next to the fields.
+    pub fn errors(self) -> &'a FieldErrors {
+        match self {
+            Shown::Fresh => &NO_ERRORS,
+            Shown::Refused(errors) => errors,
+        }
+    }
+}
+
 /// What a submitted form comes to: `done` with what the operation returned, or `invalid` with
 /// the messages to show next to the fields; every other error is the error page.
 pub async fn submitted<T>(

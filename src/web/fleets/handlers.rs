@@ -8,14 +8,14 @@ use super::views;
 use crate::capacity::{board, series};
 use crate::domain::capacity::{Annotation, Range, Series};
 use crate::domain::fleet::FleetInput;
-use crate::domain::{Caller, FieldErrors, Role};
+use crate::domain::{Caller, Role};
 use crate::error::OpError;
 use crate::fleets::{self};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
-use crate::web::reply::{submitted, Reply};
+use crate::web::reply::{submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /fleets
@@ -26,20 +26,20 @@ pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
     Ok(reply.page(StatusCode::OK, "Fleets", "fleets", body).await)
 }
 
-/// The create or edit form (`editing` names the fleet), with `errors` next to its fields.
+/// The create or edit form (`editing` names the fleet), `shown` fresh or with its errors.
 async fn form_page(
     reply: &Reply,
-    status: StatusCode,
     editing: Option<&str>,
     form: &FleetForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let (ctx, caller) = (&reply.state.ctx, reply.principal.caller());
     let configs = machine_configs::names(ctx, &caller).await?;
     let declared = fleets::secrets::declared(ctx, &caller)?;
     let title = editing.map_or_else(|| "New fleet".to_owned(), |n| format!("Edit fleet {n}"));
     let body = || views::form_page(&reply.principal, editing, form, errors, &configs, &declared);
-    Ok(reply.page(status, title, "fleets", body).await)
+    Ok(reply.page(shown.status(), title, "fleets", body).await)
 }
 
 /// Where a fleet's page is.
@@ -50,7 +50,7 @@ fn fleet_path(name: &str) -> String {
 /// GET /fleets/new
 pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
     let form = FleetForm::defaults();
-    form_page(&reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
+    form_page(&reply, None, &form, Shown::Fresh).await
 }
 
 /// POST /fleets
@@ -63,16 +63,7 @@ pub async fn create(reply: Reply, form: web::Form<FleetForm>) -> Result<HttpResp
             let msg = format!("Fleet {name} created.");
             reply.done(&msg, see_other(&fleet_path(name))).await
         },
-        async |errors| {
-            form_page(
-                &reply,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                &form,
-                &errors,
-            )
-            .await
-        },
+        async |errors| form_page(&reply, None, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
@@ -168,14 +159,7 @@ pub async fn chart(
 pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
     let fleet = fleets::get(reply.ctx(), &reply.caller(), &name).await?;
     let form = FleetForm::from_input(&fleet.spec.to_input());
-    form_page(
-        &reply,
-        StatusCode::OK,
-        Some(&name),
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    form_page(&reply, Some(&name), &form, Shown::Fresh).await
 }
 
 /// POST /fleets/{name}
@@ -191,10 +175,7 @@ pub async fn update(
             let msg = format!("Fleet {name} saved.");
             reply.done(&msg, see_other(&fleet_path(&name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(&reply, status, Some(&name), &form, &errors).await
-        },
+        async |errors| form_page(&reply, Some(&name), &form, Shown::Refused(&errors)).await,
     )
     .await
 }

@@ -6,11 +6,11 @@ use actix_web::{web, HttpResponse};
 use super::forms::MachineForm;
 use super::views::{self};
 use crate::domain::machine::MachineInput;
-use crate::domain::{FieldErrors, Role};
+use crate::domain::Role;
 use crate::error::OpError;
 use crate::machines::{machine_configs, pins};
 use crate::web::errors::WebError;
-use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::reply::{saved_message, submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /machine-configs
@@ -23,19 +23,19 @@ pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
         .await)
 }
 
-/// The create or edit form (`editing` names the config), with `errors` next to its fields.
+/// The create or edit form (`editing` names the config), `shown` fresh or with its errors.
 async fn form_page(
     reply: &Reply,
-    status: StatusCode,
     editing: Option<&str>,
     form: &MachineForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let principal = &reply.principal;
     let choices = machine_configs::form_choices(&reply.state.ctx, &principal.caller()).await?;
     let title = editing.map_or_else(|| "New machine config".to_owned(), |n| format!("Edit {n}"));
     let body = || views::form_page(principal, editing, form, errors, &choices);
-    Ok(reply.page(status, title, "machines", body).await)
+    Ok(reply.page(shown.status(), title, "machines", body).await)
 }
 
 /// The form as the operations' input; a rule it breaks is shown like the operation's own.
@@ -59,7 +59,7 @@ pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
         template: crate::cloud_init::DEFAULT_TEMPLATE.into(),
         ..MachineForm::default()
     };
-    form_page(&reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
+    form_page(&reply, None, &form, Shown::Fresh).await
 }
 
 /// POST /machine-configs
@@ -75,16 +75,7 @@ pub async fn create(reply: Reply, form: web::Form<MachineForm>) -> Result<HttpRe
             let msg = format!("Machine config {name} created (version 1).");
             reply.done(&msg, see_other(&config_path(name))).await
         },
-        async |errors| {
-            form_page(
-                &reply,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                &form,
-                &errors,
-            )
-            .await
-        },
+        async |errors| form_page(&reply, None, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
@@ -102,14 +93,7 @@ pub async fn show(reply: Reply, name: web::Path<String>) -> Result<HttpResponse,
 pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
     let current = machine_configs::latest(reply.ctx(), &reply.caller(), &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
-    form_page(
-        &reply,
-        StatusCode::OK,
-        Some(&name),
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    form_page(&reply, Some(&name), &form, Shown::Fresh).await
 }
 
 /// POST /machine-configs/{name}: a new version.
@@ -128,10 +112,7 @@ pub async fn update(
             let msg = saved_message(&name, v.version, changed);
             reply.done(&msg, see_other(&config_path(&name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(&reply, status, Some(&name), &form, &errors).await
-        },
+        async |errors| form_page(&reply, Some(&name), &form, Shown::Refused(&errors)).await,
     )
     .await
 }

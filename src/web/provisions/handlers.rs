@@ -12,7 +12,7 @@ use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, wants_partial, Frame};
-use crate::web::reply::{submitted, Reply};
+use crate::web::reply::{submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// Query of the request form: a fleet to preselect.
@@ -42,17 +42,17 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
     })
 }
 
-/// The request form with `errors` next to its fields.
+/// The request form, `shown` fresh or with its errors.
 async fn form_page(
     reply: &Reply,
-    status: StatusCode,
     form: &RequestForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let choices = choices(&reply.state, &reply.principal).await?;
     let body = || views::form_page(&reply.principal, form, errors, &choices);
     Ok(reply
-        .page(status, "Request machines", "provisions", body)
+        .page(shown.status(), "Request machines", "provisions", body)
         .await)
 }
 
@@ -78,7 +78,7 @@ async fn to_request(
 /// GET /provisions/new
 pub async fn new(reply: Reply, query: web::Query<NewQuery>) -> Result<HttpResponse, WebError> {
     let form = RequestForm::blank(&query.fleet);
-    form_page(&reply, StatusCode::OK, &form, &FieldErrors::default()).await
+    form_page(&reply, &form, Shown::Fresh).await
 }
 
 /// POST /provisions/plan: the live plan under the form (nothing stored).
@@ -115,28 +115,29 @@ pub async fn create(reply: Reply, form: web::Form<RequestForm>) -> Result<HttpRe
                 .done(&msg, see_other(&path_of(paths::PROVISION, id)))
                 .await
         },
-        async |errors| form_page(&reply, StatusCode::UNPROCESSABLE_ENTITY, &form, &errors).await,
+        async |errors| form_page(&reply, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
 
-/// A request's page, with `form_errors` at the approve or reject form.
-async fn detail_page(
-    reply: &Reply,
-    status: StatusCode,
-    id: i64,
-    form_errors: &FieldErrors,
-) -> Result<HttpResponse, WebError> {
+/// A request's page, `shown` fresh or with errors at the approve or reject form.
+async fn detail_page(reply: &Reply, id: i64, shown: Shown<'_>) -> Result<HttpResponse, WebError> {
+    let form_errors = shown.errors();
     let d = requests::get(&reply.state.ctx, &reply.principal.caller(), id).await?;
     let body = || views::detail(&reply.principal, &d, form_errors);
     Ok(reply
-        .page(status, format!("Provision #{id}"), "provisions", body)
+        .page(
+            shown.status(),
+            format!("Provision #{id}"),
+            "provisions",
+            body,
+        )
         .await)
 }
 
 /// GET /provisions/{id}
 pub async fn show(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
-    detail_page(&reply, StatusCode::OK, *id, &FieldErrors::default()).await
+    detail_page(&reply, *id, Shown::Fresh).await
 }
 
 /// GET /provisions/{id}/progress: the polled partial (opened directly, the whole page).
@@ -170,7 +171,7 @@ pub async fn approve(
         Ok(seen) => seen,
         Err(e) => {
             let errors = FieldErrors::from(e);
-            return detail_page(&reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await;
+            return detail_page(&reply, *id, Shown::Refused(&errors)).await;
         }
     };
     let p = requests::approve(reply.ctx(), &reply.caller(), *id, seen.as_ref()).await?;
@@ -201,7 +202,7 @@ pub async fn reject(
                 .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
                 .await
         },
-        async |errors| detail_page(&reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await,
+        async |errors| detail_page(&reply, *id, Shown::Refused(&errors)).await,
     )
     .await
 }

@@ -6,13 +6,13 @@ use serde::Deserialize;
 
 use super::views;
 use crate::cloud_init::Secrets;
-use crate::domain::{FieldErrors, Role};
+use crate::domain::Role;
 use crate::error::OpError;
 use crate::machines::preview::{preview, PreviewRequest};
 use crate::machines::{machine_configs, templates};
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
-use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::reply::{saved_message, submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /templates
@@ -38,22 +38,19 @@ pub struct TemplateForm {
     pub body: String,
 }
 
-/// The new-template form with `errors` next to its fields.
-async fn new_form(
-    reply: &Reply,
-    status: StatusCode,
-    name: &str,
-    body: &str,
-    errors: &FieldErrors,
-) -> HttpResponse {
+/// The new-template form, `shown` fresh or with its errors.
+async fn new_form(reply: &Reply, name: &str, body: &str, shown: Shown<'_>) -> HttpResponse {
+    let errors = shown.errors();
     let form = || views::new_form(&reply.principal, name, body, errors);
-    reply.page(status, "New template", "templates", form).await
+    reply
+        .page(shown.status(), "New template", "templates", form)
+        .await
 }
 
 /// GET /templates/new
 pub async fn new(reply: Reply) -> HttpResponse {
     let body = crate::cloud_init::DEFAULT_TEMPLATE_BODY;
-    new_form(&reply, StatusCode::OK, "", body, &FieldErrors::default()).await
+    new_form(&reply, "", body, Shown::Fresh).await
 }
 
 /// POST /templates
@@ -64,10 +61,7 @@ pub async fn create(reply: Reply, form: web::Form<TemplateForm>) -> Result<HttpR
             let msg = format!("Template {} created.", v.name);
             reply.done(&msg, see_other(&template_path(&v.name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            Ok(new_form(&reply, status, &form.name, &form.body, &errors).await)
-        },
+        async |errors| Ok(new_form(&reply, &form.name, &form.body, Shown::Refused(&errors)).await),
     )
     .await
 }
@@ -95,15 +89,15 @@ struct Draft<'a> {
     config: &'a str,
 }
 
-/// The editor with `errors` next to its fields, previewing with `draft.config` when it is one
+/// The editor, `shown` fresh or with its errors, previewing with `draft.config` when it is one
 /// of `configs` (else the first).
 async fn editor(
     reply: &Reply,
-    status: StatusCode,
     draft: Draft<'_>,
     configs: Vec<String>,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let chosen = if configs.iter().any(|c| c == draft.config) {
         draft.config.to_owned()
     } else {
@@ -120,7 +114,7 @@ async fn editor(
             errors,
         )
     };
-    Ok(reply.page(status, title, "templates", page).await)
+    Ok(reply.page(shown.status(), title, "templates", page).await)
 }
 
 /// GET /templates/{name}/edit
@@ -135,14 +129,7 @@ pub async fn edit(
         body: &opened.template.content,
         config: &query.config,
     };
-    editor(
-        &reply,
-        StatusCode::OK,
-        draft,
-        opened.configs,
-        &FieldErrors::default(),
-    )
-    .await
+    editor(&reply, draft, opened.configs, Shown::Fresh).await
 }
 
 /// The editor's save form.
@@ -172,8 +159,7 @@ pub async fn update(
                 body: &form.body,
                 config: &form.config,
             };
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            editor(&reply, status, draft, configs, &errors).await
+            editor(&reply, draft, configs, Shown::Refused(&errors)).await
         },
     )
     .await

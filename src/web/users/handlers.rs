@@ -6,37 +6,30 @@ use serde::Deserialize;
 
 use super::views;
 use crate::auth::users::{self, NewUserInput};
-use crate::domain::FieldErrors;
 use crate::error::OpError;
 use crate::web::errors::WebError;
 use crate::web::layout::{after_write, fragment, respond, wants_partial, Frame};
-use crate::web::reply::{submitted, Reply};
+use crate::web::reply::{submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
-/// The users page (its htmx partial is the create form), `draft` and `errors` filling the form.
+/// The users page (its htmx partial is the create form), `draft` and `shown` filling the form.
 async fn page(
     reply: &Reply,
-    status: StatusCode,
     draft: &NewUserInput,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let principal = &reply.principal;
     let users = users::list_users(reply.ctx(), &reply.caller()).await?;
     let frame = Frame::load(&reply.state, principal, "Users", "users").await;
     let full = || views::users_page(principal, &users, draft, errors);
     let partial = || views::create_form(principal, draft, errors);
-    Ok(respond(&reply.htmx, status, frame, full, partial))
+    Ok(respond(&reply.htmx, shown.status(), frame, full, partial))
 }
 
 /// GET /users
 pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
-    page(
-        &reply,
-        StatusCode::OK,
-        &NewUserInput::default(),
-        &FieldErrors::default(),
-    )
-    .await
+    page(&reply, &NewUserInput::default(), Shown::Fresh).await
 }
 
 /// The create-user form as submitted (missing fields arrive empty and are named).
@@ -72,7 +65,7 @@ pub async fn create(reply: Reply, form: web::Form<CreateForm>) -> Result<HttpRes
                 password: String::new(),
                 ..input
             };
-            page(&reply, StatusCode::UNPROCESSABLE_ENTITY, &draft, &errors).await
+            page(&reply, &draft, Shown::Refused(&errors)).await
         },
     )
     .await
