@@ -29,15 +29,19 @@ impl FromRequest for Reply {
     type Future = Ready<Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        // All three extract synchronously (`Ready`) and none reads the body.
-        let reply = (|| {
-            Ok(Reply {
-                state: web::Data::<AppState>::extract(req).into_inner()?,
-                principal: Principal::from_request(req, payload).into_inner()?,
-                htmx: Htmx::from_request(req, payload).into_inner()?,
-            })
-        })();
-        ready(reply)
+        ready(Reply::extract_parts(req, payload))
+    }
+}
+
+impl Reply {
+    /// The three parts, each by its own extractor: all are ready at once and none reads the
+    /// body, so the first that fails (missing app data: 500, no principal: 401) answers.
+    fn extract_parts(req: &HttpRequest, payload: &mut Payload) -> Result<Self, actix_web::Error> {
+        Ok(Reply {
+            state: web::Data::<AppState>::extract(req).into_inner()?,
+            principal: Principal::from_request(req, payload).into_inner()?,
+            htmx: Htmx::from_request(req, payload).into_inner()?,
+        })
     }
 }
 
