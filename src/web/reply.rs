@@ -1,9 +1,12 @@
 //! How a signed-in page handler answers: a page (full or htmx partial, as
 //! [`respond`] decides) or the outcome of a submitted form.
 
+use std::future::{ready, Ready};
+
 use actix_htmx::Htmx;
+use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
-use actix_web::HttpResponse;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use maud::Markup;
 
 use super::errors::WebError;
@@ -14,44 +17,94 @@ use crate::error::OpError;
 use crate::state::AppState;
 
 /// What every signed-in page handler answers with: the app, who asks, and whether htmx asks.
-#[derive(Clone, Copy)]
-pub struct Reply<'a> {
-    pub state: &'a AppState,
-    pub principal: &'a Principal,
-    pub htmx: &'a Htmx,
+/// Extracted like the three it holds, in this order, so a handler takes one `reply: Reply`.
+pub struct Reply {
+    pub state: web::Data<AppState>,
+    pub principal: Principal,
+    pub htmx: Htmx,
 }
 
-impl<'a> Reply<'a> {
-    /// The reply of one request.
-    pub fn new(state: &'a AppState, principal: &'a Principal, htmx: &'a Htmx) -> Self {
-        Reply {
-            state,
-            principal,
-            htmx,
-        }
+impl FromRequest for Reply {
+    type Error = actix_web::Error;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        ready(Reply::extract_parts(req, payload))
+    }
+}
+
+impl Reply {
+    /// The three parts, each by its own extractor: all are ready at once and none reads the
+    /// body, so the first that fails (missing app data: 500, no principal: 401) answers.
+    fn extract_parts(req: &HttpRequest, payload: &mut Payload) -> Result<Self, actix_web::Error> {
+        Ok(Reply {
+            state: web::Data::<AppState>::extract(req).into_inner()?,
+            principal: Principal::from_request(req, payload).into_inner()?,
+            htmx: Htmx::from_request(req, payload).into_inner()?,
+        })
+    }
+}
+
+impl Reply {
+    /// What operations work with.
+    pub fn ctx(&self) -> &crate::context::Ctx {
+        &self.state.ctx
+    }
+
+    /// Who asks, as the operations know them.
+    pub fn caller(&self) -> crate::domain::Caller {
+        self.principal.caller()
     }
 
     /// A page whose htmx partial is the same content as its full page (most pages); consumes
     /// the waiting flash message.
     pub async fn page(
-        self,
+        &self,
         status: StatusCode,
         title: impl Into<String>,
         section: &'static str,
         body: impl Fn() -> Markup,
     ) -> HttpResponse {
-        let frame = Frame::load(self.state, self.principal, title, section).await;
-        respond(self.htmx, status, frame, &body, &body)
+        let frame = Frame::load(&self.state, &self.principal, title, section).await;
+        respond(&self.htmx, status, frame, &body, &body)
     }
 
     /// After a successful write: `message` waits for the next page, `redirect` leads there.
     pub async fn done(
-        self,
+        &self,
         message: &str,
         redirect: HttpResponse,
     ) -> Result<HttpResponse, WebError> {
-        super::flash(self.state, self.principal, message).await;
+        super::flash(&self.state, &self.principal, message).await;
         Ok(redirect)
+    }
+}
+
+/// No messages: a form as first shown.
+static NO_ERRORS: FieldErrors = FieldErrors(Vec::new());
+
+/// How a form page is shown: fresh (200, no messages) or sent back with what was wrong (422).
+#[derive(Clone, Copy)]
+pub enum Shown<'a> {
+    Fresh,
+    Refused(&'a FieldErrors),
+}
+
+impl<'a> Shown<'a> {
+    /// The status the page answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Shown::Fresh => StatusCode::OK,
+            Shown::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+
+    /// The messages shown next to the fields.
+    pub fn errors(self) -> &'a FieldErrors {
+        match self {
+            Shown::Fresh => &NO_ERRORS,
+            Shown::Refused(errors) => errors,
+        }
     }
 }
 

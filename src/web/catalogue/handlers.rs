@@ -1,61 +1,48 @@
 //! Catalogue handlers.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::views;
-use crate::auth::Principal;
 use crate::domain::machine::ProviderKind;
 use crate::error::OpError;
 use crate::machines::catalogue;
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::reply::Reply;
-use crate::web::{flash, paths, see_other};
+use crate::web::{paths, see_other};
 
 /// GET /catalogue
-pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
+pub async fn show(reply: Reply) -> Result<HttpResponse, WebError> {
     // The same operation the API uses: a cache that is empty or stale is fetched on the way.
-    let all: Vec<_> = catalogue::list(&state.ctx, &principal.caller())
+    let all: Vec<_> = catalogue::list(reply.ctx(), &reply.caller())
         .await?
         .into_iter()
         .map(|c| (c.provider, c.catalogue, c.fetched_at))
         .collect();
-    let body = || views::show(&principal, &all);
-    let reply = Reply::new(&state, &principal, &htmx);
+    let body = || views::show(&reply.principal, &all);
     Ok(reply
         .page(StatusCode::OK, "Provider catalogue", "catalogue", body)
         .await)
 }
 
 /// POST /catalogue/{provider}/refresh
-pub async fn refresh(
-    state: web::Data<AppState>,
-    principal: Principal,
-    provider: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
+pub async fn refresh(reply: Reply, provider: web::Path<String>) -> Result<HttpResponse, WebError> {
     let kind = ProviderKind::parse_field("provider", &provider).map_err(|_| {
         OpError::NotFound(format!(
             "provider {:?}",
             provider.chars().take(40).collect::<String>()
         ))
     })?;
-    let c = catalogue::refresh(&state.ctx, &principal.caller(), kind).await?;
-    flash(
-        &state,
-        &principal,
-        &format!(
-            "{kind} catalogue refreshed: {} locations, {} server types, {} images.",
-            c.locations.len(),
-            c.server_types.len(),
-            c.images.len()
-        ),
-    )
-    .await;
-    Ok(see_other(paths::CATALOGUE))
+    let c = catalogue::refresh(reply.ctx(), &reply.caller(), kind).await?;
+    reply
+        .done(
+            &format!(
+                "{kind} catalogue refreshed: {} locations, {} server types, {} images.",
+                c.locations.len(),
+                c.server_types.len(),
+                c.images.len()
+            ),
+            see_other(paths::CATALOGUE),
+        )
+        .await
 }

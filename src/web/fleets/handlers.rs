@@ -1,52 +1,45 @@
 //! Fleet handlers: parse, call one operation, render.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::forms::FleetForm;
 use super::views;
-use crate::auth::Principal;
 use crate::capacity::{board, series};
 use crate::domain::capacity::{Annotation, Range, Series};
 use crate::domain::fleet::FleetInput;
-use crate::domain::{Caller, FieldErrors, Role};
+use crate::domain::{Caller, Role};
 use crate::error::OpError;
 use crate::fleets::{self};
 use crate::machines::machine_configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
-use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::reply::{submitted, Reply, Shown};
+use crate::web::{paths, see_other};
 
 /// GET /fleets
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let all = fleets::list(&state.ctx, &principal.caller()).await?;
-    let can_edit = principal.role.includes(Role::Operator);
+pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
+    let all = fleets::list(reply.ctx(), &reply.caller()).await?;
+    let can_edit = reply.principal.role.includes(Role::Operator);
     let body = || views::list(&all, can_edit);
-    let reply = Reply::new(&state, &principal, &htmx);
     Ok(reply.page(StatusCode::OK, "Fleets", "fleets", body).await)
 }
 
-/// The create or edit form (`editing` names the fleet), with `errors` next to its fields.
+/// The create or edit form (`editing` names the fleet), `shown` fresh or with its errors.
 async fn form_page(
-    reply: Reply<'_>,
-    status: StatusCode,
+    reply: &Reply,
     editing: Option<&str>,
     form: &FleetForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let (ctx, caller) = (&reply.state.ctx, reply.principal.caller());
     let configs = machine_configs::names(ctx, &caller).await?;
     let declared = fleets::secrets::declared(ctx, &caller)?;
     let title = editing.map_or_else(|| "New fleet".to_owned(), |n| format!("Edit fleet {n}"));
-    let body = || views::form_page(reply.principal, editing, form, errors, &configs, &declared);
-    Ok(reply.page(status, title, "fleets", body).await)
+    let body = || views::form_page(&reply.principal, editing, form, errors, &configs, &declared);
+    Ok(reply.page(shown.status(), title, "fleets", body).await)
 }
 
 /// Where a fleet's page is.
@@ -55,42 +48,22 @@ fn fleet_path(name: &str) -> String {
 }
 
 /// GET /fleets/new
-pub async fn new(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
     let form = FleetForm::defaults();
-    form_page(reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
+    form_page(&reply, None, &form, Shown::Fresh).await
 }
 
 /// POST /fleets
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<FleetForm>,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn create(reply: Reply, form: web::Form<FleetForm>) -> Result<HttpResponse, WebError> {
     let input = FleetInput::from(&*form);
     submitted(
-        fleets::create(&state.ctx, &principal.caller(), &input).await,
+        fleets::create(reply.ctx(), &reply.caller(), &input).await,
         async |f| {
             let name = f.spec.name();
             let msg = format!("Fleet {name} created.");
             reply.done(&msg, see_other(&fleet_path(name))).await
         },
-        async |errors| {
-            form_page(
-                reply,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                &form,
-                &errors,
-            )
-            .await
-        },
+        async |errors| form_page(&reply, None, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
@@ -126,26 +99,24 @@ async fn chart_data(
 /// naming the allowed values: a stale bookmark still shows the fleet (the chart partial and
 /// the API refuse instead).
 pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     name: web::Path<String>,
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let caller = principal.caller();
+    let caller = reply.caller();
     let given = query.range.as_deref();
     let range = given.and_then(Range::parse).unwrap_or(Range::H1);
     let bad_range = given.filter(|g| Range::parse(g).is_none());
-    let fleet = fleets::get(&state.ctx, &caller, &name).await?;
+    let fleet = fleets::get(reply.ctx(), &caller, &name).await?;
     let (now, (series, annotations), samples, deficits, changes) = tokio::try_join!(
-        board::now(&state.ctx, &caller, &name),
-        chart_data(&state, &caller, &name, range),
-        series::recent_samples(&state.ctx, &caller, &name, PAGE_SAMPLES),
-        board::deficits(&state.ctx, &caller, &name, PAGE_DEFICITS),
-        fleets::history(&state.ctx, &caller, &name),
+        board::now(reply.ctx(), &caller, &name),
+        chart_data(&reply.state, &caller, &name, range),
+        series::recent_samples(reply.ctx(), &caller, &name, PAGE_SAMPLES),
+        board::deficits(reply.ctx(), &caller, &name, PAGE_DEFICITS),
+        fleets::history(reply.ctx(), &caller, &name),
     )?;
     let headroom = views::Headroom {
-        now_ms: state.ctx.now(),
+        now_ms: reply.ctx().now(),
         now: &now,
         range,
         bad_range,
@@ -154,8 +125,7 @@ pub async fn show(
         samples: &samples,
         deficits: &deficits,
     };
-    let body = || views::show(&principal, &fleet, &headroom, &changes);
-    let reply = Reply::new(&state, &principal, &htmx);
+    let body = || views::show(&reply.principal, &fleet, &headroom, &changes);
     Ok(reply
         .page(StatusCode::OK, name.as_str(), "fleets", body)
         .await)
@@ -165,8 +135,7 @@ pub async fn show(
 /// `range`). An unknown `range` is refused with 400 naming the allowed values (only the page's
 /// own buttons call this, so a bad value is a bug to surface, not to paper over).
 pub async fn chart(
-    state: web::Data<AppState>,
-    principal: Principal,
+    reply: Reply,
     name: web::Path<String>,
     query: web::Query<RangeQuery>,
 ) -> Result<HttpResponse, WebError> {
@@ -179,7 +148,7 @@ pub async fn chart(
         );
         return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
     };
-    let (series, annotations) = chart_data(&state, &principal.caller(), &name, range).await?;
+    let (series, annotations) = chart_data(&reply.state, &reply.caller(), &name, range).await?;
     Ok(fragment(
         StatusCode::OK,
         views::chart_panel(&name, range, &series, &annotations),
@@ -187,56 +156,34 @@ pub async fn chart(
 }
 
 /// GET /fleets/{name}/edit
-pub async fn edit(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let fleet = fleets::get(&state.ctx, &principal.caller(), &name).await?;
+pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let fleet = fleets::get(reply.ctx(), &reply.caller(), &name).await?;
     let form = FleetForm::from_input(&fleet.spec.to_input());
-    let reply = Reply::new(&state, &principal, &htmx);
-    form_page(
-        reply,
-        StatusCode::OK,
-        Some(&name),
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    form_page(&reply, Some(&name), &form, Shown::Fresh).await
 }
 
 /// POST /fleets/{name}
 pub async fn update(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     name: web::Path<String>,
     form: web::Form<FleetForm>,
 ) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
     let input = FleetInput::from(&*form);
     submitted(
-        fleets::update(&state.ctx, &principal.caller(), &name, &input).await,
+        fleets::update(reply.ctx(), &reply.caller(), &name, &input).await,
         async |_| {
             let msg = format!("Fleet {name} saved.");
             reply.done(&msg, see_other(&fleet_path(&name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(reply, status, Some(&name), &form, &errors).await
-        },
+        async |errors| form_page(&reply, Some(&name), &form, Shown::Refused(&errors)).await,
     )
     .await
 }
 
 /// POST /fleets/{name}/delete
-pub async fn delete(
-    state: web::Data<AppState>,
-    principal: Principal,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    fleets::delete(&state.ctx, &principal.caller(), &name).await?;
-    flash(&state, &principal, &format!("Fleet {name} deleted.")).await;
-    Ok(see_other(paths::FLEETS))
+pub async fn delete(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    fleets::delete(reply.ctx(), &reply.caller(), &name).await?;
+    reply
+        .done(&format!("Fleet {name} deleted."), see_other(paths::FLEETS))
+        .await
 }

@@ -1,19 +1,17 @@
 //! GET /provisions (the history list) and GET /provisions/export.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
-use crate::auth::Principal;
 use crate::domain::FieldErrors;
 use crate::export::{self, ExportFormat};
 use crate::provisioning::history::{self, FilterInput};
 use crate::provisioning::requests;
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
+use crate::web::reply::Reply;
 
 /// Requests per page.
 const PAGE: u32 = 50;
@@ -61,22 +59,23 @@ impl HistoryQuery {
 
 /// The filtered, newest-first list; htmx filter changes get just the results. Bad filters
 /// re-render the form with 422 and each message beside its field.
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    query: web::Query<HistoryQuery>,
-) -> Result<HttpResponse, WebError> {
+pub async fn list(reply: Reply, query: web::Query<HistoryQuery>) -> Result<HttpResponse, WebError> {
     let parsed = history::parse_filter(&query.input()).and_then(|f| Ok((f, query.cursor()?)));
     let (rows, errors, status) = match parsed {
         Ok((filter, cursor)) => {
             let (items, next) =
-                requests::list(&state.ctx, &principal.caller(), &filter, cursor, PAGE).await?;
+                requests::list(reply.ctx(), &reply.caller(), &filter, cursor, PAGE).await?;
             (Some((items, next)), FieldErrors::default(), StatusCode::OK)
         }
         Err(errors) => (None, errors, StatusCode::UNPROCESSABLE_ENTITY),
     };
-    let frame = Frame::load(&state, &principal, "Provision history", "provisions").await;
+    let frame = Frame::load(
+        &reply.state,
+        &reply.principal,
+        "Provision history",
+        "provisions",
+    )
+    .await;
     let results = || {
         views::results(
             &query,
@@ -85,13 +84,12 @@ pub async fn list(
         )
     };
     let full = || views::history_page(&query, &errors, results());
-    Ok(respond(&htmx, status, frame, full, results))
+    Ok(respond(&reply.htmx, status, frame, full, results))
 }
 
 /// Every matching request as CSV or JSONL, newest first, streamed as the history is walked.
 pub async fn export(
-    state: web::Data<AppState>,
-    principal: Principal,
+    reply: Reply,
     query: web::Query<HistoryQuery>,
 ) -> Result<HttpResponse, WebError> {
     let filter = history::parse_filter(&query.input());
@@ -106,7 +104,7 @@ pub async fn export(
             return Err(all.into());
         }
     };
-    let stream = history::export(&state.ctx, &principal.caller(), &filter, format).await?;
+    let stream = history::export(reply.ctx(), &reply.caller(), &filter, format).await?;
     Ok(crate::http::stream::download(
         format.content_type(),
         &format.file_name(history::FILE_STEM),

@@ -1,14 +1,11 @@
 //! GET / (the dashboard) and GET /dashboard/cards (its refreshed cards).
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::views;
-use crate::auth::Principal;
 use crate::capacity::board;
 use crate::domain::Role;
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
 use crate::web::reply::Reply;
@@ -19,15 +16,10 @@ const SEEN_MAX: usize = 16_384;
 /// The dashboard: a card per fleet and who you are. The latest activity lives on the audit
 /// page: the dashboard is what every operator keeps open during an incident, so it reads the
 /// (cached) board and nothing else.
-pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let fleets = board::board(&state.ctx, &principal.caller()).await?;
-    let now = state.ctx.now();
-    let body = || views::overview(&principal, now, &fleets);
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn show(reply: Reply) -> Result<HttpResponse, WebError> {
+    let fleets = board::board(reply.ctx(), &reply.caller()).await?;
+    let now = reply.ctx().now();
+    let body = || views::overview(&reply.principal, now, &fleets);
     Ok(reply.page(StatusCode::OK, "Overview", "home", body).await)
 }
 
@@ -39,15 +31,11 @@ pub struct CardsQuery {
 
 /// GET /dashboard/cards: the fleet cards alone (polled by the dashboard), with a live-region
 /// update when a status changed since `seen`.
-pub async fn cards(
-    state: web::Data<AppState>,
-    principal: Principal,
-    query: web::Query<CardsQuery>,
-) -> Result<HttpResponse, WebError> {
-    let fleets = board::board(&state.ctx, &principal.caller()).await?;
+pub async fn cards(reply: Reply, query: web::Query<CardsQuery>) -> Result<HttpResponse, WebError> {
+    let fleets = board::board(reply.ctx(), &reply.caller()).await?;
     let seen = query.seen.as_deref().filter(|s| s.len() <= SEEN_MAX);
     let changes = views::status_changes(seen, &fleets);
-    let can_create = principal.role.includes(Role::Operator);
-    let body = views::cards(state.ctx.now(), &fleets, &changes, can_create);
+    let can_create = reply.principal.role.includes(Role::Operator);
+    let body = views::cards(reply.ctx().now(), &fleets, &changes, can_create);
     Ok(fragment(StatusCode::OK, body))
 }

@@ -1,49 +1,41 @@
 //! Machine-config handlers.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::forms::MachineForm;
 use super::views::{self};
-use crate::auth::Principal;
 use crate::domain::machine::MachineInput;
-use crate::domain::{FieldErrors, Role};
+use crate::domain::Role;
 use crate::error::OpError;
 use crate::machines::{machine_configs, pins};
-use crate::state::AppState;
 use crate::web::errors::WebError;
-use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::reply::{saved_message, submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /machine-configs
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let configs = machine_configs::list(&state.ctx, &principal.caller()).await?;
-    let can_edit = principal.role.includes(Role::Operator);
+pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
+    let configs = machine_configs::list(reply.ctx(), &reply.caller()).await?;
+    let can_edit = reply.principal.role.includes(Role::Operator);
     let body = || views::list(&configs, can_edit);
-    let reply = Reply::new(&state, &principal, &htmx);
     Ok(reply
         .page(StatusCode::OK, "Machine configs", "machines", body)
         .await)
 }
 
-/// The create or edit form (`editing` names the config), with `errors` next to its fields.
+/// The create or edit form (`editing` names the config), `shown` fresh or with its errors.
 async fn form_page(
-    reply: Reply<'_>,
-    status: StatusCode,
+    reply: &Reply,
     editing: Option<&str>,
     form: &MachineForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
-    let principal = reply.principal;
+    let errors = shown.errors();
+    let principal = &reply.principal;
     let choices = machine_configs::form_choices(&reply.state.ctx, &principal.caller()).await?;
     let title = editing.map_or_else(|| "New machine config".to_owned(), |n| format!("Edit {n}"));
     let body = || views::form_page(principal, editing, form, errors, &choices);
-    Ok(reply.page(status, title, "machines", body).await)
+    Ok(reply.page(shown.status(), title, "machines", body).await)
 }
 
 /// The form as the operations' input; a rule it breaks is shown like the operation's own.
@@ -57,13 +49,9 @@ fn config_path(name: &str) -> String {
 }
 
 /// GET /machine-configs/new
-pub async fn new(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
+pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
     let form = MachineForm {
-        provider: machine_configs::default_provider(&state.ctx)
+        provider: machine_configs::default_provider(reply.ctx())
             .map(|k| k.as_str().to_owned())
             .unwrap_or_default(),
         image: "debian-12".into(),
@@ -71,20 +59,13 @@ pub async fn new(
         template: crate::cloud_init::DEFAULT_TEMPLATE.into(),
         ..MachineForm::default()
     };
-    let reply = Reply::new(&state, &principal, &htmx);
-    form_page(reply, StatusCode::OK, None, &form, &FieldErrors::default()).await
+    form_page(&reply, None, &form, Shown::Fresh).await
 }
 
 /// POST /machine-configs
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<MachineForm>,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn create(reply: Reply, form: web::Form<MachineForm>) -> Result<HttpResponse, WebError> {
     let result = match parsed(&form) {
-        Ok(input) => machine_configs::create(&state.ctx, &principal.caller(), &input).await,
+        Ok(input) => machine_configs::create(reply.ctx(), &reply.caller(), &input).await,
         Err(e) => Err(e),
     };
     submitted(
@@ -94,66 +75,35 @@ pub async fn create(
             let msg = format!("Machine config {name} created (version 1).");
             reply.done(&msg, see_other(&config_path(name))).await
         },
-        async |errors| {
-            form_page(
-                reply,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                &form,
-                &errors,
-            )
-            .await
-        },
+        async |errors| form_page(&reply, None, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
 
 /// GET /machine-configs/{name}
-pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let detail = machine_configs::detail(&state.ctx, &principal.caller(), &name).await?;
-    let body = || views::show(&principal, &detail.history, detail.pin.as_ref());
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn show(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let detail = machine_configs::detail(reply.ctx(), &reply.caller(), &name).await?;
+    let body = || views::show(&reply.principal, &detail.history, detail.pin.as_ref());
     Ok(reply
         .page(StatusCode::OK, name.as_str(), "machines", body)
         .await)
 }
 
 /// GET /machine-configs/{name}/edit
-pub async fn edit(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let current = machine_configs::latest(&state.ctx, &principal.caller(), &name).await?;
+pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let current = machine_configs::latest(reply.ctx(), &reply.caller(), &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
-    let reply = Reply::new(&state, &principal, &htmx);
-    form_page(
-        reply,
-        StatusCode::OK,
-        Some(&name),
-        &form,
-        &FieldErrors::default(),
-    )
-    .await
+    form_page(&reply, Some(&name), &form, Shown::Fresh).await
 }
 
 /// POST /machine-configs/{name}: a new version.
 pub async fn update(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     name: web::Path<String>,
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
     let result = match parsed(&form) {
-        Ok(input) => machine_configs::update(&state.ctx, &principal.caller(), &name, &input).await,
+        Ok(input) => machine_configs::update(reply.ctx(), &reply.caller(), &name, &input).await,
         Err(e) => Err(e),
     };
     submitted(
@@ -162,22 +112,14 @@ pub async fn update(
             let msg = saved_message(&name, v.version, changed);
             reply.done(&msg, see_other(&config_path(&name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            form_page(reply, status, Some(&name), &form, &errors).await
-        },
+        async |errors| form_page(&reply, Some(&name), &form, Shown::Refused(&errors)).await,
     )
     .await
 }
 
 /// POST /machine-configs/{name}/pin-check
-pub async fn pin_check(
-    state: web::Data<AppState>,
-    principal: Principal,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let result = pins::check(&state.ctx, &principal.caller(), &name).await?;
+pub async fn pin_check(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let result = pins::check(reply.ctx(), &reply.caller(), &name).await?;
     let msg = format!("Pin pre-flight: {}", result.check.message);
-    crate::web::flash(&state, &principal, &msg).await;
-    Ok(see_other(&config_path(&name)))
+    reply.done(&msg, see_other(&config_path(&name))).await
 }

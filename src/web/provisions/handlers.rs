@@ -1,6 +1,5 @@
 //! Provision page handlers: parse, call one operation, render.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
@@ -13,8 +12,8 @@ use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, wants_partial, Frame};
-use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::reply::{submitted, Reply, Shown};
+use crate::web::{paths, see_other};
 
 /// Query of the request form: a fleet to preselect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -46,17 +45,17 @@ async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices,
     })
 }
 
-/// The request form with `errors` next to its fields.
+/// The request form, `shown` fresh or with its errors.
 async fn form_page(
-    reply: Reply<'_>,
-    status: StatusCode,
+    reply: &Reply,
     form: &RequestForm,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
-    let choices = choices(reply.state, reply.principal).await?;
-    let body = || views::form_page(reply.principal, form, errors, &choices);
+    let errors = shown.errors();
+    let choices = choices(&reply.state, &reply.principal).await?;
+    let body = || views::form_page(&reply.principal, form, errors, &choices);
     Ok(reply
-        .page(status, "Request machines", "provisions", body)
+        .page(shown.status(), "Request machines", "provisions", body)
         .await)
 }
 
@@ -80,26 +79,16 @@ async fn to_request(
 }
 
 /// GET /provisions/new
-pub async fn new(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    query: web::Query<NewQuery>,
-) -> Result<HttpResponse, WebError> {
+pub async fn new(reply: Reply, query: web::Query<NewQuery>) -> Result<HttpResponse, WebError> {
     let form = RequestForm::blank(&query.fleet);
-    let reply = Reply::new(&state, &principal, &htmx);
-    form_page(reply, StatusCode::OK, &form, &FieldErrors::default()).await
+    form_page(&reply, &form, Shown::Fresh).await
 }
 
 /// POST /provisions/plan: the live plan under the form (nothing stored).
-pub async fn plan(
-    state: web::Data<AppState>,
-    principal: Principal,
-    form: web::Form<RequestForm>,
-) -> Result<HttpResponse, WebError> {
-    let req = to_request(&state, &principal, &form).await?;
+pub async fn plan(reply: Reply, form: web::Form<RequestForm>) -> Result<HttpResponse, WebError> {
+    let req = to_request(&reply.state, &reply.principal, &form).await?;
     // Problems the plan can name are shown in its own pane, not as a whole error page.
-    match requests::plan(&state.ctx, &principal.caller(), &req).await {
+    match requests::plan(reply.ctx(), &reply.caller(), &req).await {
         Ok(draft) => Ok(fragment(StatusCode::OK, views::plan_preview(&draft))),
         Err(OpError::Invalid(errors)) => Ok(fragment(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -118,16 +107,10 @@ pub async fn plan(
 }
 
 /// POST /provisions: files the request and sends the requester to its page.
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<RequestForm>,
-) -> Result<HttpResponse, WebError> {
-    let req = to_request(&state, &principal, &form).await?;
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn create(reply: Reply, form: web::Form<RequestForm>) -> Result<HttpResponse, WebError> {
+    let req = to_request(&reply.state, &reply.principal, &form).await?;
     submitted(
-        requests::create(&state.ctx, &principal.caller(), &req).await,
+        requests::create(reply.ctx(), &reply.caller(), &req).await,
         async |p| {
             let (id, needed) = (p.id, p.approvals_required);
             let msg = format!("Request #{id} filed: it waits for {needed} approval(s).");
@@ -135,67 +118,55 @@ pub async fn create(
                 .done(&msg, see_other(&path_of(paths::PROVISION, id)))
                 .await
         },
-        async |errors| form_page(reply, StatusCode::UNPROCESSABLE_ENTITY, &form, &errors).await,
+        async |errors| form_page(&reply, &form, Shown::Refused(&errors)).await,
     )
     .await
 }
 
-/// A request's page, with `form_errors` at the approve or reject form.
-async fn detail_page(
-    reply: Reply<'_>,
-    status: StatusCode,
-    id: i64,
-    form_errors: &FieldErrors,
-) -> Result<HttpResponse, WebError> {
+/// A request's page, `shown` fresh or with errors at the approve or reject form.
+async fn detail_page(reply: &Reply, id: i64, shown: Shown<'_>) -> Result<HttpResponse, WebError> {
+    let form_errors = shown.errors();
     let d = requests::get(&reply.state.ctx, &reply.principal.caller(), id).await?;
-    let body = || views::detail(reply.principal, &d, form_errors);
+    let body = || views::detail(&reply.principal, &d, form_errors);
     Ok(reply
-        .page(status, format!("Provision #{id}"), "provisions", body)
+        .page(
+            shown.status(),
+            format!("Provision #{id}"),
+            "provisions",
+            body,
+        )
         .await)
 }
 
 /// GET /provisions/{id}
-pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    id: web::Path<i64>,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
-    detail_page(reply, StatusCode::OK, *id, &FieldErrors::default()).await
+pub async fn show(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
+    detail_page(&reply, *id, Shown::Fresh).await
 }
 
 /// GET /provisions/{id}/progress: the polled partial (opened directly, the whole page).
-pub async fn progress(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    id: web::Path<i64>,
-) -> Result<HttpResponse, WebError> {
-    let d = requests::get(&state.ctx, &principal.caller(), *id).await?;
+pub async fn progress(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
+    let d = requests::get(reply.ctx(), &reply.caller(), *id).await?;
     let title = format!("Provision #{id}");
     // A poll must not consume the flash message meant for the next full page.
-    let frame = if wants_partial(&htmx) {
+    let frame = if wants_partial(&reply.htmx) {
         Frame {
             title,
-            principal: Some(principal.clone()),
+            principal: Some(reply.principal.clone()),
             flash: None,
             section: "provisions",
         }
     } else {
-        Frame::load(&state, &principal, title, "provisions").await
+        Frame::load(&reply.state, &reply.principal, title, "provisions").await
     };
-    let full = || views::detail(&principal, &d, &FieldErrors::default());
-    let partial = || views::progress(&principal, &d);
-    Ok(respond(&htmx, StatusCode::OK, frame, full, partial))
+    let full = || views::detail(&reply.principal, &d, &FieldErrors::default());
+    let partial = || views::progress(&reply.principal, &d);
+    Ok(respond(&reply.htmx, StatusCode::OK, frame, full, partial))
 }
 
 /// POST /provisions/{id}/approve: approves the plan the approver was shown. A plan hash that
 /// breaks its rule brings the page back (422) with the message at the approve button.
 pub async fn approve(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     id: web::Path<i64>,
     form: web::Form<ApproveForm>,
 ) -> Result<HttpResponse, WebError> {
@@ -203,11 +174,10 @@ pub async fn approve(
         Ok(seen) => seen,
         Err(e) => {
             let errors = FieldErrors::from(e);
-            let reply = Reply::new(&state, &principal, &htmx);
-            return detail_page(reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await;
+            return detail_page(&reply, *id, Shown::Refused(&errors)).await;
         }
     };
-    let p = requests::approve(&state.ctx, &principal.caller(), *id, seen.as_ref()).await?;
+    let p = requests::approve(reply.ctx(), &reply.caller(), *id, seen.as_ref()).await?;
     let msg = format!(
         "Approved request #{} ({} of {} approvals); it is now {}.",
         p.id,
@@ -215,63 +185,58 @@ pub async fn approve(
         p.approvals_required,
         p.state
     );
-    flash(&state, &principal, &msg).await;
-    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+    reply
+        .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
+        .await
 }
 
 /// POST /provisions/{id}/reject: a reason is required; without one the page comes back with
 /// the message at the reason box.
 pub async fn reject(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     id: web::Path<i64>,
     form: web::Form<RejectForm>,
 ) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
     submitted(
-        requests::reject(&state.ctx, &principal.caller(), *id, &form.reason).await,
+        requests::reject(reply.ctx(), &reply.caller(), *id, &form.reason).await,
         async |p| {
             let msg = format!("Rejected request #{}.", p.id);
             reply
                 .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
                 .await
         },
-        async |errors| detail_page(reply, StatusCode::UNPROCESSABLE_ENTITY, *id, &errors).await,
+        async |errors| detail_page(&reply, *id, Shown::Refused(&errors)).await,
     )
     .await
 }
 
 /// POST /provisions/{id}/cancel
-pub async fn cancel(
-    state: web::Data<AppState>,
-    principal: Principal,
-    id: web::Path<i64>,
-) -> Result<HttpResponse, WebError> {
-    let p = requests::cancel(&state.ctx, &principal.caller(), *id).await?;
-    flash(&state, &principal, &format!("Cancelled request #{}.", p.id)).await;
-    Ok(see_other(&path_of(paths::PROVISION, p.id)))
+pub async fn cancel(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
+    let p = requests::cancel(reply.ctx(), &reply.caller(), *id).await?;
+    reply
+        .done(
+            &format!("Cancelled request #{}.", p.id),
+            see_other(&path_of(paths::PROVISION, p.id)),
+        )
+        .await
 }
 
 /// POST /provisions/{id}/machines/{idx}/destroy: an approver destroys a failed machine's
 /// server. From htmx the progress partial comes back; otherwise the page, after a redirect.
-pub async fn destroy(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    path: web::Path<(i64, u32)>,
-) -> Result<HttpResponse, WebError> {
+pub async fn destroy(reply: Reply, path: web::Path<(i64, u32)>) -> Result<HttpResponse, WebError> {
     let (id, idx) = *path;
-    runner::destroy_machine(&state.ctx, &principal.caller(), id, idx).await?;
-    if wants_partial(&htmx) {
-        let d = requests::get(&state.ctx, &principal.caller(), id).await?;
-        return Ok(fragment(StatusCode::OK, views::progress(&principal, &d)));
+    runner::destroy_machine(reply.ctx(), &reply.caller(), id, idx).await?;
+    if wants_partial(&reply.htmx) {
+        let d = requests::get(reply.ctx(), &reply.caller(), id).await?;
+        return Ok(fragment(
+            StatusCode::OK,
+            views::progress(&reply.principal, &d),
+        ));
     }
-    flash(
-        &state,
-        &principal,
-        &format!("Destroyed the server of machine {idx} of request #{id}."),
-    )
-    .await;
-    Ok(see_other(&path_of(paths::PROVISION, id)))
+    reply
+        .done(
+            &format!("Destroyed the server of machine {idx} of request #{id}."),
+            see_other(&path_of(paths::PROVISION, id)),
+        )
+        .await
 }

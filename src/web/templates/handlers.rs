@@ -1,33 +1,25 @@
 //! Template handlers and the live preview.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
-use crate::auth::Principal;
 use crate::cloud_init::Secrets;
-use crate::domain::{FieldErrors, Role};
+use crate::domain::Role;
 use crate::error::OpError;
 use crate::machines::preview::{preview, PreviewRequest};
 use crate::machines::{machine_configs, templates};
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
-use crate::web::reply::{saved_message, submitted, Reply};
+use crate::web::reply::{saved_message, submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /templates
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let all = templates::list(&state.ctx, &principal.caller()).await?;
-    let can_edit = principal.role.includes(Role::Operator);
+pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
+    let all = templates::list(reply.ctx(), &reply.caller()).await?;
+    let can_edit = reply.principal.role.includes(Role::Operator);
     let body = || views::list(&all, can_edit);
-    let reply = Reply::new(&state, &principal, &htmx);
     Ok(reply
         .page(StatusCode::OK, "Templates", "templates", body)
         .await)
@@ -46,57 +38,38 @@ pub struct TemplateForm {
     pub body: String,
 }
 
-/// The new-template form with `errors` next to its fields.
-async fn new_form(
-    reply: Reply<'_>,
-    status: StatusCode,
-    name: &str,
-    body: &str,
-    errors: &FieldErrors,
-) -> HttpResponse {
-    let form = || views::new_form(reply.principal, name, body, errors);
-    reply.page(status, "New template", "templates", form).await
+/// The new-template form, `shown` fresh or with its errors.
+async fn new_form(reply: &Reply, name: &str, body: &str, shown: Shown<'_>) -> HttpResponse {
+    let errors = shown.errors();
+    let form = || views::new_form(&reply.principal, name, body, errors);
+    reply
+        .page(shown.status(), "New template", "templates", form)
+        .await
 }
 
 /// GET /templates/new
-pub async fn new(state: web::Data<AppState>, principal: Principal, htmx: Htmx) -> HttpResponse {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn new(reply: Reply) -> HttpResponse {
     let body = crate::cloud_init::DEFAULT_TEMPLATE_BODY;
-    new_form(reply, StatusCode::OK, "", body, &FieldErrors::default()).await
+    new_form(&reply, "", body, Shown::Fresh).await
 }
 
 /// POST /templates
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<TemplateForm>,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn create(reply: Reply, form: web::Form<TemplateForm>) -> Result<HttpResponse, WebError> {
     submitted(
-        templates::create(&state.ctx, &principal.caller(), &form.name, &form.body).await,
+        templates::create(reply.ctx(), &reply.caller(), &form.name, &form.body).await,
         async |v| {
             let msg = format!("Template {} created.", v.name);
             reply.done(&msg, see_other(&template_path(&v.name))).await
         },
-        async |errors| {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            Ok(new_form(reply, status, &form.name, &form.body, &errors).await)
-        },
+        async |errors| Ok(new_form(&reply, &form.name, &form.body, Shown::Refused(&errors)).await),
     )
     .await
 }
 
 /// GET /templates/{name}
-pub async fn show(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    name: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let history = templates::history(&state.ctx, &principal.caller(), &name).await?;
-    let body = || views::show(&principal, &history);
-    let reply = Reply::new(&state, &principal, &htmx);
+pub async fn show(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let history = templates::history(reply.ctx(), &reply.caller(), &name).await?;
+    let body = || views::show(&reply.principal, &history);
     Ok(reply
         .page(StatusCode::OK, name.as_str(), "templates", body)
         .await)
@@ -116,15 +89,15 @@ struct Draft<'a> {
     config: &'a str,
 }
 
-/// The editor with `errors` next to its fields, previewing with `draft.config` when it is one
+/// The editor, `shown` fresh or with its errors, previewing with `draft.config` when it is one
 /// of `configs` (else the first).
 async fn editor(
-    reply: Reply<'_>,
-    status: StatusCode,
+    reply: &Reply,
     draft: Draft<'_>,
     configs: Vec<String>,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
+    let errors = shown.errors();
     let chosen = if configs.iter().any(|c| c == draft.config) {
         draft.config.to_owned()
     } else {
@@ -133,7 +106,7 @@ async fn editor(
     let title = format!("Edit template {}", draft.name);
     let page = || {
         views::editor(
-            reply.principal,
+            &reply.principal,
             draft.name,
             draft.body,
             &configs,
@@ -141,32 +114,22 @@ async fn editor(
             errors,
         )
     };
-    Ok(reply.page(status, title, "templates", page).await)
+    Ok(reply.page(shown.status(), title, "templates", page).await)
 }
 
 /// GET /templates/{name}/edit
 pub async fn edit(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     name: web::Path<String>,
     query: web::Query<EditQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let opened = templates::editing(&state.ctx, &principal.caller(), &name).await?;
+    let opened = templates::editing(reply.ctx(), &reply.caller(), &name).await?;
     let draft = Draft {
         name: &name,
         body: &opened.template.content,
         config: &query.config,
     };
-    let reply = Reply::new(&state, &principal, &htmx);
-    editor(
-        reply,
-        StatusCode::OK,
-        draft,
-        opened.configs,
-        &FieldErrors::default(),
-    )
-    .await
+    editor(&reply, draft, opened.configs, Shown::Fresh).await
 }
 
 /// The editor's save form.
@@ -179,28 +142,24 @@ pub struct SaveForm {
 
 /// POST /templates/{name}: a new version.
 pub async fn update(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     name: web::Path<String>,
     form: web::Form<SaveForm>,
 ) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
     submitted(
-        templates::update(&state.ctx, &principal.caller(), &name, &form.body).await,
+        templates::update(reply.ctx(), &reply.caller(), &name, &form.body).await,
         async |(v, changed)| {
             let msg = saved_message(&name, v.version, changed);
             reply.done(&msg, see_other(&template_path(&name))).await
         },
         async |errors| {
-            let configs = machine_configs::names(&state.ctx, &principal.caller()).await?;
+            let configs = machine_configs::names(reply.ctx(), &reply.caller()).await?;
             let draft = Draft {
                 name: &name,
                 body: &form.body,
                 config: &form.config,
             };
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            editor(reply, status, draft, configs, &errors).await
+            editor(&reply, draft, configs, Shown::Refused(&errors)).await
         },
     )
     .await
@@ -219,8 +178,7 @@ pub struct PreviewForm {
 
 /// POST /preview: the rendered payload, findings, size gauge, sha256 and diff, as a partial.
 pub async fn live_preview(
-    state: web::Data<AppState>,
-    principal: Principal,
+    reply: Reply,
     form: web::Form<PreviewForm>,
 ) -> Result<HttpResponse, WebError> {
     if form.config.trim().is_empty() {
@@ -251,7 +209,7 @@ pub async fn live_preview(
         secrets: &secrets,
     };
     // Problems the preview can name are shown in its own pane, not as a whole error page.
-    match preview(&state.ctx, &principal.caller(), &req).await {
+    match preview(reply.ctx(), &reply.caller(), &req).await {
         Ok(result) => Ok(fragment(StatusCode::OK, views::preview(&result))),
         Err(OpError::Invalid(errors)) => Ok(fragment(
             StatusCode::UNPROCESSABLE_ENTITY,

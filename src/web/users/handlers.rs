@@ -1,53 +1,35 @@
 //! User administration handlers.
 
-use actix_htmx::Htmx;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
 use crate::auth::users::{self, NewUserInput};
-use crate::auth::Principal;
-use crate::domain::FieldErrors;
 use crate::error::OpError;
-use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::{after_write, fragment, respond, wants_partial, Frame};
-use crate::web::reply::{submitted, Reply};
-use crate::web::{flash, paths, see_other};
+use crate::web::reply::{submitted, Reply, Shown};
+use crate::web::{paths, see_other};
 
-/// The users page (its htmx partial is the create form), `draft` and `errors` filling the form.
+/// The users page (its htmx partial is the create form), `draft` and `shown` filling the form.
 async fn page(
-    Reply {
-        state,
-        principal,
-        htmx,
-    }: Reply<'_>,
-    status: StatusCode,
+    reply: &Reply,
     draft: &NewUserInput,
-    errors: &FieldErrors,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, WebError> {
-    let users = users::list_users(&state.ctx, &principal.caller()).await?;
-    let frame = Frame::load(state, principal, "Users", "users").await;
+    let errors = shown.errors();
+    let principal = &reply.principal;
+    let users = users::list_users(reply.ctx(), &reply.caller()).await?;
+    let frame = Frame::load(&reply.state, principal, "Users", "users").await;
     let full = || views::users_page(principal, &users, draft, errors);
     let partial = || views::create_form(principal, draft, errors);
-    Ok(respond(htmx, status, frame, full, partial))
+    Ok(respond(&reply.htmx, shown.status(), frame, full, partial))
 }
 
 /// GET /users
-pub async fn list(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-) -> Result<HttpResponse, WebError> {
-    let reply = Reply::new(&state, &principal, &htmx);
-    page(
-        reply,
-        StatusCode::OK,
-        &NewUserInput::default(),
-        &FieldErrors::default(),
-    )
-    .await
+pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
+    page(&reply, &NewUserInput::default(), Shown::Fresh).await
 }
 
 /// The create-user form as submitted (missing fields arrive empty and are named).
@@ -60,26 +42,22 @@ pub struct CreateForm {
 }
 
 /// POST /users
-pub async fn create(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    form: web::Form<CreateForm>,
-) -> Result<HttpResponse, WebError> {
+pub async fn create(reply: Reply, form: web::Form<CreateForm>) -> Result<HttpResponse, WebError> {
     let input = NewUserInput {
         username: form.username.clone(),
         role: form.role.clone(),
         password: form.password.clone(),
     };
-    let reply = Reply::new(&state, &principal, &htmx);
     submitted(
-        users::create_user(&state.ctx, &principal.caller(), &input).await,
+        users::create_user(reply.ctx(), &reply.caller(), &input).await,
         async |user| {
             let msg = format!(
                 "User {} created with the {} role.",
                 user.username, user.role
             );
-            reply.done(&msg, after_write(&htmx, paths::USERS)).await
+            reply
+                .done(&msg, after_write(&reply.htmx, paths::USERS))
+                .await
         },
         async |errors| {
             // The password is never sent back into the page.
@@ -87,7 +65,7 @@ pub async fn create(
                 password: String::new(),
                 ..input
             };
-            page(reply, StatusCode::UNPROCESSABLE_ENTITY, &draft, &errors).await
+            page(&reply, &draft, Shown::Refused(&errors)).await
         },
     )
     .await
@@ -103,24 +81,22 @@ pub struct RoleForm {
 /// Answers a row action: the updated row for htmx, a redirect with a flash otherwise; a
 /// refused change re-renders the row with its message (422).
 async fn row_result(
-    state: &AppState,
-    principal: &Principal,
-    htmx: &Htmx,
+    reply: &Reply,
     username: &str,
     result: Result<crate::auth::users::User, OpError>,
     done: String,
 ) -> Result<HttpResponse, WebError> {
+    let (principal, htmx) = (&reply.principal, &reply.htmx);
     match result {
         Ok(user) => {
             if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, None);
                 return Ok(fragment(StatusCode::OK, row));
             }
-            flash(state, principal, &done).await;
-            Ok(see_other(paths::USERS))
+            reply.done(&done, see_other(paths::USERS)).await
         }
         Err(OpError::Invalid(errors)) => {
-            let user = users::get(&state.ctx, &principal.caller(), username).await?;
+            let user = users::get(reply.ctx(), &reply.caller(), username).await?;
             if wants_partial(htmx) {
                 let row = views::user_row(principal, &user, Some(&errors.to_string()));
                 return Ok(fragment(StatusCode::UNPROCESSABLE_ENTITY, row));
@@ -133,37 +109,25 @@ async fn row_result(
 
 /// POST /users/{username}/role
 pub async fn set_role(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
+    reply: Reply,
     path: web::Path<String>,
     form: web::Form<RoleForm>,
 ) -> Result<HttpResponse, WebError> {
-    let result = users::set_role(&state.ctx, &principal.caller(), &path, &form.role).await;
+    let result = users::set_role(reply.ctx(), &reply.caller(), &path, &form.role).await;
     let done = format!("{} is now {}.", path, form.role.trim());
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(&reply, &path, result, done).await
 }
 
 /// POST /users/{username}/disable
-pub async fn disable(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    path: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, true).await;
+pub async fn disable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, true).await;
     let done = format!("{} is disabled; their sessions ended.", path);
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(&reply, &path, result, done).await
 }
 
 /// POST /users/{username}/enable
-pub async fn enable(
-    state: web::Data<AppState>,
-    principal: Principal,
-    htmx: Htmx,
-    path: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
-    let result = users::set_disabled(&state.ctx, &principal.caller(), &path, false).await;
+pub async fn enable(reply: Reply, path: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let result = users::set_disabled(reply.ctx(), &reply.caller(), &path, false).await;
     let done = format!("{} is enabled again.", path);
-    row_result(&state, &principal, &htmx, &path, result, done).await
+    row_result(&reply, &path, result, done).await
 }
