@@ -116,13 +116,13 @@ fn config() -> MachineInput {
 /// Everything before the first request: users, catalogue, config, fleet.
 async fn prepare(ctx: &Ctx) {
     let system = Caller::system();
-    headroom::machines::templates::ensure_default(ctx)
+    headroom::machine_setup::templates::ensure_default(ctx)
         .await
         .expect("template");
-    headroom::machines::catalogue::refresh(ctx, &system, ProviderKind::Hetzner)
+    headroom::machine_setup::catalogue::refresh(ctx, &system, ProviderKind::Hetzner)
         .await
         .expect("catalogue");
-    headroom::machines::machine_configs::create(ctx, &system, &config())
+    headroom::machine_setup::configs::create(ctx, &system, &config())
         .await
         .expect("config");
     for (name, role) in [("olga", Role::Operator), ("abe", Role::Approver)] {

@@ -179,7 +179,7 @@ async fn main() {
     let ctx = headroom::context::Ctx::build(settings, pool, Arc::new(SystemClock)).expect("ctx");
     // What `headroom demo` has before its machine config: the default template and the
     // simulated cloud's catalogue it is checked against.
-    headroom::machines::templates::ensure_default(&ctx)
+    headroom::machine_setup::templates::ensure_default(&ctx)
         .await
         .expect("default template");
     headroom::sim::demo::fill_simulated_catalogue(&ctx)
@@ -198,7 +198,7 @@ async fn main() {
         yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
         ..Default::default()
     };
-    headroom::machines::machine_configs::create(&ctx, &Caller::system(), &config)
+    headroom::machine_setup::configs::create(&ctx, &Caller::system(), &config)
         .await
         .expect("machine config");
     for (i, p) in ports.iter().enumerate() {

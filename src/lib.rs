@@ -15,7 +15,7 @@ pub mod error;
 pub mod export;
 pub mod fleets;
 pub mod http;
-pub mod machines;
+pub mod machine_setup;
 pub mod outbound;
 pub mod password_hashing;
 pub mod provider;

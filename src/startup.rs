@@ -131,12 +131,12 @@ async fn prepare(
         sessions: Arc::new(crate::auth::sessions::Activity::default()),
         scrape_stats: Arc::new(crate::scraper::ScrapeStats::default()),
     };
-    crate::machines::templates::ensure_default(&state.ctx).await?;
+    crate::machine_setup::templates::ensure_default(&state.ctx).await?;
     // Stored templates that the sandbox now refuses are reported, never changed: each
     // renders with a blocking finding until someone edits it.
     // Awaited, not spawned: a check is a few milliseconds a template, and nothing is left
     // running that shutdown would have to stop.
-    crate::machines::templates::report_refused(&state.ctx).await;
+    crate::machine_setup::templates::report_refused(&state.ctx).await;
     if state.ctx.settings.simulated_provider {
         crate::sim::demo::fill_simulated_catalogue(&state.ctx).await?;
     }
@@ -196,10 +196,12 @@ pub fn start_background_loops(state: &AppState) -> BackgroundLoops {
             shutdown.subscribe(),
         )),
         // A configured provider with an empty cache is fetched now, without holding up start.
-        tokio::spawn(crate::machines::catalogue::fetch_missing_until_stopped(
-            ctx.clone(),
-            shutdown.subscribe(),
-        )),
+        tokio::spawn(
+            crate::machine_setup::catalogue::fetch_missing_until_stopped(
+                ctx.clone(),
+                shutdown.subscribe(),
+            ),
+        ),
         tokio::spawn(crate::auth::sessions::run_until_stopped(
             crate::auth::sessions::PurgeDeps {
                 pool: ctx.pool.clone(),

@@ -7,7 +7,7 @@ use super::errors::ApiError;
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::ProviderKind;
-use crate::machines::catalogue::{self, CurrentCatalogue};
+use crate::machine_setup::catalogue::{self, CurrentCatalogue};
 use crate::provider::{Image, Location, ServerType};
 use crate::state::AppState;
 

@@ -12,10 +12,10 @@ use crate::auth::Principal;
 use crate::cloud_init::Secrets;
 use crate::domain::clock::format_utc;
 use crate::domain::machine::{FieldChange, MachineInput, MachineSpec};
-use crate::machines::machine_configs::{self, ConfigVersion};
-use crate::machines::preview::{preview, PreviewRequest};
-use crate::machines::templates::Version;
-use crate::machines::{pins, templates};
+use crate::machine_setup::configs::{self, ConfigVersion};
+use crate::machine_setup::preview::{preview, PreviewRequest};
+use crate::machine_setup::templates::Version;
+use crate::machine_setup::{pins, templates};
 use crate::state::AppState;
 
 /// A machine config version.
@@ -56,7 +56,7 @@ pub async fn list_configs(
     p: Principal,
 ) -> Result<Json<Vec<MachineConfigJson>>, ApiError> {
     Ok(Json(
-        machine_configs::list(&state.ctx, &p.caller())
+        configs::list(&state.ctx, &p.caller())
             .await?
             .into_iter()
             .map(Into::into)
@@ -72,7 +72,7 @@ pub async fn create_config(
     p: Principal,
     body: ApiJson<MachineConfigRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let v = machine_configs::create(&state.ctx, &p.caller(), &MachineInput::from(body.0)).await?;
+    let v = configs::create(&state.ctx, &p.caller(), &MachineInput::from(body.0)).await?;
     Ok(HttpResponse::Created().json(MachineConfigJson::from(v)))
 }
 
@@ -84,7 +84,7 @@ pub async fn get_config(
     name: web::Path<String>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
     Ok(Json(
-        machine_configs::latest(&state.ctx, &p.caller(), &name)
+        configs::latest(&state.ctx, &p.caller(), &name)
             .await?
             .into(),
     ))
@@ -100,7 +100,7 @@ pub async fn put_config(
     body: ApiJson<MachineConfigRequest>,
 ) -> Result<Json<MachineConfigJson>, ApiError> {
     let input = MachineInput::from(body.0);
-    let (v, _) = machine_configs::update(&state.ctx, &p.caller(), &name, &input).await?;
+    let (v, _) = configs::update(&state.ctx, &p.caller(), &name, &input).await?;
     Ok(Json(v.into()))
 }
 
@@ -111,7 +111,7 @@ pub async fn config_versions(
     p: Principal,
     name: web::Path<String>,
 ) -> Result<Json<Vec<MachineConfigVersionJson>>, ApiError> {
-    let h = machine_configs::history(&state.ctx, &p.caller(), &name).await?;
+    let h = configs::history(&state.ctx, &p.caller(), &name).await?;
     Ok(Json(
         h.into_iter()
             .map(|(v, changes)| MachineConfigVersionJson {

@@ -204,7 +204,7 @@ rule!(
     /// A template body.
     TemplateBodyRule => string(
         "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",
-        Some(crate::machines::templates::MAX_TEMPLATE_CHARS),
+        Some(crate::machine_setup::templates::MAX_TEMPLATE_CHARS),
         "A tera document (at most 131,072 characters, no NUL) that the sandbox accepts.",
     )
 );

@@ -24,7 +24,7 @@ use crate::domain::machine::{ConfigName, MachineSpec, TemplateName};
 use crate::domain::provision::PlanHash;
 use crate::domain::{FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
-use crate::machines::machine_configs::ConfigVersion;
+use crate::machine_setup::configs::ConfigVersion;
 
 /// Longest prefix of a machine name taken from the config's name.
 const NAME_PREFIX_MAX: usize = 50;
@@ -187,7 +187,7 @@ async fn prices(
     caller: &Caller,
     spec: &MachineSpec,
 ) -> Result<Result<(String, String), FieldError>, OpError> {
-    let (catalogue, _) = crate::machines::catalogue::cached(ctx, caller, spec.provider)
+    let (catalogue, _) = crate::machine_setup::catalogue::cached(ctx, caller, spec.provider)
         .await
         .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
     let missing = || {

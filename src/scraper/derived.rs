@@ -171,7 +171,7 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
     let mut regions = BTreeSet::new();
     let names: BTreeSet<&String> = wanted.iter().map(|(n, _)| n).collect();
     for name in names {
-        let history = match crate::machines::machine_configs::history(ctx, &system, name).await {
+        let history = match crate::machine_setup::configs::history(ctx, &system, name).await {
             Ok(h) => h,
             // A restore config renamed away is no longer a region the fleet spans.
             Err(crate::error::OpError::NotFound(_)) => continue,

@@ -229,7 +229,7 @@ pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
         yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
         ..Default::default()
     };
-    match crate::machines::machine_configs::create(&state.ctx, &Caller::system(), &input).await {
+    match crate::machine_setup::configs::create(&state.ctx, &Caller::system(), &input).await {
         Ok(_) => Ok(()),
         Err(crate::error::OpError::Invalid(e))
             if e.for_field("name") == Some("is already taken") =>
@@ -336,7 +336,7 @@ pub fn random_password() -> String {
 
 /// Fills the simulated cloud's catalogue, which the demo's machine config is checked against.
 pub async fn fill_simulated_catalogue(ctx: &Ctx) -> anyhow::Result<()> {
-    crate::machines::catalogue::refresh(
+    crate::machine_setup::catalogue::refresh(
         ctx,
         &Caller::system(),
         crate::domain::machine::ProviderKind::Simulated,

@@ -7,13 +7,13 @@ pub mod assets;
 pub mod audit;
 pub mod catalogue;
 pub mod components;
+pub mod configs;
 pub mod errors;
 pub mod fleets;
 pub mod history;
 pub mod home;
 pub mod layout;
 pub mod login;
-pub mod machines;
 pub mod probes;
 pub mod provisions;
 pub mod reply;
@@ -208,25 +208,25 @@ pub fn endpoints() -> Vec<Endpoint> {
             web::route().to(approvals::handlers::badge)
         }),
         Endpoint::new(Method::GET, MACHINE_CONFIGS, viewer, || {
-            web::route().to(machines::handlers::list)
+            web::route().to(configs::handlers::list)
         }),
         Endpoint::new(Method::GET, MACHINE_CONFIG_NEW, operator, || {
-            web::route().to(machines::handlers::new)
+            web::route().to(configs::handlers::new)
         }),
         Endpoint::new(Method::POST, MACHINE_CONFIGS, operator, || {
-            web::route().to(machines::handlers::create)
+            web::route().to(configs::handlers::create)
         }),
         Endpoint::new(Method::GET, MACHINE_CONFIG, viewer, || {
-            web::route().to(machines::handlers::show)
+            web::route().to(configs::handlers::show)
         }),
         Endpoint::new(Method::GET, MACHINE_CONFIG_EDIT, operator, || {
-            web::route().to(machines::handlers::edit)
+            web::route().to(configs::handlers::edit)
         }),
         Endpoint::new(Method::POST, MACHINE_CONFIG, operator, || {
-            web::route().to(machines::handlers::update)
+            web::route().to(configs::handlers::update)
         }),
         Endpoint::new(Method::POST, MACHINE_CONFIG_PIN, operator, || {
-            web::route().to(machines::handlers::pin_check)
+            web::route().to(configs::handlers::pin_check)
         }),
         Endpoint::new(Method::GET, TEMPLATES, viewer, || {
             web::route().to(templates::handlers::list)

@@ -389,7 +389,7 @@ async fn render_answers_the_documented_shape_and_flags_raw_insertions() {
 
     // A template that inserts a value raw is flagged and blocked.
     let raw = "#cloud-config\nhostname: {{ hostname }}\nruncmd:\n  - {{ \"echo \" ~ machine.yubaba_sha256 ~ \" x | sha256sum -c -\" | yaml }}\n";
-    headroom::machines::templates::create(
+    headroom::machine_setup::templates::create(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
         "raw",
@@ -622,7 +622,7 @@ async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     let app = TestApp::spawn_with_config().await;
     let op = app.session_for(Role::Operator).await;
     // Point the config at a loopback port: the policy refuses it, and that is remembered.
-    let mut input = headroom::machines::machine_configs::latest(
+    let mut input = headroom::machine_setup::configs::latest(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",
@@ -632,7 +632,7 @@ async fn the_config_page_shows_the_remembered_pin_verdict_with_its_time() {
     .spec
     .to_input();
     input.yubaba_url = "https://127.0.0.1:9/yubaba.tar.gz".into();
-    headroom::machines::machine_configs::update(
+    headroom::machine_setup::configs::update(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",

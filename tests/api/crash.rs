@@ -58,10 +58,10 @@ pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
         .providers
         .clone()
         .with(ProviderKind::Hetzner, Arc::new(client));
-    headroom::machines::templates::ensure_default(&ctx)
+    headroom::machine_setup::templates::ensure_default(&ctx)
         .await
         .expect("default template");
-    headroom::machines::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
+    headroom::machine_setup::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
         .await
         .expect("catalogue");
     ctx
@@ -71,7 +71,7 @@ pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
 /// Hetzner config (catalogue from the fake), a fleet, and `REQUESTS` approved requests.
 async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
     let ctx = offline_ctx(db, fake).await;
-    headroom::machines::machine_configs::create(&ctx, &Caller::system(), &hetzner_config())
+    headroom::machine_setup::configs::create(&ctx, &Caller::system(), &hetzner_config())
         .await
         .expect("config");
     for (name, role) in [("olga", Role::Operator), ("abe", Role::Approver)] {

@@ -270,7 +270,7 @@ async fn second_config(ctx: &Ctx) {
         mesh_tags: vec!["tag:spare".into()],
         ..Default::default()
     };
-    headroom::machines::machine_configs::create(ctx, &Caller::system(), &input)
+    headroom::machine_setup::configs::create(ctx, &Caller::system(), &input)
         .await
         .expect("second config");
 }
@@ -520,12 +520,12 @@ async fn a_hostile_required_of_ten_thousand_gives_a_capped_suspicious_proposal_o
 
 /// Saves a new version of template `name` as `who` (an approver): its body plus one comment.
 async fn edit_template(ctx: &Ctx, who: &str, name: &str) -> i64 {
-    let current = headroom::machines::templates::latest(ctx, &Caller::system(), name)
+    let current = headroom::machine_setup::templates::latest(ctx, &Caller::system(), name)
         .await
         .expect("the template");
     let body = format!("{}\n# tuned for the autumn peak\n", current.content);
     let (saved, changed) =
-        headroom::machines::templates::update(ctx, &caller(who, Role::Approver), name, &body)
+        headroom::machine_setup::templates::update(ctx, &caller(who, Role::Approver), name, &body)
             .await
             .expect("a new template version");
     assert!(changed);

@@ -184,7 +184,7 @@ async fn app_allowing(allow: &[String]) -> TestApp {
 
 /// Points `spare-fsn1` at a tarball URL and pin (as an operator's edit would).
 async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
-    let mut input = headroom::machines::machine_configs::latest(
+    let mut input = headroom::machine_setup::configs::latest(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",
@@ -195,7 +195,7 @@ async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
     .to_input();
     input.yubaba_url = url.into();
     input.yubaba_sha256 = sha256.into();
-    headroom::machines::machine_configs::update(
+    headroom::machine_setup::configs::update(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
         "spare-fsn1",

@@ -438,7 +438,7 @@ async fn twenty_concurrent_approvals_make_exactly_one_transition() {
 #[tokio::test]
 async fn the_plan_cost_is_count_times_the_catalogue_price() {
     let w = World::new("HR_TEST_KEY_COST", 1, 4, 0).await;
-    let (catalogue, _) = headroom::machines::catalogue::cached(
+    let (catalogue, _) = headroom::machine_setup::catalogue::cached(
         &w.app.state.ctx,
         &Caller::system(),
         ProviderKind::Simulated,
@@ -880,14 +880,14 @@ async fn the_preview_diffs_against_the_last_succeeded_provision() {
         user_id: None,
     };
     let secrets = headroom::cloud_init::Secrets::default();
-    let preview_req = headroom::machines::preview::PreviewRequest {
+    let preview_req = headroom::machine_setup::preview::PreviewRequest {
         machine_config: "spare-fsn1",
         template: None,
         body: None,
         secrets: &secrets,
     };
     let ctx = &w.app.state.ctx;
-    let before = headroom::machines::preview::preview(ctx, &op, &preview_req)
+    let before = headroom::machine_setup::preview::preview(ctx, &op, &preview_req)
         .await
         .unwrap();
     assert_eq!(before.last_provisioned, None, "nothing succeeded yet");
@@ -897,7 +897,7 @@ async fn the_preview_diffs_against_the_last_succeeded_provision() {
         .execute(&w.app.pool)
         .await
         .unwrap();
-    let after = headroom::machines::preview::preview(ctx, &op, &preview_req)
+    let after = headroom::machine_setup::preview::preview(ctx, &op, &preview_req)
         .await
         .unwrap();
     let d = w.detail(id).await;

@@ -430,7 +430,7 @@ async fn editing_the_config_after_approval_supersedes_the_request_before_any_pro
         yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
         ..Default::default()
     };
-    headroom::machines::machine_configs::update(
+    headroom::machine_setup::configs::update(
         &ctx,
         &caller("olga", Role::Operator),
         "spare-fsn1",
@@ -852,11 +852,11 @@ pub(crate) async fn hetzner_console_with(
         .providers
         .clone()
         .with(ProviderKind::Hetzner, Arc::new(client));
-    headroom::machines::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
+    headroom::machine_setup::catalogue::refresh(&ctx, &Caller::system(), ProviderKind::Hetzner)
         .await
         .expect("catalogue from the fake");
     let input = hetzner_config();
-    headroom::machines::machine_configs::create(&ctx, &Caller::system(), &input)
+    headroom::machine_setup::configs::create(&ctx, &Caller::system(), &input)
         .await
         .expect("hetzner config");
     app.create_user("olga", Role::Operator).await;

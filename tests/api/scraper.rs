@@ -365,7 +365,7 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
         ..Default::default()
     };
     second.mesh_tags = vec!["tag:spare".into()];
-    headroom::machines::machine_configs::create(&ctx, &headroom::auth::Caller::system(), &second)
+    headroom::machine_setup::configs::create(&ctx, &headroom::auth::Caller::system(), &second)
         .await
         .unwrap();
     // A request still open does not count: only machines that exist do.

@@ -304,14 +304,14 @@ async fn unfiled_deficit(ctx: &Ctx) -> i64 {
 /// an open deficit of `prod` still to be filed.
 async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, i64) {
     let ctx = crate::crash::offline_ctx(db, fake).await;
-    headroom::machines::templates::create(&ctx, &Caller::system(), "deep", &deep_block())
+    headroom::machine_setup::templates::create(&ctx, &Caller::system(), "deep", &deep_block())
         .await
         .expect("the save check only parses the template");
     let config = headroom::domain::machine::MachineInput {
         template: "deep".into(),
         ..hetzner_config()
     };
-    headroom::machines::machine_configs::create(&ctx, &Caller::system(), &config)
+    headroom::machine_setup::configs::create(&ctx, &Caller::system(), &config)
         .await
         .expect("config");
     fleet(&ctx, "prod", &[]).await;

@@ -6,7 +6,7 @@ use actix_web::{web, HttpResponse};
 use super::views;
 use crate::domain::machine::ProviderKind;
 use crate::error::OpError;
-use crate::machines::catalogue;
+use crate::machine_setup::catalogue;
 use crate::web::errors::WebError;
 use crate::web::reply::Reply;
 use crate::web::{paths, see_other};

@@ -11,7 +11,7 @@ use crate::domain::fleet::FleetInput;
 use crate::domain::{Caller, Role};
 use crate::error::OpError;
 use crate::fleets::{self};
-use crate::machines::machine_configs;
+use crate::machine_setup::configs;
 use crate::state::AppState;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
@@ -35,7 +35,7 @@ async fn form_page(
 ) -> Result<HttpResponse, WebError> {
     let errors = shown.errors();
     let (ctx, caller) = (&reply.state.ctx, reply.principal.caller());
-    let configs = machine_configs::names(ctx, &caller).await?;
+    let configs = configs::names(ctx, &caller).await?;
     let declared = fleets::secrets::declared(ctx, &caller)?;
     let title = editing.map_or_else(|| "New fleet".to_owned(), |n| format!("Edit fleet {n}"));
     let body = || views::form_page(&reply.principal, editing, form, errors, &configs, &declared);

@@ -25,8 +25,8 @@ pub struct NewQuery {
 async fn choices(state: &AppState, principal: &Principal) -> Result<FormChoices, WebError> {
     let caller = principal.caller();
     let fleets = crate::fleets::list(&state.ctx, &caller).await?;
-    let configs = crate::machines::machine_configs::names(&state.ctx, &caller).await?;
-    let templates = crate::machines::templates::list(&state.ctx, &caller).await?;
+    let configs = crate::machine_setup::configs::names(&state.ctx, &caller).await?;
+    let templates = crate::machine_setup::templates::list(&state.ctx, &caller).await?;
     Ok(FormChoices {
         fleets: fleets
             .into_iter()

@@ -8,8 +8,8 @@ use super::views;
 use crate::cloud_init::Secrets;
 use crate::domain::Role;
 use crate::error::OpError;
-use crate::machines::preview::{preview, PreviewRequest};
-use crate::machines::{machine_configs, templates};
+use crate::machine_setup::preview::{preview, PreviewRequest};
+use crate::machine_setup::{configs, templates};
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
 use crate::web::reply::{saved_message, submitted, Reply, Shown};
@@ -153,7 +153,7 @@ pub async fn update(
             reply.done(&msg, see_other(&template_path(&name))).await
         },
         async |errors| {
-            let configs = machine_configs::names(reply.ctx(), &reply.caller()).await?;
+            let configs = configs::names(reply.ctx(), &reply.caller()).await?;
             let draft = Draft {
                 name: &name,
                 body: &form.body,

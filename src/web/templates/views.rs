@@ -6,8 +6,8 @@ use crate::auth::Principal;
 use crate::cloud_init::{Severity, MAX_PAYLOAD_BYTES};
 use crate::domain::textdiff::{diff_lines, has_changes, DiffLine};
 use crate::domain::{FieldErrors, Role};
-use crate::machines::preview::Preview;
-use crate::machines::templates::Version;
+use crate::machine_setup::preview::Preview;
+use crate::machine_setup::templates::Version;
 use crate::web::components::{csrf_field, error_summary, time};
 use crate::web::paths;
 

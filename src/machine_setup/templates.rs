@@ -252,7 +252,7 @@ pub struct Editing {
 pub async fn editing(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Editing, OpError> {
     Ok(Editing {
         template: latest(ctx, caller, name).await?,
-        configs: super::machine_configs::names(ctx, caller).await?,
+        configs: super::configs::names(ctx, caller).await?,
     })
 }
 

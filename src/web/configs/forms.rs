@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use crate::domain::machine::{AllocatableInput, MachineInput};
 use crate::domain::FieldErrors;
-use crate::machines::machine_configs::{parse_labels, split_list};
+use crate::machine_setup::configs::{parse_labels, split_list};
 
 /// Raw form fields; list fields are comma- or newline-separated text.
 #[derive(Debug, Default, Clone, Deserialize)]

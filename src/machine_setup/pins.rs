@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::machine_configs;
+use super::configs;
 use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::cloud_init::pin::{self, PinVerdict, VerdictKind};
@@ -63,7 +63,7 @@ pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome,
     caller.require(Role::Operator)?;
     // A name that could never exist is a field error, not a lookup.
     document_name("name", name)?;
-    let spec = machine_configs::latest(ctx, caller, name).await?.spec;
+    let spec = configs::latest(ctx, caller, name).await?.spec;
     let verdict = pin::preflight(
         &ctx.pin_client,
         &spec.yubaba_url,

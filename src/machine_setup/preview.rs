@@ -1,6 +1,6 @@
 //! Rendering a template for a config, for the live preview and `POST /api/v1/render`.
 
-use super::machine_configs;
+use super::configs;
 use crate::auth::Caller;
 use crate::cloud_init::{RenderRequest, Rendered, Secrets};
 use crate::context::Ctx;
@@ -44,7 +44,7 @@ pub async fn preview(
     if !errors.is_empty() {
         return Err(errors.into());
     }
-    let config = machine_configs::latest(ctx, caller, req.machine_config).await?;
+    let config = configs::latest(ctx, caller, req.machine_config).await?;
     let template_name = req
         .template
         .filter(|t| !t.trim().is_empty())

@@ -1,9 +1,9 @@
-//! Machine configs, templates, the provider catalogue, pin pre-flights and previews: the
-//! operations pages and API call. Each checks the caller's role, validates, and writes its
-//! change and audit entry in one transaction.
+//! What a new machine is set up from: machine configs, cloud-init templates, the provider
+//! catalogue, pin pre-flights and previews. Each operation pages and the API call checks the
+//! caller's role, validates, and writes its change and audit entry in one transaction.
 
 pub mod catalogue;
-pub mod machine_configs;
+pub mod configs;
 pub mod pins;
 pub mod preview;
 pub mod templates;

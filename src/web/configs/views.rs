@@ -6,12 +6,12 @@ use super::forms::MachineForm;
 use crate::auth::Principal;
 use crate::domain::machine::FieldChange;
 use crate::domain::{FieldErrors, Role};
-use crate::machines::machine_configs::ConfigVersion;
-use crate::machines::pins::PinCheck;
+use crate::machine_setup::configs::ConfigVersion;
+use crate::machine_setup::pins::PinCheck;
 use crate::web::components::{csrf_field, error_summary, time};
 use crate::web::paths;
 
-pub use crate::machines::machine_configs::FormChoices;
+pub use crate::machine_setup::configs::FormChoices;
 
 /// The list of configs.
 pub fn list(configs: &[ConfigVersion], can_edit: bool) -> Markup {

@@ -8,14 +8,14 @@ use super::views::{self};
 use crate::domain::machine::MachineInput;
 use crate::domain::Role;
 use crate::error::OpError;
-use crate::machines::{machine_configs, pins};
+use crate::machine_setup::{configs, pins};
 use crate::web::errors::WebError;
 use crate::web::reply::{saved_message, submitted, Reply, Shown};
 use crate::web::{paths, see_other};
 
 /// GET /machine-configs
 pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
-    let configs = machine_configs::list(reply.ctx(), &reply.caller()).await?;
+    let configs = configs::list(reply.ctx(), &reply.caller()).await?;
     let can_edit = reply.principal.role.includes(Role::Operator);
     let body = || views::list(&configs, can_edit);
     Ok(reply
@@ -32,7 +32,7 @@ async fn form_page(
 ) -> Result<HttpResponse, WebError> {
     let errors = shown.errors();
     let principal = &reply.principal;
-    let choices = machine_configs::form_choices(&reply.state.ctx, &principal.caller()).await?;
+    let choices = configs::form_choices(&reply.state.ctx, &principal.caller()).await?;
     let title = editing.map_or_else(|| "New machine config".to_owned(), |n| format!("Edit {n}"));
     let body = || views::form_page(principal, editing, form, errors, &choices);
     Ok(reply.page(shown.status(), title, "machines", body).await)
@@ -51,7 +51,7 @@ fn config_path(name: &str) -> String {
 /// GET /machine-configs/new
 pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
     let form = MachineForm {
-        provider: machine_configs::default_provider(reply.ctx())
+        provider: configs::default_provider(reply.ctx())
             .map(|k| k.as_str().to_owned())
             .unwrap_or_default(),
         image: "debian-12".into(),
@@ -65,7 +65,7 @@ pub async fn new(reply: Reply) -> Result<HttpResponse, WebError> {
 /// POST /machine-configs
 pub async fn create(reply: Reply, form: web::Form<MachineForm>) -> Result<HttpResponse, WebError> {
     let result = match parsed(&form) {
-        Ok(input) => machine_configs::create(reply.ctx(), &reply.caller(), &input).await,
+        Ok(input) => configs::create(reply.ctx(), &reply.caller(), &input).await,
         Err(e) => Err(e),
     };
     submitted(
@@ -82,7 +82,7 @@ pub async fn create(reply: Reply, form: web::Form<MachineForm>) -> Result<HttpRe
 
 /// GET /machine-configs/{name}
 pub async fn show(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
-    let detail = machine_configs::detail(reply.ctx(), &reply.caller(), &name).await?;
+    let detail = configs::detail(reply.ctx(), &reply.caller(), &name).await?;
     let body = || views::show(&reply.principal, &detail.history, detail.pin.as_ref());
     Ok(reply
         .page(StatusCode::OK, name.as_str(), "machines", body)
@@ -91,7 +91,7 @@ pub async fn show(reply: Reply, name: web::Path<String>) -> Result<HttpResponse,
 
 /// GET /machine-configs/{name}/edit
 pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
-    let current = machine_configs::latest(reply.ctx(), &reply.caller(), &name).await?;
+    let current = configs::latest(reply.ctx(), &reply.caller(), &name).await?;
     let form = MachineForm::from_input(&current.spec.to_input());
     form_page(&reply, Some(&name), &form, Shown::Fresh).await
 }
@@ -103,7 +103,7 @@ pub async fn update(
     form: web::Form<MachineForm>,
 ) -> Result<HttpResponse, WebError> {
     let result = match parsed(&form) {
-        Ok(input) => machine_configs::update(reply.ctx(), &reply.caller(), &name, &input).await,
+        Ok(input) => configs::update(reply.ctx(), &reply.caller(), &name, &input).await,
         Err(e) => Err(e),
     };
     submitted(
