@@ -5,45 +5,38 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
+use super::query::query_params;
 use crate::audit::{self, Entry, Search, SearchInput};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::export::ExportFormat;
 use crate::state::AppState;
 
-/// The query string, as submitted; empty means "any".
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(default)]
-#[into_params(parameter_in = Query)]
-pub struct AuditParams {
-    /// Exact actor name.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub actor: String,
-    /// Exact action, or a prefix ending in `.` or `*` (`user.`).
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub action: String,
-    /// `kind` or `kind:id` (`user:alice`).
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub target: String,
-    /// Inclusive lower bound, UTC (`2026-12-02T09:30` or RFC 3339).
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub from: String,
-    /// Exclusive upper bound, UTC; later than `from`.
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub to: String,
-    /// The `next_cursor` of the previous page.
-    #[param(pattern = "^([1-9][0-9]{0,17})?$")]
-    pub cursor: String,
-    /// Entries per page, 1 to 500 (default 50).
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 500)]
-    pub limit: String,
-    /// `jsonl` or `csv`: stream every matching entry, oldest first, instead of a page.
-    #[param(value_type = Option<String>, pattern = "^(jsonl|csv)?$")]
-    pub format: String,
+query_params! {
+    /// The query string, as submitted; empty means "any".
+    #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+    #[serde(default)]
+    #[into_params(parameter_in = Query)]
+    pub struct AuditParams {
+        /// Exact actor name.
+        pub actor: @filter_text,
+        /// Exact action, or a prefix ending in `.` or `*` (`user.`).
+        pub action: @filter_text,
+        /// `kind` or `kind:id` (`user:alice`).
+        pub target: @filter_text,
+        /// Inclusive lower bound, UTC (`2026-12-02T09:30` or RFC 3339).
+        pub from: @utc_bound,
+        /// Exclusive upper bound, UTC; later than `from`.
+        pub to: @utc_bound,
+        /// The `next_cursor` of the previous page.
+        pub cursor: @cursor,
+        /// Entries per page, 1 to 500 (default 50).
+        #[param(value_type = Option<i64>, minimum = 1, maximum = 500)]
+        pub limit: String,
+        /// `jsonl` or `csv`: stream every matching entry, oldest first, instead of a page.
+        #[param(value_type = Option<String>, pattern = "^(jsonl|csv)?$")]
+        pub format: String,
+    }
 }
 
 /// One audit entry.

@@ -5,6 +5,7 @@ use actix_web::web::{self, Json};
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
+use super::query::query_params;
 use crate::auth::Principal;
 use crate::capacity::series;
 use crate::domain::capacity::{Point, Resolution, Series, Source};
@@ -18,32 +19,28 @@ const DEFAULT_RANGE_MILLIS: i64 = 3_600_000;
 /// Longest `step` accepted, in seconds (the longest range, 400 days).
 const STEP_MAX_SECS: i64 = series::MAX_RANGE_MILLIS / 1000;
 
-/// The query string, as submitted; empty means the default. Unknown keys are refused (400), so
-/// a misspelt `setp` is not silently ignored.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(default, deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct HeadroomParams {
-    /// Start, inclusive, RFC 3339 (`2026-12-02T09:30:00Z`; `2026-12-02T09:30` is taken as UTC).
-    /// Default: one hour before `to`. At most 400 days before `to`.
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub from: String,
-    /// End, exclusive, RFC 3339; later than `from`. Default: now.
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub to: String,
-    /// Width of one point in whole seconds, 5 to 34560000, giving at most 2000 points over the
-    /// range; read from the coarsest stored resolution whose bucket divides it (25200 = 7 h:
-    /// hour rollups), rounded up to whole minutes or hours only where the raw samples (48 h by
-    /// default) or minute rollups (14 d) of the range are no longer kept. Default: the shortest
-    /// of 5, 10, 15, 30 s, 1, 2, 5, 10, 15 min, 1, 2, 3, 6, 12 h, 1, 2 d that is at least two
-    /// scrape intervals and holds the range in at most 360 steps (1 h: 30 s at a 15 s
-    /// interval, 24 h: 5 min, 7 d: 1 h, 30 d: 2 h, 90 d: 6 h).
-    #[param(value_type = Option<i64>, minimum = 5, maximum = 34560000)]
-    pub step: String,
+query_params! {
+    /// The query string, as submitted; empty means the default. Unknown keys are refused (400), so
+    /// a misspelt `setp` is not silently ignored.
+    #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+    #[serde(default, deny_unknown_fields)]
+    #[into_params(parameter_in = Query)]
+    pub struct HeadroomParams {
+        /// Start, inclusive, RFC 3339 (`2026-12-02T09:30:00Z`; `2026-12-02T09:30` is taken as UTC).
+        /// Default: one hour before `to`. At most 400 days before `to`.
+        pub from: @utc_bound,
+        /// End, exclusive, RFC 3339; later than `from`. Default: now.
+        pub to: @utc_bound,
+        /// Width of one point in whole seconds, 5 to 34560000, giving at most 2000 points over the
+        /// range; read from the coarsest stored resolution whose bucket divides it (25200 = 7 h:
+        /// hour rollups), rounded up to whole minutes or hours only where the raw samples (48 h by
+        /// default) or minute rollups (14 d) of the range are no longer kept. Default: the shortest
+        /// of 5, 10, 15, 30 s, 1, 2, 5, 10, 15 min, 1, 2, 3, 6, 12 h, 1, 2 d that is at least two
+        /// scrape intervals and holds the range in at most 360 steps (1 h: 30 s at a 15 s
+        /// interval, 24 h: 5 min, 7 d: 1 h, 30 d: 2 h, 90 d: 6 h).
+        #[param(value_type = Option<i64>, minimum = 5, maximum = 34560000)]
+        pub step: String,
+    }
 }
 
 /// One point: the bucket `[t, t + step)`.

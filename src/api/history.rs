@@ -6,46 +6,39 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::errors::ApiError;
+use super::query::query_params;
 use crate::auth::Principal;
 use crate::export::ExportFormat;
 use crate::provisioning::history::{self, FilterInput};
 use crate::state::AppState;
 
-/// The query string, as submitted; empty filters mean "any".
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(default)]
-#[into_params(parameter_in = Query)]
-pub struct ProvisionExportParams {
-    /// `csv` or `jsonl`.
-    #[param(pattern = "^(csv|jsonl)$")]
-    pub format: String,
-    /// Exact fleet name.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub fleet: String,
-    /// Exact machine config name.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub machine_config: String,
-    /// A request state.
-    #[param(
-        pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$"
-    )]
-    pub state: String,
-    /// Exact requester username.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub requester: String,
-    /// Requests this user approved.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub approver: String,
-    /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub from: String,
-    /// Created before, UTC; later than `from`.
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub to: String,
+query_params! {
+    /// The query string, as submitted; empty filters mean "any".
+    #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+    #[serde(default)]
+    #[into_params(parameter_in = Query)]
+    pub struct ProvisionExportParams {
+        /// `csv` or `jsonl`.
+        #[param(pattern = "^(csv|jsonl)$")]
+        pub format: String,
+        /// Exact fleet name.
+        pub fleet: @filter_text,
+        /// Exact machine config name.
+        pub machine_config: @filter_text,
+        /// A request state.
+        #[param(
+            pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$"
+        )]
+        pub state: String,
+        /// Exact requester username.
+        pub requester: @filter_text,
+        /// Requests this user approved.
+        pub approver: @filter_text,
+        /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
+        pub from: @utc_bound,
+        /// Created before, UTC; later than `from`.
+        pub to: @utc_bound,
+    }
 }
 
 /// Every provision request matching the filters (viewer and up), newest first, as CSV (with

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::audit::AuditEntryJson;
 use super::errors::ApiError;
 use super::json::{decode, ApiJson};
+use super::query::query_params;
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::provision::PlanHash;
@@ -211,42 +212,33 @@ pub struct ProvisionPageJson {
     pub next_cursor: Option<String>,
 }
 
-/// The listing's query string, as submitted; empty means "any".
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(default)]
-#[into_params(parameter_in = Query)]
-pub struct ProvisionParams {
-    /// A fleet's name.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub fleet: String,
-    /// A machine config's name.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub machine_config: String,
-    /// A state.
-    #[param(value_type = Option<String>, pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$")]
-    pub state: String,
-    /// Who filed it.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub requester: String,
-    /// Who approved it.
-    #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
-    pub approver: String,
-    /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub from: String,
-    /// Created before, UTC; later than `from`.
-    #[param(
-        pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
-    )]
-    pub to: String,
-    /// The `next_cursor` of the previous page.
-    #[param(pattern = "^([1-9][0-9]{0,17})?$")]
-    pub cursor: String,
-    /// Requests per page, 1 to 200 (default 50).
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
-    pub limit: String,
+query_params! {
+    /// The listing's query string, as submitted; empty means "any".
+    #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+    #[serde(default)]
+    #[into_params(parameter_in = Query)]
+    pub struct ProvisionParams {
+        /// A fleet's name.
+        pub fleet: @filter_text,
+        /// A machine config's name.
+        pub machine_config: @filter_text,
+        /// A state.
+        #[param(value_type = Option<String>, pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$")]
+        pub state: String,
+        /// Who filed it.
+        pub requester: @filter_text,
+        /// Who approved it.
+        pub approver: @filter_text,
+        /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
+        pub from: @utc_bound,
+        /// Created before, UTC; later than `from`.
+        pub to: @utc_bound,
+        /// The `next_cursor` of the previous page.
+        pub cursor: @cursor,
+        /// Requests per page, 1 to 200 (default 50).
+        #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
+        pub limit: String,
+    }
 }
 
 /// A new request.
