@@ -10,7 +10,6 @@
 //! and names resolve through a table, never through DNS.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use headroom::auth::Caller;
@@ -18,9 +17,7 @@ use headroom::capacity::record::record;
 use headroom::domain::capacity::{DeficitPolicy, Member, Observation, Sample, Source};
 use headroom::domain::fleet::FleetSpec;
 use headroom::domain::Role;
-use headroom::outbound::policy::{check_url, AllowList, Hop, Purpose, Refusal};
-use headroom::outbound::resolver::{Lookup, LookupFuture};
-use headroom::outbound::{FetchError, OutboundClient};
+use headroom::outbound::policy::{check_resolved, check_url, AllowList, Hop, Purpose, Refusal};
 use headroom::scraper::fetch::{self, GetError};
 use headroom::scraper::{scrape_once, status, urls};
 use reqwest::StatusCode;
@@ -484,13 +481,12 @@ fn member_addresses_that_are_not_plain_host_port_are_refused() {
 }
 
 /// Every spelling of the metadata address a hostile node can publish is refused by the scrape
-/// client before it connects (the pure check is asserted first: if it ever passes, the test
-/// fails before any packet could leave).
-#[tokio::test]
-async fn link_local_and_unspecified_leader_addresses_are_refused_before_connecting() {
-    let app = TestApp::spawn().await;
+/// policy. Judged as the pure decision only: no test hands a non-loopback address to a real
+/// client, even one expected to refuse it. That the client consults this decision before it
+/// connects is shown on loopback (`outbound.rs`, `webhooks.rs`).
+#[test]
+fn link_local_and_unspecified_leader_addresses_are_refused_by_the_scrape_policy() {
     let none = AllowList::default();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     for addr in [
         "169.254.169.254:80",
         "[::ffff:169.254.169.254]:80",
@@ -509,92 +505,71 @@ async fn link_local_and_unspecified_leader_addresses_are_refused_before_connecti
         };
         let url = format!("{base}/raft/status");
         let parsed = url::Url::parse(&url).unwrap();
-        assert!(
-            check_url(Purpose::Scrape, &none, &parsed, Hop::First).is_err(),
-            "{addr} → {url} passes the policy"
-        );
-        match fetch::get(&app.state.ctx.scrape_client, &url, deadline).await {
-            Err(GetError::Fetch(FetchError::Refused(r))) => assert!(
-                matches!(r, Refusal::LinkLocal | Refusal::Unspecified),
-                "{addr}: {r:?}"
-            ),
-            other => panic!("{addr}: {other:?}"),
+        match check_url(Purpose::Scrape, &none, &parsed, Hop::First) {
+            Err(Refusal::LinkLocal | Refusal::Unspecified) => {}
+            other => panic!("{addr} → {url}: {other:?}"),
         }
-    }
-}
-
-/// A table resolver: names map to addresses, never a DNS query.
-struct Table(Vec<(&'static str, Vec<IpAddr>)>);
-
-impl Lookup for Table {
-    fn lookup(&self, host: &str) -> LookupFuture {
-        let found = self
-            .0
-            .iter()
-            .find(|(n, _)| *n == host)
-            .map(|(_, a)| a.clone());
-        Box::pin(async move {
-            found.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such name"))
-        })
     }
 }
 
 /// A member published by NAME that resolves to link-local (alone, or beside a loopback
-/// address: rebinding) is refused in resolution, before any connect.
-#[tokio::test]
-async fn a_name_resolving_to_link_local_is_refused_in_resolution() {
+/// address: rebinding) is refused by the decision the client's resolver applies to every
+/// answer, before any connect (`check_resolved`; the resolver's use of it is shown on loopback
+/// in `outbound.rs`).
+#[test]
+fn a_name_resolving_to_link_local_is_refused_in_resolution() {
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-    let client = OutboundClient::builder(Purpose::Scrape, AllowList::default())
-        .lookup(Arc::new(Table(vec![
-            ("meta.hostile-node.invalid", vec![ip("169.254.169.254")]),
-            (
-                "rebind.hostile-node.invalid",
-                vec![ip("127.0.0.1"), ip("169.254.169.254")],
-            ),
-            (
-                "v6.hostile-node.invalid",
-                vec![ip("::ffff:169.254.169.254")],
-            ),
-        ])))
-        .build()
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    for name in [
-        "meta.hostile-node.invalid",
-        "rebind.hostile-node.invalid",
-        "v6.hostile-node.invalid",
+    for (name, answer) in [
+        ("meta.hostile-node.invalid", vec![ip("169.254.169.254")]),
+        (
+            "rebind.hostile-node.invalid",
+            vec![ip("127.0.0.1"), ip("169.254.169.254")],
+        ),
+        (
+            "v6.hostile-node.invalid",
+            vec![ip("::ffff:169.254.169.254")],
+        ),
     ] {
-        let base = urls::member_base(&format!("{name}:80"), "http://127.0.0.1:1").unwrap();
-        match fetch::get(&client, &format!("{base}/raft/status"), deadline).await {
-            Err(GetError::Fetch(FetchError::Refused(Refusal::LinkLocal))) => {}
-            other => panic!("{name}: {other:?}"),
-        }
+        assert!(urls::member_base(&format!("{name}:80"), "http://127.0.0.1:1").is_some());
+        assert_eq!(
+            check_resolved(Purpose::Scrape, &AllowList::default(), name, &answer),
+            Err(Refusal::LinkLocal),
+            "{name}"
+        );
     }
 }
 
-/// A redirect to the metadata address is never followed: the scrape client follows no
-/// redirect at all (F3), so the 302 itself is the error sample and the target is never asked.
+/// A redirect is never followed: the scrape client follows none at all (F3), so the 302
+/// itself is the error sample and its target is never asked. The target here is a loopback
+/// node that counts what it gets; that a redirect to the metadata address would be refused
+/// anyway is the pure decision below.
 #[tokio::test]
-async fn a_redirect_to_link_local_is_refused() {
-    let app = TestApp::spawn().await;
-    let node = MockServer::start().await;
-    let target = "http://169.254.169.254/latest/meta-data/";
+async fn a_redirect_is_not_followed_and_one_to_link_local_is_refused() {
     assert!(check_url(
         Purpose::Scrape,
         &AllowList::default(),
-        &url::Url::parse(target).unwrap(),
+        &url::Url::parse("http://169.254.169.254/latest/meta-data/").unwrap(),
         Hop::Redirect
     )
     .is_err());
+    let app = TestApp::spawn().await;
+    let node = MockServer::start().await;
+    let target = MockServer::start().await;
     serve(
         &node,
         "/raft/status",
-        ResponseTemplate::new(302).insert_header("Location", target),
+        ResponseTemplate::new(302)
+            .insert_header("Location", format!("{}/latest/meta-data/", target.uri())),
     )
     .await;
     let s = scrape_once(&app.state.ctx, &spec(&[node.uri()])).await;
     let err = s.outcome.expect_err("an error sample");
     assert_eq!(err, "HTTP 302: redirects are not followed");
+    assert!(target
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .is_empty());
 }
 
 /// A node that sends its headers and then drips one byte every 200 ms cannot hold a fetch

@@ -516,26 +516,23 @@ async fn a_follower_whose_leader_is_unreachable_is_passed_over_for_the_leader_en
     assert_eq!(err(&stale_alone), "leader 3 is no longer the leader");
 }
 
-#[tokio::test]
-async fn a_link_local_leader_address_is_refused_by_the_policy() {
-    let app = TestApp::spawn().await;
-    let n1 = MockServer::start().await;
-    // The follower names a leader on the cloud metadata range: the policy refuses it before
-    // any connect, so no packet is sent there.
-    let members = [(1, addr(&n1)), (2, "169.254.169.254:80".to_owned())];
-    // The pure decision first: if the policy ever let it through, the test fails here,
-    // before `scrape_once` could send anything there.
-    let leader = url::Url::parse("http://169.254.169.254:80/raft/status").unwrap();
-    assert!(headroom::outbound::policy::check_url(
-        headroom::outbound::policy::Purpose::Scrape,
-        &app.state.ctx.settings.outbound_allow,
-        &leader,
-        headroom::outbound::policy::Hop::First,
-    )
-    .is_err());
-    serve_status(&n1, status(1, Some(2), 3, &members, Some(Value::Null))).await;
-    let sample = scrape_once(&app.state.ctx, &spec(&[n1.uri()], 2)).await;
-    assert_eq!(err(&sample), "leader 2: refused: link-local address");
+/// A follower naming a leader on the cloud metadata range: the leader's URL is built from its
+/// `addr` and refused by the scrape policy. Judged as the pure decision only, so no test hands
+/// the address to a real client.
+#[test]
+fn a_link_local_leader_address_is_refused_by_the_policy() {
+    let leader = headroom::scraper::urls::member_base("169.254.169.254:80", "http://127.0.0.1:1")
+        .expect("a plain host:port");
+    let url = url::Url::parse(&format!("{leader}/raft/status")).unwrap();
+    assert_eq!(
+        headroom::outbound::policy::check_url(
+            headroom::outbound::policy::Purpose::Scrape,
+            &headroom::outbound::policy::AllowList::default(),
+            &url,
+            headroom::outbound::policy::Hop::First,
+        ),
+        Err(headroom::outbound::policy::Refusal::LinkLocal)
+    );
 }
 
 #[tokio::test]
@@ -969,7 +966,7 @@ async fn hidden_characters_in_scraped_strings_reach_no_table_page_or_answer() {
     let members = [
         (1, addr(&leader)),
         (2, "127.0.0.1:1\u{202e}7442".to_owned()),
-        (3, "\u{2066}10.0.0.3\u{200b}:7443\u{0}\u{1b}[31m".to_owned()),
+        (3, "\u{2066}127.0.0.3\u{200b}:7443\u{0}\u{1b}[31m".to_owned()),
         (4, format!("{filler}:7443")),
     ];
     let mut body = status(
