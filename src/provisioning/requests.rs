@@ -432,14 +432,16 @@ pub async fn approve(
         timeline::write(
             &mut tx,
             Note {
-                provision_id: id,
-                at: now,
-                kind: "approval",
-                machine: None,
-                message: &message,
+                event: NewEvent {
+                    provision_id: id,
+                    at: now,
+                    kind: "approval",
+                    machine: None,
+                    message: &message,
+                    details: &details,
+                },
                 actor: &caller.actor,
                 action: Action::ProvisionApproved,
-                details,
             },
         )
         .await?;

@@ -6,48 +6,34 @@ use sqlx::SqliteConnection;
 
 use crate::audit::{self, Action, NewEntry};
 use crate::db::provision_events::{self, NewEvent};
-use crate::domain::{Actor, UnixMillis};
+use crate::domain::Actor;
 
-/// What happened to a request, for its timeline and the audit log.
+/// What happened to a request: its timeline line, and who the audit entry names for it.
 #[derive(Debug, Clone)]
 pub struct Note<'a> {
-    pub provision_id: i64,
-    pub at: UnixMillis,
-    /// The timeline kind (`approval`, `machine`, …).
-    pub kind: &'a str,
-    /// The machine it concerns, if one.
-    pub machine: Option<&'a str>,
-    /// The timeline line, for people.
-    pub message: &'a str,
+    /// The timeline line; its request, time and details are the audit entry's too.
+    pub event: NewEvent<'a>,
     pub actor: &'a Actor,
     pub action: Action,
-    /// Secret-free details, shared by the timeline line and the audit entry.
-    pub details: serde_json::Value,
 }
 
 /// Writes `note`'s timeline line and audit entry inside the caller's write transaction.
 pub async fn write(conn: &mut SqliteConnection, note: Note<'_>) -> sqlx::Result<()> {
-    provision_events::append(
-        conn,
-        NewEvent {
-            provision_id: note.provision_id,
-            at: note.at,
-            kind: note.kind,
-            machine: note.machine,
-            message: note.message,
-            details: &note.details,
-        },
-    )
-    .await?;
+    let Note {
+        event,
+        actor,
+        action,
+    } = note;
+    provision_events::append(conn, event.clone()).await?;
     audit::append(
         conn,
-        note.at,
+        event.at,
         NewEntry {
-            actor: note.actor,
-            action: note.action,
+            actor,
+            action,
             target_kind: "provision",
-            target_id: &note.provision_id.to_string(),
-            details: note.details,
+            target_id: &event.provision_id.to_string(),
+            details: event.details.clone(),
         },
     )
     .await?;

@@ -125,14 +125,16 @@ pub async fn destroy_machine(
     timeline::write(
         &mut tx,
         Note {
-            provision_id,
-            at: now,
-            kind: "machine",
-            machine: Some(&machine.name),
-            message: &message,
+            event: db::provision_events::NewEvent {
+                provision_id,
+                at: now,
+                kind: "machine",
+                machine: Some(&machine.name),
+                message: &message,
+                details: &details,
+            },
             actor: &caller.actor,
             action: Action::ProvisionMachineDestroyed,
-            details,
         },
     )
     .await?;
