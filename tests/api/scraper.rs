@@ -966,7 +966,10 @@ async fn hidden_characters_in_scraped_strings_reach_no_table_page_or_answer() {
     let members = [
         (1, addr(&leader)),
         (2, "127.0.0.1:1\u{202e}7442".to_owned()),
-        (3, "\u{2066}127.0.0.3\u{200b}:7443\u{0}\u{1b}[31m".to_owned()),
+        (
+            3,
+            "\u{2066}127.0.0.3\u{200b}:7443\u{0}\u{1b}[31m".to_owned(),
+        ),
         (4, format!("{filler}:7443")),
     ];
     let mut body = status(
