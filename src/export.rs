@@ -2,6 +2,10 @@
 //! paged and exported: filter and paging parsers that name the broken field, the two export
 //! encodings (CSV cells defused against spreadsheet formulas, JSON lines), and the stream a
 //! walk feeds on its own task. Pure parts need only `domain`; the stream needs only tokio.
+//! [`params`] declares the query-string fields that carry these rules, with their documented
+//! bounds, for every struct that takes them.
+
+pub mod params;
 
 use std::future::Future;
 

@@ -5,10 +5,10 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
-use super::query::query_params;
 use crate::audit::{self, Entry, Search, SearchInput};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
+use crate::export::params::query_params;
 use crate::export::ExportFormat;
 use crate::state::AppState;
 

@@ -5,12 +5,12 @@ use actix_web::web::{self, Json};
 use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
-use super::query::query_params;
 use crate::auth::Principal;
 use crate::capacity::series;
 use crate::domain::capacity::{Point, Resolution, Series, Source};
 use crate::domain::clock::{format_utc, parse_utc};
 use crate::domain::{FieldErrors, UnixMillis};
+use crate::export::params::query_params;
 use crate::state::AppState;
 
 /// The default range: the last hour.

@@ -13,7 +13,6 @@ pub mod machine_request;
 pub mod me;
 pub mod provision_machines;
 pub mod provisions;
-mod query;
 pub mod rules;
 pub mod secrets;
 pub mod tokens;

@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use super::audit::AuditEntryJson;
 use super::errors::ApiError;
 use super::json::{decode, ApiJson};
-use super::query::query_params;
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
 use crate::domain::provision::PlanHash;
 use crate::domain::{FieldError, FieldErrors};
 use crate::export;
-use crate::provisioning::history::{parse_filter, FilterInput};
+use crate::export::params::query_params;
+use crate::provisioning::history::{parse_filter, FilterQuery};
 use crate::provisioning::{requests, MachineRecord, NewRequest, Provision, ProvisionDetail};
 use crate::state::AppState;
 
@@ -213,26 +213,11 @@ pub struct ProvisionPageJson {
 }
 
 query_params! {
-    /// The listing's query string, as submitted; empty means "any".
+    /// The listing's paging, as submitted.
     #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
     #[serde(default)]
     #[into_params(parameter_in = Query)]
-    pub struct ProvisionParams {
-        /// A fleet's name.
-        pub fleet: @filter_text,
-        /// A machine config's name.
-        pub machine_config: @filter_text,
-        /// A state.
-        #[param(value_type = Option<String>, pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$")]
-        pub state: String,
-        /// Who filed it.
-        pub requester: @filter_text,
-        /// Who approved it.
-        pub approver: @filter_text,
-        /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
-        pub from: @utc_bound,
-        /// Created before, UTC; later than `from`.
-        pub to: @utc_bound,
+    pub struct ProvisionPageParams {
         /// The `next_cursor` of the previous page.
         pub cursor: @cursor,
         /// Requests per page, 1 to 200 (default 50).
@@ -328,26 +313,18 @@ fn request_id(raw: &str) -> Result<i64, ApiError> {
 }
 
 /// Provision requests, newest first, filtered and cursor-paged (viewer and up).
-#[utoipa::path(get, path = "/api/v1/provisions", tag = "provisioning", params(ProvisionParams),
+#[utoipa::path(get, path = "/api/v1/provisions", tag = "provisioning", params(FilterQuery, ProvisionPageParams),
     responses((status = 200, body = ProvisionPageJson),
               (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn list(
     state: web::Data<AppState>,
     principal: Principal,
-    query: web::Query<ProvisionParams>,
+    filters: web::Query<FilterQuery>,
+    page: web::Query<ProvisionPageParams>,
 ) -> Result<Json<ProvisionPageJson>, ApiError> {
-    let q = &*query;
     // Every broken parameter at once.
     let mut errors = FieldErrors::default();
-    let filter = match parse_filter(&FilterInput {
-        fleet: &q.fleet,
-        machine_config: &q.machine_config,
-        state: &q.state,
-        requester: &q.requester,
-        approver: &q.approver,
-        from: &q.from,
-        to: &q.to,
-    }) {
+    let filter = match parse_filter(&filters) {
         Ok(f) => Some(f),
         Err(e) => {
             errors.0.extend(e.0);
@@ -356,13 +333,13 @@ pub async fn list(
     };
     let cursor = errors.check(export::parse_cursor(
         "cursor",
-        &q.cursor,
+        &page.cursor,
         "must be the next_cursor of a page",
     ));
     let max = i64::from(requests::LIST_LIMIT_MAX);
     // Within 1..=LIST_LIMIT_MAX once parsed, so it fits a u32.
     let limit = errors
-        .check(export::parse_limit(&q.limit, max, LIMIT_DEFAULT))
+        .check(export::parse_limit(&page.limit, max, LIMIT_DEFAULT))
         .and_then(|l| u32::try_from(l).ok());
     let (Some(filter), Some(cursor), Some(limit)) = (filter, cursor, limit) else {
         return Err(ApiError::invalid(errors));

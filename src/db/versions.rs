@@ -50,26 +50,29 @@ pub struct Version {
     pub created_at: UnixMillis,
 }
 
+/// A version about to be written: which document, what it says, who wrote it and when.
+#[derive(Debug, Clone, Copy)]
+pub struct NewVersion<'a> {
+    pub family: Family,
+    pub name: &'a str,
+    pub content: &'a str,
+    pub author: &'a str,
+    pub now: UnixMillis,
+}
+
 /// Creates a document with version 1; `Ok(false)` when the name is taken.
-pub async fn create(
-    conn: &mut SqliteConnection,
-    family: Family,
-    name: &str,
-    content: &str,
-    author: &str,
-    now: UnixMillis,
-) -> sqlx::Result<bool> {
-    let f = family.sql();
+pub async fn create(conn: &mut SqliteConnection, new: &NewVersion<'_>) -> sqlx::Result<bool> {
+    let f = new.family.sql();
     let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "INSERT INTO {} (name, created_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
         f.head
     )))
-    .bind(name)
-    .bind(now)
+    .bind(new.name)
+    .bind(new.now)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(id) = id else { return Ok(false) };
-    insert_version(conn, f, id, 1, content, author, now).await?;
+    insert_version(conn, f, id, 1, new).await?;
     Ok(true)
 }
 
@@ -78,9 +81,7 @@ async fn insert_version(
     f: FamilySql,
     id: i64,
     version: i64,
-    content: &str,
-    author: &str,
-    now: UnixMillis,
+    new: &NewVersion<'_>,
 ) -> sqlx::Result<()> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO {} ({}, version, {}, author, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -88,9 +89,9 @@ async fn insert_version(
     )))
     .bind(id)
     .bind(version)
-    .bind(content)
-    .bind(author)
-    .bind(now)
+    .bind(new.content)
+    .bind(new.author)
+    .bind(new.now)
     .execute(conn)
     .await
     .map(|_| ())
@@ -99,24 +100,20 @@ async fn insert_version(
 /// Appends a version; returns its number, or `None` when the document does not exist.
 pub async fn append(
     conn: &mut SqliteConnection,
-    family: Family,
-    name: &str,
-    content: &str,
-    author: &str,
-    now: UnixMillis,
+    new: &NewVersion<'_>,
 ) -> sqlx::Result<Option<i64>> {
-    let f = family.sql();
+    let f = new.family.sql();
     let head: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT h.id, COALESCE(MAX(v.version), 0) FROM {} h LEFT JOIN {} v ON v.{} = h.id WHERE h.name = ?1 GROUP BY h.id",
         f.head, f.versions, f.fk
     )))
-    .bind(name)
+    .bind(new.name)
     .fetch_optional(&mut *conn)
     .await?;
     let Some((id, last)) = head else {
         return Ok(None);
     };
-    insert_version(conn, f, id, last + 1, content, author, now).await?;
+    insert_version(conn, f, id, last + 1, new).await?;
     Ok(Some(last + 1))
 }
 
@@ -151,28 +148,25 @@ pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Re
         .await
 }
 
-/// The latest version of one document.
-pub async fn latest(
-    conn: &mut SqliteConnection,
-    family: Family,
-    name: &str,
-) -> sqlx::Result<Option<Version>> {
-    versions_of(family, name, "ORDER BY v.version DESC LIMIT 1")
-        .fetch_optional(conn)
-        .await
+/// Which version of a document to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    Latest,
+    Exact(i64),
 }
 
-/// One exact version.
-pub async fn exact(
+/// One version of one document: the latest, or an exact one.
+pub async fn one(
     conn: &mut SqliteConnection,
     family: Family,
     name: &str,
-    version: i64,
+    pick: Pick,
 ) -> sqlx::Result<Option<Version>> {
-    versions_of(family, name, "AND v.version = ?2")
-        .bind(version)
-        .fetch_optional(conn)
-        .await
+    let query = match pick {
+        Pick::Latest => versions_of(family, name, "ORDER BY v.version DESC LIMIT 1"),
+        Pick::Exact(version) => versions_of(family, name, "AND v.version = ?2").bind(version),
+    };
+    query.fetch_optional(conn).await
 }
 
 /// Every version of one document, newest first.

@@ -212,9 +212,14 @@ async fn check_restore_config(
     conn: &mut sqlx::SqliteConnection,
     spec: &FleetSpec,
 ) -> Result<(), OpError> {
-    if versions::latest(conn, Family::MachineConfig, spec.restore_machine_config())
-        .await?
-        .is_none()
+    if versions::one(
+        conn,
+        Family::MachineConfig,
+        spec.restore_machine_config(),
+        versions::Pick::Latest,
+    )
+    .await?
+    .is_none()
     {
         return Err(FieldError::new(
             "restore_machine_config",

@@ -97,11 +97,13 @@ pub async fn create(
     let content = serde_json::to_string(&spec).map_err(anyhow::Error::from)?;
     if !versions::create(
         &mut tx,
-        Family::MachineConfig,
-        &spec.name,
-        &content,
-        caller.actor.name(),
-        now,
+        &versions::NewVersion {
+            family: Family::MachineConfig,
+            name: &spec.name,
+            content: &content,
+            author: caller.actor.name(),
+            now,
+        },
     )
     .await?
     {
@@ -157,11 +159,13 @@ pub async fn update(
     let mut tx = db::begin_write(&ctx.pool).await?;
     let version = versions::append(
         &mut tx,
-        Family::MachineConfig,
-        name,
-        &content,
-        caller.actor.name(),
-        now,
+        &versions::NewVersion {
+            family: Family::MachineConfig,
+            name,
+            content: &content,
+            author: caller.actor.name(),
+            now,
+        },
     )
     .await?
     .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?;
@@ -253,10 +257,15 @@ pub async fn names(ctx: &Ctx, caller: &Caller) -> Result<Vec<String>, OpError> {
 pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<ConfigVersion, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
-    versions::latest(&mut conn, Family::MachineConfig, name)
-        .await?
-        .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?
-        .try_into()
+    versions::one(
+        &mut conn,
+        Family::MachineConfig,
+        name,
+        versions::Pick::Latest,
+    )
+    .await?
+    .ok_or_else(|| OpError::NotFound(format!("machine config {name}")))?
+    .try_into()
 }
 
 /// The latest version of every config.

@@ -54,10 +54,15 @@ pub async fn preview(
         Some(b) => b.to_owned(),
         None => {
             let mut conn = ctx.pool.acquire().await?;
-            versions::latest(&mut conn, Family::Template, &template_name)
-                .await?
-                .ok_or_else(|| OpError::NotFound(format!("template {template_name}")))?
-                .content
+            versions::one(
+                &mut conn,
+                Family::Template,
+                &template_name,
+                versions::Pick::Latest,
+            )
+            .await?
+            .ok_or_else(|| OpError::NotFound(format!("template {template_name}")))?
+            .content
         }
     };
     let rendered = ctx

@@ -79,11 +79,13 @@ pub async fn ensure_default(ctx: &Ctx) -> Result<(), OpError> {
     let mut tx = db::begin_write(&ctx.pool).await?;
     if versions::create(
         &mut tx,
-        Family::Template,
-        DEFAULT_TEMPLATE,
-        DEFAULT_TEMPLATE_BODY,
-        "system",
-        now,
+        &versions::NewVersion {
+            family: Family::Template,
+            name: DEFAULT_TEMPLATE,
+            content: DEFAULT_TEMPLATE_BODY,
+            author: "system",
+            now,
+        },
     )
     .await?
     {
@@ -128,11 +130,13 @@ pub async fn create(
     let mut tx = db::begin_write(&ctx.pool).await?;
     if !versions::create(
         &mut tx,
-        Family::Template,
-        &name,
-        body,
-        caller.actor.name(),
-        now,
+        &versions::NewVersion {
+            family: Family::Template,
+            name: &name,
+            content: body,
+            author: caller.actor.name(),
+            now,
+        },
     )
     .await?
     {
@@ -148,7 +152,7 @@ pub async fn create(
         body,
     )
     .await?;
-    let v = versions::latest(&mut tx, Family::Template, &name)
+    let v = versions::one(&mut tx, Family::Template, &name, versions::Pick::Latest)
         .await?
         .ok_or_else(|| OpError::NotFound(name.clone()))?;
     tx.commit().await?;
@@ -168,7 +172,7 @@ pub async fn update(
     check_body(&mut errors, &ctx.renderer, caller.actor.name(), body).await;
     let now = ctx.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
-    let current = versions::latest(&mut tx, Family::Template, name)
+    let current = versions::one(&mut tx, Family::Template, name, versions::Pick::Latest)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("template {name}")))?;
     if !errors.is_empty() {
@@ -179,11 +183,13 @@ pub async fn update(
     }
     let version = versions::append(
         &mut tx,
-        Family::Template,
-        name,
-        body,
-        caller.actor.name(),
-        now,
+        &versions::NewVersion {
+            family: Family::Template,
+            name,
+            content: body,
+            author: caller.actor.name(),
+            now,
+        },
     )
     .await?
     .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
@@ -197,9 +203,14 @@ pub async fn update(
         body,
     )
     .await?;
-    let v = versions::exact(&mut tx, Family::Template, name, version)
-        .await?
-        .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
+    let v = versions::one(
+        &mut tx,
+        Family::Template,
+        name,
+        versions::Pick::Exact(version),
+    )
+    .await?
+    .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
     tx.commit().await?;
     Ok((v.try_into()?, true))
 }
@@ -234,7 +245,7 @@ pub async fn report_refused(ctx: &Ctx) -> Vec<(String, String)> {
 pub async fn latest(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Version, OpError> {
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
-    versions::latest(&mut conn, Family::Template, name)
+    versions::one(&mut conn, Family::Template, name, versions::Pick::Latest)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("template {name}")))?
         .try_into()

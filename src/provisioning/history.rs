@@ -8,6 +8,7 @@ use crate::context::Ctx;
 use crate::domain::clock::format_utc;
 use crate::domain::{Caller, FieldErrors, ProvisionState};
 use crate::error::OpError;
+use crate::export::params::query_params;
 use crate::export::{self, ExportFormat, ExportStream};
 
 /// Requests read per page while exporting.
@@ -15,37 +16,46 @@ const EXPORT_PAGE: u32 = 200;
 /// The download's name, before its extension.
 pub const FILE_STEM: &str = "headroom-provisions";
 
-/// Filters as submitted (query string of the page, its export links and the API); empty means
-/// any.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FilterInput<'a> {
-    pub fleet: &'a str,
-    pub machine_config: &'a str,
-    /// A state name (`pending_approval`, `succeeded`, …).
-    pub state: &'a str,
-    pub requester: &'a str,
-    pub approver: &'a str,
-    /// Created at or after (UTC, `2026-12-02T09:30` or RFC 3339).
-    pub from: &'a str,
-    /// Created before; later than `from`.
-    pub to: &'a str,
+query_params! {
+    /// Filters as submitted: the query string of the history page, its export links, and the
+    /// API's listing and export. Empty means "any".
+    #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+    #[serde(default)]
+    #[into_params(parameter_in = Query)]
+    pub struct FilterQuery {
+        /// A fleet's name.
+        pub fleet: @filter_text,
+        /// A machine config's name.
+        pub machine_config: @filter_text,
+        /// A state.
+        #[param(value_type = Option<String>, pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$")]
+        pub state: String,
+        /// Who filed it.
+        pub requester: @filter_text,
+        /// Who approved it.
+        pub approver: @filter_text,
+        /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
+        pub from: @utc_bound,
+        /// Created before, UTC; later than `from`.
+        pub to: @utc_bound,
+    }
 }
 
 /// Parses every filter, naming each field that breaks its rule.
-pub fn parse_filter(input: &FilterInput<'_>) -> Result<ProvisionFilter, FieldErrors> {
+pub fn parse_filter(input: &FilterQuery) -> Result<ProvisionFilter, FieldErrors> {
     let mut errors = FieldErrors::default();
     let state = match input.state.trim() {
         "" => None,
         raw => errors.check(ProvisionState::parse_field("state", raw)),
     };
     let filter = ProvisionFilter {
-        fleet: export::filter_text(&mut errors, "fleet", input.fleet),
-        machine_config: export::filter_text(&mut errors, "machine_config", input.machine_config),
+        fleet: export::filter_text(&mut errors, "fleet", &input.fleet),
+        machine_config: export::filter_text(&mut errors, "machine_config", &input.machine_config),
         state,
-        requester: export::filter_text(&mut errors, "requester", input.requester),
-        approver: export::filter_text(&mut errors, "approver", input.approver),
-        from: export::filter_time(&mut errors, "from", input.from),
-        to: export::filter_time(&mut errors, "to", input.to),
+        requester: export::filter_text(&mut errors, "requester", &input.requester),
+        approver: export::filter_text(&mut errors, "approver", &input.approver),
+        from: export::filter_time(&mut errors, "from", &input.from),
+        to: export::filter_time(&mut errors, "to", &input.to),
     };
     export::check_window(&mut errors, filter.from, filter.to);
     if errors.is_empty() {
@@ -223,14 +233,14 @@ mod tests {
     #[test]
     fn filters_are_refused_by_field() {
         let long = "x".repeat(export::MAX_FILTER_CHARS + 1);
-        let input = FilterInput {
-            fleet: &long,
-            machine_config: "a\u{0}b",
-            state: "done",
-            requester: "",
-            approver: "bob",
-            from: "2026-12-02T10:00",
-            to: "2026-12-02T09:00",
+        let input = FilterQuery {
+            fleet: long,
+            machine_config: "a\u{0}b".into(),
+            state: "done".into(),
+            requester: String::new(),
+            approver: "bob".into(),
+            from: "2026-12-02T10:00".into(),
+            to: "2026-12-02T09:00".into(),
         };
         let errors = parse_filter(&input).unwrap_err();
         let fields: Vec<_> = errors.0.iter().map(|e| e.field.as_str()).collect();
@@ -239,19 +249,19 @@ mod tests {
             .for_field("state")
             .unwrap()
             .contains("pending_approval"));
-        let bad_time = parse_filter(&FilterInput {
-            from: "yesterday",
-            ..FilterInput::default()
+        let bad_time = parse_filter(&FilterQuery {
+            from: "yesterday".into(),
+            ..FilterQuery::default()
         })
         .unwrap_err();
         assert!(bad_time
             .for_field("from")
             .unwrap()
             .contains("2026-12-02T09:30"));
-        let ok = parse_filter(&FilterInput {
-            state: " succeeded ",
-            approver: "bob",
-            ..FilterInput::default()
+        let ok = parse_filter(&FilterQuery {
+            state: " succeeded ".into(),
+            approver: "bob".into(),
+            ..FilterQuery::default()
         })
         .unwrap();
         assert_eq!(ok.state, Some(ProvisionState::Succeeded));

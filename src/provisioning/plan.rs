@@ -401,10 +401,15 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
         errors.push("fleet", format!("no fleet is named {}", parsed.fleet));
     }
     let mut conn = ctx.pool.acquire().await?;
-    let config = versions::latest(&mut conn, Family::MachineConfig, &parsed.machine_config)
-        .await?
-        .map(config_version)
-        .transpose()?;
+    let config = versions::one(
+        &mut conn,
+        Family::MachineConfig,
+        &parsed.machine_config,
+        versions::Pick::Latest,
+    )
+    .await?
+    .map(config_version)
+    .transpose()?;
     let template = match &config {
         None => {
             errors.push(
@@ -415,7 +420,8 @@ pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftP
         }
         Some(c) => {
             let name = parsed.template.as_deref().unwrap_or(&c.spec.template);
-            let t = versions::latest(&mut conn, Family::Template, name).await?;
+            let t =
+                versions::one(&mut conn, Family::Template, name, versions::Pick::Latest).await?;
             if t.is_none() {
                 errors.push("template", format!("no template is named {name}"));
             }
@@ -527,17 +533,22 @@ pub async fn recheck(ctx: &Ctx, p: &Provision) -> Result<Currency, OpError> {
         Err(e) => return Ok(Currency::Superseded(e.message)),
     };
     let mut conn = ctx.pool.acquire().await?;
-    let config = versions::exact(
+    let config = versions::one(
         &mut conn,
         Family::MachineConfig,
         &p.machine_config,
-        p.config_version,
+        versions::Pick::Exact(p.config_version),
     )
     .await?
     .map(config_version)
     .transpose()?;
-    let template =
-        versions::exact(&mut conn, Family::Template, &p.template, p.template_version).await?;
+    let template = versions::one(
+        &mut conn,
+        Family::Template,
+        &p.template,
+        versions::Pick::Exact(p.template_version),
+    )
+    .await?;
     drop(conn);
     let (Some(config), Some(template)) = (config, template) else {
         return Ok(Currency::Superseded(
@@ -600,7 +611,7 @@ pub async fn newer_version_in(
     p: &Provision,
 ) -> Result<Option<String>, OpError> {
     for (family, what, name, planned) in documents(p) {
-        let latest = versions::latest(conn, family, name).await?;
+        let latest = versions::one(conn, family, name, versions::Pick::Latest).await?;
         if let Some(v) = latest.filter(|v| v.version > planned) {
             return Ok(Some(format!(
                 "{what} {name} has version {} since the plan used version {planned}",

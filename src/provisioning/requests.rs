@@ -326,7 +326,7 @@ async fn four_eyes(
         }
     }
     for (family, what, name, version) in plan::documents(p) {
-        let v = versions::exact(conn, family, name, version).await?;
+        let v = versions::one(conn, family, name, versions::Pick::Exact(version)).await?;
         if v.is_some_and(|v| v.author == who) {
             return Err(OpError::Forbidden(format!(
                 "four-eyes: you wrote {what} {name} version {version}, which this plan uses, so you cannot approve it; another approver must"

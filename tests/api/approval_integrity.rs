@@ -362,9 +362,18 @@ async fn templates_reading_the_engines_context_are_refused_on_save_and_blocked_a
         let stored = format!("stored-{name}");
         {
             let mut conn = app.pool.acquire().await.unwrap();
-            versions::create(&mut conn, Family::Template, &stored, body, "system", 0)
-                .await
-                .unwrap();
+            versions::create(
+                &mut conn,
+                &versions::NewVersion {
+                    family: Family::Template,
+                    name: &stored,
+                    content: body,
+                    author: "system",
+                    now: 0,
+                },
+            )
+            .await
+            .unwrap();
         }
         let res = app
             .client

@@ -64,11 +64,18 @@ async fn render_api(app: &TestApp, token: &str, template: &str) -> Value {
 /// Stores a template behind the sandbox's back, as one saved before this release would be.
 async fn store_raw(app: &TestApp, name: &str, body: &str) {
     let mut conn = app.pool.acquire().await.unwrap();
-    assert!(
-        versions::create(&mut conn, Family::Template, name, body, "system", 0)
-            .await
-            .unwrap()
-    );
+    assert!(versions::create(
+        &mut conn,
+        &versions::NewVersion {
+            family: Family::Template,
+            name,
+            content: body,
+            author: "system",
+            now: 0
+        },
+    )
+    .await
+    .unwrap());
 }
 
 #[tokio::test]

@@ -44,11 +44,11 @@ pub(super) async fn render(
     };
     let config = {
         let mut conn = ctx.pool.acquire().await?;
-        versions::exact(
+        versions::one(
             &mut conn,
             Family::MachineConfig,
             &job.machine_config,
-            job.config_version,
+            versions::Pick::Exact(job.config_version),
         )
         .await?
     };

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::views;
 use crate::domain::FieldErrors;
 use crate::export::{self, ExportFormat};
-use crate::provisioning::history::{self, FilterInput};
+use crate::provisioning::history::{self, FilterQuery};
 use crate::provisioning::requests;
 use crate::web::errors::WebError;
 use crate::web::layout::{respond, Frame};
@@ -20,13 +20,8 @@ const PAGE: u32 = 50;
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub struct HistoryQuery {
-    pub fleet: String,
-    pub machine_config: String,
-    pub state: String,
-    pub requester: String,
-    pub approver: String,
-    pub from: String,
-    pub to: String,
+    #[serde(flatten)]
+    pub filter: FilterQuery,
     /// Cursor: requests with ids below this.
     pub before: String,
     /// Export encoding.
@@ -34,19 +29,6 @@ pub struct HistoryQuery {
 }
 
 impl HistoryQuery {
-    /// The raw filters, for `history::parse_filter`.
-    pub fn input(&self) -> FilterInput<'_> {
-        FilterInput {
-            fleet: &self.fleet,
-            machine_config: &self.machine_config,
-            state: &self.state,
-            requester: &self.requester,
-            approver: &self.approver,
-            from: &self.from,
-            to: &self.to,
-        }
-    }
-
     fn cursor(&self) -> Result<Option<i64>, FieldErrors> {
         export::parse_cursor(
             "before",
@@ -60,7 +42,7 @@ impl HistoryQuery {
 /// The filtered, newest-first list; htmx filter changes get just the results. Bad filters
 /// re-render the form with 422 and each message beside its field.
 pub async fn list(reply: Reply, query: web::Query<HistoryQuery>) -> Result<HttpResponse, WebError> {
-    let parsed = history::parse_filter(&query.input()).and_then(|f| Ok((f, query.cursor()?)));
+    let parsed = history::parse_filter(&query.filter).and_then(|f| Ok((f, query.cursor()?)));
     let (rows, errors, status) = match parsed {
         Ok((filter, cursor)) => {
             let (items, next) =
@@ -92,7 +74,7 @@ pub async fn export(
     reply: Reply,
     query: web::Query<HistoryQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let filter = history::parse_filter(&query.input());
+    let filter = history::parse_filter(&query.filter);
     // Like the audit page's export link, no format means JSON lines (the API asks for one).
     let format =
         ExportFormat::parse_optional(&query.format).map(|f| f.unwrap_or(ExportFormat::Jsonl));

@@ -22,22 +22,22 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
         section.card {
             form.filters method="get" action=(paths::HISTORY) hx-get=(paths::HISTORY) hx-target="#history-results" hx-swap="outerHTML" hx-push-url="true"
                 hx-trigger="submit, change from:find select, input changed delay:400ms from:find input" {
-                (input("fleet", "Fleet", &q.fleet, "text", "prod-eu"))
-                (input("machine_config", "Machine config", &q.machine_config, "text", "spare-fsn1"))
+                (input("fleet", "Fleet", &q.filter.fleet, "text", "prod-eu"))
+                (input("machine_config", "Machine config", &q.filter.machine_config, "text", "spare-fsn1"))
                 div.field {
                     label for="f-state" { "State" }
                     select id="f-state" name="state" {
-                        option value="" selected[q.state.is_empty()] { "any" }
+                        option value="" selected[q.filter.state.is_empty()] { "any" }
                         @for s in ProvisionState::ALL {
-                            option value=(s.as_str()) selected[q.state == s.as_str()] { (s.as_str()) }
+                            option value=(s.as_str()) selected[q.filter.state == s.as_str()] { (s.as_str()) }
                         }
                     }
                     @if let Some(e) = errors.for_field("state") { p.field-error { (e) } }
                 }
-                (input("requester", "Requester", &q.requester, "text", "alice"))
-                (input("approver", "Approver", &q.approver, "text", "bob"))
-                (input("from", "From (UTC)", &q.from, "datetime-local", ""))
-                (input("to", "To (UTC)", &q.to, "datetime-local", ""))
+                (input("requester", "Requester", &q.filter.requester, "text", "alice"))
+                (input("approver", "Approver", &q.filter.approver, "text", "bob"))
+                (input("from", "From (UTC)", &q.filter.from, "datetime-local", ""))
+                (input("to", "To (UTC)", &q.filter.to, "datetime-local", ""))
                 div.field.actions { button.primary type="submit" { "Filter" } a href=(paths::HISTORY) { "Clear" } }
             }
         }
@@ -49,13 +49,13 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
 fn query_string(q: &HistoryQuery, before: Option<i64>, format: Option<&str>) -> String {
     filter_query(
         &[
-            ("fleet", &q.fleet),
-            ("machine_config", &q.machine_config),
-            ("state", &q.state),
-            ("requester", &q.requester),
-            ("approver", &q.approver),
-            ("from", &q.from),
-            ("to", &q.to),
+            ("fleet", &q.filter.fleet),
+            ("machine_config", &q.filter.machine_config),
+            ("state", &q.filter.state),
+            ("requester", &q.filter.requester),
+            ("approver", &q.filter.approver),
+            ("from", &q.filter.from),
+            ("to", &q.filter.to),
         ],
         before,
         format,

@@ -20,7 +20,7 @@ macro_rules! query_params {
         $(#[$meta:meta])*
         $vis:vis struct $name:ident { $($fields:tt)* }
     ) => {
-        $crate::api::query::query_params!(@fields [$(#[$meta])* $vis struct $name] [] $($fields)*);
+        $crate::export::params::query_params!(@fields [$(#[$meta])* $vis struct $name] [] $($fields)*);
     };
     (@fields [$($head:tt)*] [$($done:tt)*]) => {
         $($head)* { $($done)* }
@@ -28,7 +28,7 @@ macro_rules! query_params {
     (@fields [$($head:tt)*] [$($done:tt)*]
         $(#[$attr:meta])* $fvis:vis $field:ident : @filter_text, $($rest:tt)*
     ) => {
-        $crate::api::query::query_params!(@fields [$($head)*] [$($done)*
+        $crate::export::params::query_params!(@fields [$($head)*] [$($done)*
             $(#[$attr])*
             #[param(max_length = 200, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
             $fvis $field: String,
@@ -37,7 +37,7 @@ macro_rules! query_params {
     (@fields [$($head:tt)*] [$($done:tt)*]
         $(#[$attr:meta])* $fvis:vis $field:ident : @utc_bound, $($rest:tt)*
     ) => {
-        $crate::api::query::query_params!(@fields [$($head)*] [$($done)*
+        $crate::export::params::query_params!(@fields [$($head)*] [$($done)*
             $(#[$attr])*
             #[param(
                 pattern = "^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)?$"
@@ -48,7 +48,7 @@ macro_rules! query_params {
     (@fields [$($head:tt)*] [$($done:tt)*]
         $(#[$attr:meta])* $fvis:vis $field:ident : @cursor, $($rest:tt)*
     ) => {
-        $crate::api::query::query_params!(@fields [$($head)*] [$($done)*
+        $crate::export::params::query_params!(@fields [$($head)*] [$($done)*
             $(#[$attr])*
             #[param(pattern = "^([1-9][0-9]{0,17})?$")]
             $fvis $field: String,
@@ -57,7 +57,7 @@ macro_rules! query_params {
     (@fields [$($head:tt)*] [$($done:tt)*]
         $(#[$attr:meta])* $fvis:vis $field:ident : $ty:ty, $($rest:tt)*
     ) => {
-        $crate::api::query::query_params!(@fields [$($head)*] [$($done)*
+        $crate::export::params::query_params!(@fields [$($head)*] [$($done)*
             $(#[$attr])* $fvis $field: $ty,
         ] $($rest)*);
     };
