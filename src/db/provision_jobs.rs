@@ -1,6 +1,6 @@
 //! The runner's queries on `provisions` and `provision_machines`: which request to run next,
 //! and one write per machine step. Rows are read as `provisions` reads them (one
-//! `ProvisionRow`, one `MachineRow`). A request's state is never written here (that is
+//! `ProvisionRow`, and `domain::provision::MachineRecord` for its machines). A request's state is never written here (that is
 //! `provisioning::transition`'s job); only machine rows are.
 
 use sqlx::SqliteConnection;
@@ -55,7 +55,7 @@ pub struct MachineUpdate<'a> {
 pub async fn set_machine(
     conn: &mut SqliteConnection,
     provision_id: i64,
-    idx: i64,
+    idx: u32,
     from: &[MachineStatus],
     status: MachineStatus,
     u: &MachineUpdate<'_>,

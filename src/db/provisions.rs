@@ -6,8 +6,8 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection};
 
-use crate::domain::provision::ProvisionFilter;
-use crate::domain::{MachineStatus, UnixMillis};
+use crate::domain::provision::{MachineRecord, ProvisionFilter};
+use crate::domain::UnixMillis;
 
 /// A request as stored; `plan` is the JSON of `provisioning::Plan`. The one read model of a
 /// `provisions` row: the request pages and the job runner both read it.
@@ -189,38 +189,28 @@ pub async fn set_expires_at(
         .map(|_| ())
 }
 
-/// One machine of a request as stored: the one read model of a `provision_machines` row, for
-/// the request pages and the job runner alike.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MachineRow {
-    pub idx: i64,
-    pub name: String,
-    pub sha256: String,
-    pub size_bytes: i64,
-    pub redacted_payload: String,
-    pub status: MachineStatus,
-    pub server_id: Option<i64>,
-    pub action_id: Option<i64>,
-    pub ipv4: Option<String>,
-    pub provider_status: Option<String>,
-    pub error: Option<String>,
-    pub updated_at: UnixMillis,
-}
-
-impl FromRow<'_, SqliteRow> for MachineRow {
-    // By hand only for `status`: the stored word becomes a `MachineStatus` here, once.
+impl FromRow<'_, SqliteRow> for MachineRecord {
+    // By hand for the typed columns: each stored value is parsed here, once, and one that
+    // does not read back is an error naming its column, never a default.
     fn from_row(r: &SqliteRow) -> sqlx::Result<Self> {
+        fn decode(column: &str, why: String) -> sqlx::Error {
+            sqlx::Error::ColumnDecode {
+                index: column.into(),
+                source: why.into(),
+            }
+        }
         let status: String = r.try_get("status")?;
-        Ok(MachineRow {
-            idx: r.try_get("idx")?,
+        let idx: i64 = r.try_get("idx")?;
+        let size_bytes: i64 = r.try_get("size_bytes")?;
+        Ok(MachineRecord {
+            idx: u32::try_from(idx).map_err(|e| decode("idx", e.to_string()))?,
             name: r.try_get("name")?,
             sha256: r.try_get("sha256")?,
-            size_bytes: r.try_get("size_bytes")?,
-            redacted_payload: r.try_get("redacted_payload")?,
-            status: status.parse().map_err(|()| sqlx::Error::ColumnDecode {
-                index: "status".into(),
-                source: format!("unknown machine status {status:?}").into(),
-            })?,
+            size_bytes: usize::try_from(size_bytes)
+                .map_err(|e| decode("size_bytes", e.to_string()))?,
+            status: status
+                .parse()
+                .map_err(|()| decode("status", format!("unknown machine status {status:?}")))?,
             server_id: r.try_get("server_id")?,
             action_id: r.try_get("action_id")?,
             ipv4: r.try_get("ipv4")?,
@@ -231,16 +221,16 @@ impl FromRow<'_, SqliteRow> for MachineRow {
     }
 }
 
-const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes, redacted_payload,
+const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes,
     status, server_id, action_id, ipv4, provider_status, error, updated_at";
 
 /// A machine with the id of the request it belongs to (a listing page reads many requests').
-fn machine_of_request(r: &SqliteRow) -> sqlx::Result<(i64, MachineRow)> {
-    Ok((r.try_get("provision_id")?, MachineRow::from_row(r)?))
+fn machine_of_request(r: &SqliteRow) -> sqlx::Result<(i64, MachineRecord)> {
+    Ok((r.try_get("provision_id")?, MachineRecord::from_row(r)?))
 }
 
 /// A request's machines, by index.
-pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<MachineRow>> {
+pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<MachineRecord>> {
     let sql = format!(
         "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id = ? ORDER BY idx"
     );
@@ -255,7 +245,7 @@ pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<
 pub async fn machines_of(
     conn: &mut SqliteConnection,
     ids: &[i64],
-) -> sqlx::Result<Vec<(i64, MachineRow)>> {
+) -> sqlx::Result<Vec<(i64, MachineRecord)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -410,6 +400,20 @@ pub async fn due_for_expiry(
     )
     .bind(now)
     .fetch_all(conn)
+    .await
+}
+
+/// The redacted payload a request shows: its first machine's (the others differ only by the
+/// machine's own values).
+pub async fn redacted_payload(
+    conn: &mut SqliteConnection,
+    id: i64,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar(
+        "SELECT redacted_payload FROM provision_machines WHERE provision_id = ? AND idx = 0",
+    )
+    .bind(id)
+    .fetch_optional(conn)
     .await
 }
 

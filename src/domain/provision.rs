@@ -121,6 +121,24 @@ impl FromStr for ProvisionState {
     }
 }
 
+/// One machine of a request and its progress: the one read model of a `provision_machines`
+/// row (its redacted payload aside), for the request pages and the job runner alike.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineRecord {
+    pub idx: u32,
+    pub name: String,
+    pub sha256: String,
+    pub size_bytes: usize,
+    pub status: MachineStatus,
+    pub server_id: Option<i64>,
+    pub action_id: Option<i64>,
+    pub ipv4: Option<String>,
+    /// The provider's own status word (`running`, `initializing`, …).
+    pub provider_status: Option<String>,
+    pub error: Option<String>,
+    pub updated_at: UnixMillis,
+}
+
 /// Where one planned machine stands during execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::cloud_init::{Finding, Severity};
 use crate::domain::fleet::FleetName;
 use crate::domain::machine::{ConfigName, TemplateName};
+pub use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
-use crate::domain::{MachineStatus, ProvisionState, UnixMillis};
+use crate::domain::{ProvisionState, UnixMillis};
 
 /// Machines one request may create.
 pub const COUNT_MAX: u32 = 20;
@@ -123,23 +124,6 @@ pub struct Provision {
     pub expires_at: UnixMillis,
     pub approved_at: Option<UnixMillis>,
     pub finished_at: Option<UnixMillis>,
-}
-
-/// One machine's progress.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MachineRecord {
-    pub idx: u32,
-    pub name: String,
-    pub sha256: String,
-    pub size_bytes: usize,
-    pub status: MachineStatus,
-    pub server_id: Option<i64>,
-    pub action_id: Option<i64>,
-    pub ipv4: Option<String>,
-    /// The provider's own status word (`running`, `initializing`, …).
-    pub provider_status: Option<String>,
-    pub error: Option<String>,
-    pub updated_at: UnixMillis,
 }
 
 /// One line of a request's timeline.

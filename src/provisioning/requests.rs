@@ -18,7 +18,7 @@ use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
 use crate::db::provision_events::{self, NewEvent};
-use crate::db::provisions::{MachineRow, NewMachine, NewProvision, ProvisionRow};
+use crate::db::provisions::{NewMachine, NewProvision, ProvisionRow};
 use crate::db::versions;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
@@ -562,15 +562,10 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     caller.require(Role::Viewer)?;
     let mut conn = ctx.pool.acquire().await?;
     let provision = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
-    let rows = db::provisions::machines(&mut conn, id).await?;
-    let redacted_payload = rows
-        .first()
-        .map(|m| m.redacted_payload.clone())
+    let machines = db::provisions::machines(&mut conn, id).await?;
+    let redacted_payload = db::provisions::redacted_payload(&mut conn, id)
+        .await?
         .unwrap_or_default();
-    let machines = rows
-        .into_iter()
-        .map(machine_record)
-        .collect::<Result<_, _>>()?;
     let events = provision_events::for_provision(&mut conn, id)
         .await?
         .into_iter()
@@ -594,29 +589,6 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     })
 }
 
-fn machine_record(m: MachineRow) -> Result<MachineRecord, OpError> {
-    // Values headroom wrote itself: one that does not read back is a fault, never a default.
-    let unreadable = |column: &str, e: &dyn std::fmt::Display| {
-        OpError::Internal(anyhow::anyhow!(
-            "provision machine {}: stored {column} does not read back: {e}",
-            m.name
-        ))
-    };
-    Ok(MachineRecord {
-        idx: u32::try_from(m.idx).map_err(|e| unreadable("idx", &e))?,
-        size_bytes: usize::try_from(m.size_bytes).map_err(|e| unreadable("size_bytes", &e))?,
-        status: m.status,
-        server_id: m.server_id,
-        action_id: m.action_id,
-        ipv4: m.ipv4,
-        provider_status: m.provider_status,
-        error: m.error,
-        updated_at: m.updated_at,
-        sha256: m.sha256,
-        name: m.name,
-    })
-}
-
 /// The machines of many requests (a listing page), by request id (viewer and up).
 pub async fn machines_of(
     ctx: &Ctx,
@@ -627,7 +599,7 @@ pub async fn machines_of(
     let mut conn = ctx.pool.acquire().await?;
     let mut out: BTreeMap<i64, Vec<MachineRecord>> = BTreeMap::new();
     for (id, m) in db::provisions::machines_of(&mut conn, ids).await? {
-        out.entry(id).or_default().push(machine_record(m)?);
+        out.entry(id).or_default().push(m);
     }
     Ok(out)
 }

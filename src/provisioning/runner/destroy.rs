@@ -36,7 +36,7 @@ pub async fn destroy_machine(
         let machine = provisions::machines(&mut conn, provision_id)
             .await?
             .into_iter()
-            .find(|m| m.idx == i64::from(idx))
+            .find(|m| m.idx == idx)
             .ok_or_else(not_found)?;
         (job, machine)
     };

@@ -17,8 +17,9 @@ use super::{event, Options};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::provision_jobs::{self, MachineUpdate};
-use crate::db::provisions::{self, MachineRow, ProvisionRow};
+use crate::db::provisions::{self, ProvisionRow};
 use crate::domain::machine::ProviderKind;
+use crate::domain::provision::MachineRecord;
 use crate::domain::{Actor, MachineStatus, ProvisionState};
 use crate::provider::{
     ActionStatus, Created, MachineProvider, ProviderError, Server, ServerSpec, FLEET_LABEL,
@@ -90,7 +91,7 @@ impl Run<'_> {
             .expect("machines() runs only with a provider")
     }
 
-    async fn load(&self) -> anyhow::Result<Vec<MachineRow>> {
+    async fn load(&self) -> anyhow::Result<Vec<MachineRecord>> {
         let mut conn = self.ctx.pool.acquire().await?;
         Ok(provisions::machines(&mut conn, self.job.id).await?)
     }
@@ -120,7 +121,7 @@ impl Run<'_> {
                 }
             }
         }
-        let booting: Vec<MachineRow> = self
+        let booting: Vec<MachineRecord> = self
             .load()
             .await?
             .into_iter()
@@ -156,7 +157,12 @@ impl Run<'_> {
         tokio::time::sleep(wait).await;
     }
 
-    fn spec_for(&self, m: &MachineRow, payloads: &Payloads, user_data: SecretString) -> ServerSpec {
+    fn spec_for(
+        &self,
+        m: &MachineRecord,
+        payloads: &Payloads,
+        user_data: SecretString,
+    ) -> ServerSpec {
         let mut labels: BTreeMap<String, String> = payloads
             .spec
             .labels
@@ -177,7 +183,10 @@ impl Run<'_> {
     }
 
     /// The real payload of `m`, or why it may not be sent.
-    async fn payload_for(&mut self, m: &MachineRow) -> anyhow::Result<Result<ServerSpec, String>> {
+    async fn payload_for(
+        &mut self,
+        m: &MachineRecord,
+    ) -> anyhow::Result<Result<ServerSpec, String>> {
         if self.payloads.is_none() {
             self.payloads = Some(payload::render(self.ctx, self.job).await?);
         }
@@ -190,7 +199,7 @@ impl Run<'_> {
         })
     }
 
-    async fn create(&mut self, m: &MachineRow) -> anyhow::Result<()> {
+    async fn create(&mut self, m: &MachineRecord) -> anyhow::Result<()> {
         let spec = match self.payload_for(m).await? {
             Ok(spec) => spec,
             Err(why) => return self.fail(m, &why).await,
@@ -266,7 +275,7 @@ impl Run<'_> {
         s.labels.get(PROVISION_LABEL) == Some(&self.job.id.to_string())
     }
 
-    async fn record_created(&self, m: &MachineRow, c: &Created) -> anyhow::Result<()> {
+    async fn record_created(&self, m: &MachineRecord, c: &Created) -> anyhow::Result<()> {
         let done = c
             .action
             .as_ref()
@@ -307,7 +316,7 @@ impl Run<'_> {
     /// was lost, or a previous process died before storing it), so the server's own status
     /// decides: one that exists and is coming up or up is the machine; any other (`off` after
     /// a failed boot, `deleting`) is a failure left for an approver to look at.
-    async fn adopt(&self, m: &MachineRow, s: &Server, how: &str) -> anyhow::Result<()> {
+    async fn adopt(&self, m: &MachineRecord, s: &Server, how: &str) -> anyhow::Result<()> {
         let alive = matches!(s.status.as_str(), "running" | "initializing" | "starting");
         self.step(
             m,
@@ -338,7 +347,7 @@ impl Run<'_> {
     /// Polls the create actions of `booting` machines until each ends: rounds with a
     /// doubling wait, every machine still running polled once per round (so the machines of
     /// one request share their waits), at most `action_polls` rounds.
-    async fn await_boot(&self, mut booting: Vec<MachineRow>) -> anyhow::Result<()> {
+    async fn await_boot(&self, mut booting: Vec<MachineRecord>) -> anyhow::Result<()> {
         for n in 0..self.opts.action_polls {
             if booting.is_empty() {
                 return Ok(());
@@ -377,7 +386,12 @@ impl Run<'_> {
     }
 
     /// One poll of the create action; true when the machine is settled.
-    async fn poll_action(&self, m: &MachineRow, server_id: i64, id: i64) -> anyhow::Result<bool> {
+    async fn poll_action(
+        &self,
+        m: &MachineRecord,
+        server_id: i64,
+        id: i64,
+    ) -> anyhow::Result<bool> {
         let a = match self.provider().action(id).await {
             Ok(a) => a,
             Err(e) if e.is_transient() => return Ok(false),
@@ -429,7 +443,7 @@ impl Run<'_> {
 
     async fn booted(
         &self,
-        m: &MachineRow,
+        m: &MachineRecord,
         ipv4: Option<&str>,
         status: Option<&str>,
         message: &str,
@@ -449,7 +463,7 @@ impl Run<'_> {
         .await
     }
 
-    async fn fail(&self, m: &MachineRow, why: &str) -> anyhow::Result<()> {
+    async fn fail(&self, m: &MachineRecord, why: &str) -> anyhow::Result<()> {
         self.step(
             m,
             &[
@@ -470,7 +484,7 @@ impl Run<'_> {
 
     async fn answer(
         &self,
-        m: &MachineRow,
+        m: &MachineRecord,
         message: &str,
         details: serde_json::Value,
     ) -> anyhow::Result<()> {
@@ -488,7 +502,7 @@ impl Run<'_> {
     /// One machine write and its timeline line, committed together.
     async fn step(
         &self,
-        m: &MachineRow,
+        m: &MachineRecord,
         from: &[MachineStatus],
         to: MachineStatus,
         u: &MachineUpdate<'_>,
