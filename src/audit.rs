@@ -67,6 +67,12 @@ pub enum Action {
     FleetUpdated,
     /// `fleet.deleted`: a fleet was removed.
     FleetDeleted,
+    /// `fleet.deficit_entered`: a fleet's spares stayed below required for the deficit rule's
+    /// samples (recorded by `system`).
+    FleetDeficitEntered,
+    /// `fleet.deficit_left`: a fleet in deficit kept its required spares for the rule's
+    /// samples (recorded by `system`).
+    FleetDeficitLeft,
     /// `provision.requested`: a provision request was planned and filed.
     ProvisionRequested,
     /// `provision.approved`: an approver approved a request's plan.
@@ -91,7 +97,7 @@ pub enum Action {
 
 impl Action {
     /// Every action, for listings and tests.
-    pub const ALL: [Action; 31] = [
+    pub const ALL: [Action; 33] = [
         Action::UserCreated,
         Action::UserRoleChanged,
         Action::UserDisabled,
@@ -113,6 +119,8 @@ impl Action {
         Action::FleetCreated,
         Action::FleetUpdated,
         Action::FleetDeleted,
+        Action::FleetDeficitEntered,
+        Action::FleetDeficitLeft,
         Action::ProvisionRequested,
         Action::ProvisionApproved,
         Action::ProvisionRejected,
@@ -149,6 +157,8 @@ impl Action {
             Action::FleetCreated => "fleet.created",
             Action::FleetUpdated => "fleet.updated",
             Action::FleetDeleted => "fleet.deleted",
+            Action::FleetDeficitEntered => "fleet.deficit_entered",
+            Action::FleetDeficitLeft => "fleet.deficit_left",
             Action::ProvisionRequested => "provision.requested",
             Action::ProvisionApproved => "provision.approved",
             Action::ProvisionRejected => "provision.rejected",

@@ -14,7 +14,7 @@ use super::json::ApiJson;
 use super::rules;
 use crate::auth::Principal;
 use crate::capacity::board;
-use crate::domain::capacity::Health;
+use crate::domain::capacity::{FleetNow, Health, Pending};
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
 use crate::fleets::{self, Fleet};
@@ -156,10 +156,62 @@ impl From<Fleet> for FleetJson {
     }
 }
 
+/// A fleet's state now, in yubaba's words, from the newest scrape (`unknown` and nulls before
+/// the first).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetStateJson {
+    /// `healthy`, `deficit` (a deficit is open), `pending` (a change is being confirmed; see
+    /// `pending`), `unknown` (never scraped, or the newest scrape failed) or `stale` (no
+    /// scrape for three intervals).
+    pub status: Health,
+    /// The change a `pending` status is confirming: `toward` (`deficit` or `recovery`),
+    /// `samples` seen of the `of` it needs.
+    pub pending: Option<Pending>,
+    /// yubaba's N+k: `1` reads N+1, one warm spare (the same number as `spare`).
+    pub n_plus: Option<u32>,
+    /// Warm spares at the newest successful scrape.
+    pub spare: Option<u32>,
+    /// Spares the fleet must keep, at the newest successful scrape.
+    pub required: Option<u32>,
+}
+
+impl FleetStateJson {
+    fn unscraped() -> Self {
+        Self {
+            status: Health::Unknown,
+            pending: None,
+            n_plus: None,
+            spare: None,
+            required: None,
+        }
+    }
+}
+
+impl From<&FleetNow> for FleetStateJson {
+    fn from(now: &FleetNow) -> Self {
+        Self {
+            status: now.status,
+            pending: now.pending,
+            n_plus: now.n_plus,
+            spare: now.spare,
+            required: now.required,
+        }
+    }
+}
+
+/// A fleet in the list: its settings and its state now.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetItemJson {
+    #[serde(flatten)]
+    pub fleet: FleetJson,
+    #[serde(flatten)]
+    pub state: FleetStateJson,
+}
+
 /// A page of fleets; every fleet fits on one, so `next_cursor` is always null.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct FleetPageJson {
-    pub items: Vec<FleetJson>,
+    pub items: Vec<FleetItemJson>,
     pub next_cursor: Option<String>,
 }
 
@@ -169,10 +221,22 @@ pub async fn list(
     state: web::Data<AppState>,
     p: Principal,
 ) -> Result<Json<FleetPageJson>, ApiError> {
-    let items = fleets::list(&state.ctx, &p.caller())
-        .await?
+    let caller = p.caller();
+    let fleets = fleets::list(&state.ctx, &caller).await?;
+    // One read of the (shared, cached) board for every fleet's state.
+    let board = board::board(&state.ctx, &caller).await?;
+    let by_name: std::collections::HashMap<&str, &FleetNow> =
+        board.iter().map(|n| (n.fleet.as_str(), n)).collect();
+    let items = fleets
         .into_iter()
-        .map(Into::into)
+        .map(|f| {
+            let now = by_name.get(f.spec.name().as_str()).copied();
+            FleetItemJson {
+                // A fleet created since the board was read: not scraped yet.
+                state: now.map_or_else(FleetStateJson::unscraped, FleetStateJson::from),
+                fleet: f.into(),
+            }
+        })
         .collect();
     Ok(Json(FleetPageJson {
         items,
@@ -198,15 +262,16 @@ pub async fn create(
 pub struct FleetDetailJson {
     #[serde(flatten)]
     pub fleet: FleetJson,
-    /// `healthy`, `deficit` (a deficit is open), `unknown` (never scraped, or the newest
-    /// scrape failed) or `stale` (no scrape for three intervals).
-    pub status: Health,
-    /// Warm spares at the newest successful scrape.
-    pub spare: Option<u32>,
-    /// Spares the fleet must keep, at the newest successful scrape.
-    pub required: Option<u32>,
+    #[serde(flatten)]
+    pub state: FleetStateJson,
     /// The base URL of the raft leader the newest successful scrape read.
     pub leader: Option<String>,
+    /// When the newest scrape (ok or not) ran; RFC 3339, UTC.
+    pub last_scrape_at: Option<String>,
+    /// Why the newest scrape failed, when it did.
+    pub last_error: Option<String>,
+    /// When the open deficit began (its first sample below required); RFC 3339, UTC.
+    pub deficit_since: Option<String>,
 }
 
 /// One fleet, with its current headroom status.
@@ -222,10 +287,11 @@ pub async fn get(
     let now = board::now(&state.ctx, &caller, &name).await?;
     Ok(Json(FleetDetailJson {
         fleet: fleet.into(),
-        status: now.status,
-        spare: now.spare,
-        required: now.required,
+        state: FleetStateJson::from(&now),
         leader: now.leader,
+        last_scrape_at: now.last_scrape_at.map(format_utc),
+        last_error: now.last_error,
+        deficit_since: now.deficit_since.map(format_utc),
     }))
 }
 

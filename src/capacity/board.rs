@@ -7,7 +7,9 @@
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_status::BoardRow;
-use crate::domain::capacity::{health, DeficitTimeline, FleetNow, Member, Source};
+use crate::domain::capacity::{
+    health, pending, DeficitPolicy, DeficitTimeline, FleetNow, Member, Source,
+};
 use crate::domain::fleet::{FleetSpec, SCRAPE_INTERVAL_SECS_DEFAULT};
 use crate::domain::{Caller, Role, UnixMillis};
 use crate::error::OpError;
@@ -30,7 +32,7 @@ pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, OpError>
             let mut conn = ctx.pool.acquire().await?;
             let rows = db::fleet_status::board(&mut conn).await?;
             rows.into_iter()
-                .map(|r| fleet_now(now, r))
+                .map(|r| fleet_now(now, ctx.settings.deficit, r))
                 .collect::<Result<Vec<_>, OpError>>()
         })
         .await?;
@@ -45,7 +47,7 @@ pub async fn now(ctx: &Ctx, caller: &Caller, fleet: &str) -> Result<FleetNow, Op
     let row = db::fleet_status::board_one(&mut conn, fleet)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("fleet {fleet}")))?;
-    fleet_now(ctx.now(), row)
+    fleet_now(ctx.now(), ctx.settings.deficit, row)
 }
 
 /// The fleet's newest `limit` deficits (1–`DEFICITS_LIMIT_MAX`, clamped), newest first, each
@@ -103,7 +105,7 @@ fn count(v: Option<i64>) -> Option<u32> {
     v.and_then(|n| u32::try_from(n).ok())
 }
 
-fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, OpError> {
+fn fleet_now(now: UnixMillis, policy: DeficitPolicy, r: BoardRow) -> Result<FleetNow, OpError> {
     // Only the interval is needed; a spec that no longer parses is a stored-data fault.
     let interval = FleetSpec::from_stored(&r.name, &r.spec)
         .map_err(anyhow::Error::from)?
@@ -121,8 +123,11 @@ fn fleet_now(now: UnixMillis, r: BoardRow) -> Result<FleetNow, OpError> {
         .as_deref()
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();
+    let pending = pending(r.tracker, policy);
     Ok(FleetNow {
-        status: health(now, interval, newest, r.open_deficit_id.is_some()),
+        status: health(now, interval, newest, r.open_deficit_id.is_some(), pending),
+        pending,
+        n_plus: count(r.spare),
         spare: count(r.spare),
         required: count(r.required),
         source: r.source.as_deref().map_or(Source::None, Source::parse),

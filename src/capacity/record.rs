@@ -6,14 +6,15 @@
 //! or unsettled, and `deficit::resume` (at start and on every scraper pass) finishes it.
 
 use super::deficit;
+use crate::audit::{self, Action};
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
 use crate::db::fleet_status::{self, StoredTracker};
-use crate::domain::capacity::{Observation, Sample};
+use crate::domain::capacity::{n_plus_words, Observation, Sample};
 use crate::domain::deficit::{follow_up, step, FollowUp, OpenDeficit, Step};
 use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
-use crate::domain::UnixMillis;
+use crate::domain::{Caller, UnixMillis};
 
 /// The fleet's `max_restore_machines` (the default when the fleet was deleted meanwhile; a
 /// stored spec that no longer reads back is an internal error naming the fleet).
@@ -64,6 +65,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
             Ok(obs) => {
                 let (id, deferred) =
                     open_deficit(&mut tx, ctx, fleet, fleet_id, sample, obs, &stored).await?;
+                audit_deficit(&mut tx, sample, Action::FleetDeficitEntered, fleet, id).await?;
                 stored.open_deficit_id = Some(id);
                 stored.proposal_due_at = deferred;
                 if deferred.is_some() {
@@ -78,6 +80,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
         Step::Close(id) => {
             stored.open_deficit_id = None;
             fleet_deficits::end(&mut tx, id, sample.at).await?;
+            audit_deficit(&mut tx, sample, Action::FleetDeficitLeft, fleet, id).await?;
             AfterCommit::Recovered(id)
         }
         Step::ReleaseDeferred(id) => {
@@ -134,6 +137,33 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
         }
     }
     Ok(())
+}
+
+/// The audit entry for a deficit entered or left, by `system`, with the sample's numbers in
+/// yubaba's words.
+async fn audit_deficit(
+    tx: &mut sqlx::SqliteConnection,
+    sample: &Sample,
+    action: Action,
+    fleet: &str,
+    deficit_id: i64,
+) -> sqlx::Result<()> {
+    let mut details = serde_json::json!({ "deficit_id": deficit_id });
+    if let Some((spare, required)) = sample.numbers() {
+        details["spare"] = spare.into();
+        details["required"] = required.into();
+        details["headroom"] = n_plus_words(spare, required).into();
+    }
+    audit::record(
+        tx,
+        &Caller::system(),
+        sample.at,
+        action,
+        "fleet",
+        fleet,
+        details,
+    )
+    .await
 }
 
 /// Records the deficit `sample` entered (its streak, evidence and, inside the cool-down after

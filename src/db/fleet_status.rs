@@ -151,6 +151,8 @@ pub struct BoardRow {
     pub error: Option<String>,
     pub open_deficit_id: Option<i64>,
     pub deficit_since: Option<UnixMillis>,
+    /// The deficit rule's streaks (zero for a fleet never sampled).
+    pub tracker: DeficitTracker,
     pub open_requests: i64,
 }
 
@@ -165,6 +167,8 @@ macro_rules! board_sql {
             "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
                 s.ok_at, s.leader_id, s.leader_url, s.voters, s.learners, s.latency_ms, s.error,
                 s.open_deficit_id, d.started_at AS deficit_since,
+                COALESCE(s.below_streak, 0) AS below_streak,
+                COALESCE(s.healthy_streak, 0) AS healthy_streak,
                 (SELECT COUNT(*) FROM provisions p
                   WHERE p.fleet = f.name AND p.state IN ('pending_approval', 'approved', 'executing'))
                   AS open_requests,
@@ -182,6 +186,8 @@ macro_rules! board_sql {
 fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
     // `ok` is stored as 0/1; a fleet never scraped has no status row, so NULL.
     let ok: Option<i64> = r.try_get("ok")?;
+    let streak = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+    let open_deficit_id: Option<i64> = r.try_get("open_deficit_id")?;
     Ok(BoardRow {
         name: r.try_get("name")?,
         spec: r.try_get("spec")?,
@@ -197,8 +203,13 @@ fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
         learners: r.try_get("learners")?,
         latency_ms: r.try_get("latency_ms")?,
         error: r.try_get("error")?,
-        open_deficit_id: r.try_get("open_deficit_id")?,
+        open_deficit_id,
         deficit_since: r.try_get("deficit_since")?,
+        tracker: DeficitTracker {
+            below_streak: streak(r.try_get("below_streak")?),
+            healthy_streak: streak(r.try_get("healthy_streak")?),
+            in_deficit: open_deficit_id.is_some(),
+        },
         open_requests: r.try_get("open_requests")?,
         members: r.try_get("members")?,
     })

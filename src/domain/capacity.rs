@@ -117,6 +117,9 @@ pub enum Health {
     /// The newest sample is older than `STALE_AFTER_INTERVALS` scrape intervals (the scraper
     /// is behind or stopped).
     Stale,
+    /// The deficit rule is confirming a change (entering a deficit, or leaving one) and has
+    /// not seen enough samples yet: [`FleetNow::pending`] says which and how far along.
+    Pending,
 }
 
 impl Health {
@@ -127,22 +130,84 @@ impl Health {
             Health::Deficit => "deficit",
             Health::Unknown => "unknown",
             Health::Stale => "stale",
+            Health::Pending => "pending",
         }
     }
+}
+
+/// Which change a pending status is confirming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PendingToward {
+    /// Samples below required, not yet `enter_after` of them.
+    Deficit,
+    /// Samples back at required during a deficit, not yet `leave_after` of them.
+    Recovery,
+}
+
+/// A change the deficit rule is still confirming: `samples` seen of the `of` it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Pending {
+    pub toward: PendingToward,
+    pub samples: u32,
+    pub of: u32,
+}
+
+impl Pending {
+    /// What the status says: `deficit pending, 1 of 3 samples`.
+    pub fn words(self) -> String {
+        let what = match self.toward {
+            PendingToward::Deficit => "deficit",
+            PendingToward::Recovery => "recovery",
+        };
+        let unit = if self.of == 1 { "sample" } else { "samples" };
+        format!("{what} pending, {} of {} {unit}", self.samples, self.of)
+    }
+}
+
+/// The change the deficit rule is part-way through confirming, if any: a streak begun but
+/// shorter than the policy needs. A streak at or past its length has already acted.
+pub fn pending(tracker: DeficitTracker, policy: DeficitPolicy) -> Option<Pending> {
+    let (toward, samples, of) = if tracker.in_deficit {
+        (
+            PendingToward::Recovery,
+            tracker.healthy_streak,
+            policy.leave_after,
+        )
+    } else {
+        (
+            PendingToward::Deficit,
+            tracker.below_streak,
+            policy.enter_after,
+        )
+    };
+    (samples > 0 && samples < of).then_some(Pending {
+        toward,
+        samples,
+        of,
+    })
+}
+
+/// yubaba's own words for a fleet's spares: `N+1` is one warm spare, so a fleet with
+/// `spare` spares reads `N+spare`, beside what it must keep: `N+0 of N+2 required`.
+pub fn n_plus_words(spare: u32, required: u32) -> String {
+    format!("N+{spare} of N+{required} required")
 }
 
 /// Intervals without a new sample after which a fleet is stale.
 pub const STALE_AFTER_INTERVALS: i64 = 3;
 
 /// The health of a fleet from its newest sample: `sampled_at` (any sample), whether it was
-/// ok, and whether a deficit is open. A deficit stays a deficit through failed samples (a
-/// fleet that stops answering while short is still short); staleness wins over everything,
-/// since nothing shown is current then.
+/// ok, whether a deficit is open, and whether a change is still being confirmed. A deficit
+/// stays a deficit through failed samples (a fleet that stops answering while short is still
+/// short); staleness wins over everything, since nothing shown is current then. A change
+/// being confirmed is `pending`, never the old word: the numbers already say otherwise.
 pub fn health(
     now: UnixMillis,
     interval_secs: u32,
     newest: Option<(UnixMillis, bool)>,
     deficit_open: bool,
+    pending: Option<Pending>,
 ) -> Health {
     let Some((sampled_at, ok)) = newest else {
         return Health::Unknown;
@@ -150,11 +215,17 @@ pub fn health(
     if now - sampled_at > STALE_AFTER_INTERVALS * i64::from(interval_secs) * 1000 {
         Health::Stale
     } else if deficit_open {
-        Health::Deficit
-    } else if ok {
-        Health::Healthy
-    } else {
+        if pending.is_some() {
+            Health::Pending
+        } else {
+            Health::Deficit
+        }
+    } else if !ok {
         Health::Unknown
+    } else if pending.is_some() {
+        Health::Pending
+    } else {
+        Health::Healthy
     }
 }
 
@@ -448,8 +519,12 @@ pub struct Annotation {
 pub struct FleetNow {
     /// The fleet's name.
     pub fleet: String,
-    /// Healthy, deficit, unknown or stale (see [`health`]).
+    /// Healthy, deficit, pending, unknown or stale (see [`health`]).
     pub status: Health,
+    /// The change a `pending` status is confirming, and how far along.
+    pub pending: Option<Pending>,
+    /// yubaba's N+k: the spares at the newest ok sample (`N+1` is one warm spare).
+    pub n_plus: Option<u32>,
     /// Spares at the newest ok sample.
     pub spare: Option<u32>,
     /// Required at the newest ok sample.
@@ -635,23 +710,96 @@ mod tests {
     #[test]
     fn health_prefers_stale_then_deficit_then_the_newest_sample() {
         let now = 1_000_000;
-        assert_eq!(health(now, 15, None, false), Health::Unknown);
+        assert_eq!(health(now, 15, None, false, None), Health::Unknown);
         assert_eq!(
-            health(now, 15, Some((now - 46_000, true)), true),
+            health(now, 15, Some((now - 46_000, true)), true, None),
             Health::Stale
         );
         assert_eq!(
-            health(now, 15, Some((now - 1_000, false)), true),
+            health(now, 15, Some((now - 1_000, false)), true, None),
             Health::Deficit
         );
         assert_eq!(
-            health(now, 15, Some((now - 1_000, false)), false),
+            health(now, 15, Some((now - 1_000, false)), false, None),
             Health::Unknown
         );
         assert_eq!(
-            health(now, 15, Some((now - 1_000, true)), false),
+            health(now, 15, Some((now - 1_000, true)), false, None),
             Health::Healthy
         );
+        let confirming = pending(
+            DeficitTracker {
+                below_streak: 1,
+                ..DeficitTracker::default()
+            },
+            POLICY,
+        );
+        assert_eq!(
+            health(now, 15, Some((now - 1_000, true)), false, confirming),
+            Health::Pending
+        );
+    }
+
+    #[test]
+    fn n_plus_is_the_spare_count_beside_the_requirement() {
+        assert_eq!(n_plus_words(1, 1), "N+1 of N+1 required");
+        assert_eq!(n_plus_words(0, 2), "N+0 of N+2 required");
+        assert_eq!(n_plus_words(3, 1), "N+3 of N+1 required");
+    }
+
+    #[test]
+    fn a_pending_change_names_its_direction_and_its_count() {
+        let entering = DeficitTracker {
+            below_streak: 1,
+            ..DeficitTracker::default()
+        };
+        let p = pending(entering, POLICY).unwrap();
+        assert_eq!(p.words(), "deficit pending, 1 of 3 samples");
+        let leaving = DeficitTracker {
+            healthy_streak: 1,
+            in_deficit: true,
+            ..DeficitTracker::default()
+        };
+        assert_eq!(
+            pending(leaving, POLICY).unwrap().words(),
+            "recovery pending, 1 of 2 samples"
+        );
+        assert_eq!(pending(DeficitTracker::default(), POLICY), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever the samples, the shown status never contradicts the numbers it stands
+        /// beside: `healthy` only at or above required, `deficit` only below it, and a
+        /// change the rule is still confirming reads `pending`, with a count below its goal.
+        #[test]
+        fn the_status_never_contradicts_the_newest_numbers(
+            enter_after in 1u32..5,
+            leave_after in 1u32..5,
+            samples in proptest::collection::vec(
+                proptest::option::weighted(0.9, (0u32..4, 0u32..4)),
+                1..60,
+            ),
+        ) {
+            let policy = DeficitPolicy { enter_after, leave_after };
+            let mut t = DeficitTracker::default();
+            let now = 1_000_000;
+            for numbers in samples {
+                t.observe(policy, numbers);
+                let p = pending(t, policy);
+                let status = health(now, 15, Some((now, numbers.is_some())), t.in_deficit, p);
+                if let Some(p) = p {
+                    proptest::prop_assert!(p.samples >= 1 && p.samples < p.of);
+                }
+                if let Some((spare, required)) = numbers {
+                    match status {
+                        Health::Healthy => proptest::prop_assert!(spare >= required),
+                        Health::Deficit => proptest::prop_assert!(spare < required),
+                        Health::Pending => proptest::prop_assert!(p.is_some()),
+                        other => proptest::prop_assert!(false, "{other:?} after an ok sample"),
+                    }
+                }
+            }
+        }
     }
 
     #[test]

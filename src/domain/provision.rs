@@ -69,6 +69,14 @@ impl ProvisionState {
         }
     }
 
+    /// The state in words, for pages (`pending approval`); the stored name stays the API's.
+    pub fn words(self) -> &'static str {
+        match self {
+            ProvisionState::PendingApproval => "pending approval",
+            other => other.as_str(),
+        }
+    }
+
     /// Whether nothing more will happen to the request.
     pub fn is_terminal(self) -> bool {
         !matches!(

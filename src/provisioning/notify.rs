@@ -13,6 +13,7 @@ use sqlx::SqliteConnection;
 use crate::context::Ctx;
 use crate::db::provision_events::{self, NewEvent};
 use crate::db::webhooks::{self, DeliveryRow, Settle};
+use crate::domain::capacity::n_plus_words;
 use crate::domain::{ProvisionState, UnixMillis};
 
 /// What a notification reports.
@@ -226,7 +227,9 @@ fn fleet_body(
             ..
         } => {
             body["spare"] = json!(spare);
+            body["n_plus"] = json!(spare);
             body["required"] = json!(required);
+            body["headroom"] = json!(n_plus_words(*spare, *required));
             body["since"] = json!(crate::domain::clock::format_utc(*since));
             body["note"] = json!(note);
         }
@@ -237,7 +240,11 @@ fn fleet_body(
             ..
         } => {
             body["spare"] = json!(spare);
+            body["n_plus"] = json!(spare);
             body["required"] = json!(required);
+            if let (Some(spare), Some(required)) = (spare, required) {
+                body["headroom"] = json!(n_plus_words(*spare, *required));
+            }
             body["since"] = json!(crate::domain::clock::format_utc(*since));
         }
     }

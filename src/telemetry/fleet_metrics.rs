@@ -223,6 +223,8 @@ mod tests {
         FleetNow {
             fleet: name.into(),
             status: Health::Healthy,
+            pending: None,
+            n_plus: Some(4),
             spare: Some(4),
             required: Some(3),
             source: Source::Native,

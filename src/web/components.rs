@@ -99,3 +99,53 @@ pub fn filter_query(filters: &[(&str, &str)], before: Option<i64>, format: Optio
     }
     serde_urlencoded::to_string(pairs).unwrap_or_default()
 }
+
+/// `n` and the noun, singular for one: `1 approval`, `2 approvals`.
+pub fn count_of(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A money amount as people read it: the provider's decimal text with trailing zeros past the
+/// cents dropped (`4.5900` → `4.59`, `0.0071` stays), and its currency.
+pub fn money(amount: &str, currency: &str) -> String {
+    let shown = match amount.split_once('.') {
+        Some((whole, frac)) if whole.bytes().all(|b| b.is_ascii_digit() || b == b'-') => {
+            let digits = frac.trim_end_matches('0');
+            let digits = if digits.len() < 2 {
+                &frac[..2.min(frac.len())]
+            } else {
+                digits
+            };
+            if digits.is_empty() {
+                whole.to_owned()
+            } else {
+                format!("{whole}.{digits}")
+            }
+        }
+        _ => amount.to_owned(),
+    };
+    format!("{shown} {currency}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_keep_cents_and_only_the_precision_that_says_something() {
+        assert_eq!(money("4.5900", "EUR"), "4.59 EUR");
+        assert_eq!(money("4.5000", "EUR"), "4.50 EUR");
+        assert_eq!(money("0.0071", "EUR"), "0.0071 EUR");
+        assert_eq!(money("12", "EUR"), "12 EUR");
+        assert_eq!(money("3.1", "EUR"), "3.1 EUR");
+        assert_eq!(money("n/a", "EUR"), "n/a EUR");
+    }
+
+    #[test]
+    fn counts_take_the_singular_for_one_only() {
+        assert_eq!(count_of(1u32, "approval", "approvals"), "1 approval");
+        assert_eq!(count_of(0u32, "approval", "approvals"), "0 approvals");
+        assert_eq!(count_of(2u32, "spare", "spares"), "2 spares");
+    }
+}

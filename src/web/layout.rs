@@ -127,6 +127,8 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
                 script src="/static/app.js" defer {}
             }
             body hx-headers=[hx_headers] {
+                // The first stop for a keyboard: past the navigation to the page itself.
+                a.skip-link href="#content" { "Skip to content" }
                 header.topbar {
                     a.brand href=(paths::HOME) { "headroom" }
                     @if let Some(p) = &frame.principal {
@@ -140,7 +142,7 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
                         }
                     }
                 }
-                main {
+                main #content tabindex="-1" {
                     @if let Some(f) = &frame.flash { div.flash role="status" { (f) } }
                     (content)
                 }

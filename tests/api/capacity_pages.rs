@@ -134,7 +134,7 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
 
     // Now: status in words, N+k, leader, members with their role.
     assert_eq!(texts(&html, "#now .badge.status"), ["healthy"]);
-    assert_eq!(texts(&html, "#now .nk"), ["N+1"]);
+    assert_eq!(texts(&html, "#now .nk"), ["N+3 of N+2 required"]);
     assert!(
         html.contains("<code>http://127.0.0.1:7443</code> (id 1)"),
         "{html}"
@@ -350,9 +350,12 @@ async fn the_dashboard_shows_a_card_per_fleet_and_polls_only_the_cards() {
     );
     assert_eq!(
         texts(&html, "article[data-fleet='edge'] .nk"),
-        ["N\u{2212}1"]
+        ["N+1 of N+2 required"]
     );
-    assert_eq!(texts(&html, "article[data-fleet='prod'] .nk"), ["N+1"]);
+    assert_eq!(
+        texts(&html, "article[data-fleet='prod'] .nk"),
+        ["N+3 of N+2 required"]
+    );
     let edge = texts(&html, "article[data-fleet='edge'] dl")[0].clone();
     assert!(edge.contains("2 (1 voter, 1 learner)"), "{edge}");
     assert!(edge.contains("ago"), "relative last scrape: {edge}");
@@ -391,7 +394,10 @@ async fn the_dashboard_shows_a_card_per_fleet_and_polls_only_the_cards() {
     feed(&app, &ctx, "prod", "BBB", "").await;
     let (_, loud) = htmx_get(&app, &hx_get, &viewer).await;
     let said = texts(&loud, "#fleet-announcer[hx-swap-oob] p");
-    assert_eq!(said, ["prod is now deficit (was healthy), N\u{2212}1."]);
+    assert_eq!(
+        said,
+        ["prod is now deficit (was healthy), N+1 of N+2 required."]
+    );
 }
 
 #[tokio::test]

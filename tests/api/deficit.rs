@@ -399,12 +399,18 @@ async fn failed_samples_neither_enter_nor_leave_a_deficit() {
     feed(&app, &ctx, "prod", "B").await;
     assert_eq!(provisions(&app, "prod").await.len(), 1);
 
-    // In deficit, gaps are not recovery: the deficit stays open and the board says so.
+    // In deficit, gaps are not recovery: the deficit stays open, and the board says how far
+    // its recovery got before the gaps (two good of three), not "healthy".
     feed(&app, &ctx, "prod", "GG FFFFFFFFFF").await;
     let now = board::now(&ctx, &caller("vera", Role::Viewer), "prod")
         .await
         .unwrap();
-    assert_eq!(now.status, Health::Deficit);
+    assert_eq!(now.status, Health::Pending);
+    assert_eq!(
+        now.pending.map(|p| p.words()).as_deref(),
+        Some("recovery pending, 2 of 3 samples")
+    );
+    assert!(now.deficit_since.is_some(), "the deficit stays open");
     assert_eq!(now.last_error.as_deref(), Some("could not connect"));
     assert_eq!(
         (now.spare, now.required),
@@ -438,6 +444,12 @@ async fn entering_and_leaving_are_sent_to_the_webhook_with_a_link_to_the_fleet()
         (entered["spare"].clone(), entered["required"].clone()),
         (json!(1), json!(3))
     );
+    assert_eq!(
+        entered["n_plus"],
+        json!(1),
+        "yubaba's N+k is the spare count"
+    );
+    assert_eq!(entered["headroom"], "N+1 of N+3 required");
     assert_eq!(entered["provision_id"], json!(id));
     assert_eq!(entered["link"], format!("{PUBLIC}/fleets/prod"));
     let left = &bodies["fleet.deficit_left"];
@@ -446,6 +458,7 @@ async fn entering_and_leaving_are_sent_to_the_webhook_with_a_link_to_the_fleet()
         (left["spare"].clone(), left["required"].clone()),
         (json!(3), json!(3))
     );
+    assert_eq!(left["headroom"], "N+3 of N+3 required");
     assert_eq!(left["provision_id"], json!(id));
     assert_eq!(left["link"], format!("{PUBLIC}/fleets/prod"));
 }
@@ -562,6 +575,108 @@ async fn the_fleet_api_carries_status_spare_required_and_leader() {
         after["restore_machine_config"], "spare-fsn1",
         "the fleet's own fields stay"
     );
+}
+
+/// The badge text on the fleet page.
+async fn page_status(app: &TestApp, session: &crate::helpers::Session) -> Vec<String> {
+    let html = app.get("/fleets/prod", session).await.text().await.unwrap();
+    crate::helpers::texts(&html, "#now .badge.status")
+}
+
+#[tokio::test]
+async fn a_change_being_confirmed_reads_pending_with_its_count_in_the_api_and_on_the_page() {
+    let (app, ctx) = setup(|_| {}).await;
+    app.create_user("vera", Role::Viewer).await;
+    let token = app.token_for("vera").await;
+    let viewer = app.session_for(Role::Viewer).await;
+    let get = |path: &'static str| {
+        let req = app.client.get(app.url(path)).bearer_auth(&token);
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+
+    // Never scraped: the list says so rather than leaving the state out.
+    let list = get("/api/v1/fleets").await;
+    assert_eq!(list["items"][0]["status"], "unknown");
+    assert_eq!(list["items"][0]["n_plus"], Value::Null);
+
+    // One sample below required of the three that enter a deficit: pending, never "healthy"
+    // beside numbers that say short.
+    feed(&app, &ctx, "prod", "GB").await;
+    let d = get("/api/v1/fleets/prod").await;
+    assert_eq!(d["status"], "pending");
+    assert_eq!(
+        d["pending"],
+        json!({ "toward": "deficit", "samples": 1, "of": 3 })
+    );
+    assert_eq!(
+        (d["n_plus"].clone(), d["required"].clone()),
+        (json!(1), json!(3))
+    );
+    assert!(
+        d["last_scrape_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{d}"
+    );
+    assert_eq!(d["last_error"], Value::Null);
+    assert_eq!(d["deficit_since"], Value::Null);
+    let list = get("/api/v1/fleets").await;
+    assert_eq!(list["items"][0]["status"], "pending");
+    assert_eq!(
+        (
+            list["items"][0]["n_plus"].clone(),
+            list["items"][0]["spare"].clone()
+        ),
+        (json!(1), json!(1))
+    );
+    assert_eq!(
+        page_status(&app, &viewer).await,
+        ["deficit pending, 1 of 3 samples"]
+    );
+
+    // Entered: a deficit since its first sample below, and an audit entry by `system`.
+    feed(&app, &ctx, "prod", "BB").await;
+    let d = get("/api/v1/fleets/prod").await;
+    assert_eq!(d["status"], "deficit");
+    assert_eq!(d["pending"], Value::Null);
+    assert!(d["deficit_since"].as_str().is_some(), "{d}");
+    assert_eq!(page_status(&app, &viewer).await, ["deficit"]);
+
+    // Back at required once, of three: recovery pending, not yet healthy nor still "deficit".
+    feed(&app, &ctx, "prod", "G").await;
+    assert_eq!(
+        get("/api/v1/fleets/prod").await["pending"],
+        json!({ "toward": "recovery", "samples": 1, "of": 3 })
+    );
+    assert_eq!(
+        page_status(&app, &viewer).await,
+        ["recovery pending, 1 of 3 samples"]
+    );
+    feed(&app, &ctx, "prod", "GG").await;
+    assert_eq!(get("/api/v1/fleets/prod").await["status"], "healthy");
+
+    let audit: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT actor, action, target_id, details FROM audit_log
+         WHERE action LIKE 'fleet.deficit_%' ORDER BY id",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let actions: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|(who, what, fleet, _)| (who.as_str(), what.as_str(), fleet.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("system", "fleet.deficit_entered", "prod"),
+            ("system", "fleet.deficit_left", "prod"),
+        ]
+    );
+    let entered: Value = serde_json::from_str(&audit[0].3).unwrap();
+    assert_eq!(entered["headroom"], "N+1 of N+3 required");
+    let left: Value = serde_json::from_str(&audit[1].3).unwrap();
+    assert_eq!(left["headroom"], "N+3 of N+3 required");
 }
 
 #[tokio::test]

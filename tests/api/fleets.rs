@@ -123,14 +123,35 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
     let (status, mut got) = api.get("/api/v1/fleets/eu-prod").await;
     assert_eq!(status, StatusCode::OK);
     // The read also carries the fleet's headroom now: never scraped yet, so unknown.
-    let headroom = ["status", "spare", "required", "leader"].map(|k| {
+    let headroom = [
+        "status",
+        "pending",
+        "n_plus",
+        "spare",
+        "required",
+        "leader",
+        "last_scrape_at",
+        "last_error",
+        "deficit_since",
+    ]
+    .map(|k| {
         got.as_object_mut()
             .and_then(|o| o.remove(k))
             .unwrap_or_else(|| panic!("GET carries {k}"))
     });
     assert_eq!(
         headroom,
-        [json!("unknown"), Value::Null, Value::Null, Value::Null]
+        [
+            json!("unknown"),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null
+        ]
     );
     assert_eq!(got, created);
 
@@ -188,7 +209,24 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         .map(|f| f["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["ap-prod", "eu-prod"]);
-    assert_eq!(list["items"][1], updated);
+    // Each item is the fleet with its state now (never scraped here: unknown).
+    let mut item = list["items"][1].clone();
+    let state = ["status", "pending", "n_plus", "spare", "required"].map(|k| {
+        item.as_object_mut()
+            .and_then(|o| o.remove(k))
+            .unwrap_or_else(|| panic!("a list item carries {k}"))
+    });
+    assert_eq!(
+        state,
+        [
+            json!("unknown"),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null
+        ]
+    );
+    assert_eq!(item, updated);
 
     // The audit trail: what changed, with sources only.
     let (_, audit) = api.get("/api/v1/audit?target=fleet:eu-prod").await;

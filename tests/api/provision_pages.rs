@@ -261,9 +261,14 @@ async fn the_live_plan_shows_each_machine_and_the_cost_and_a_blocked_plan_cannot
         "{shown} vs 3 × {hourly}"
     );
     assert!(shown.contains(&draft.plan.currency), "{shown}");
-    assert!(texts(&html, "#monthly-cost")
-        .join("")
-        .starts_with(&draft.plan.monthly_cost));
+    // The provider's decimal text, trailing zeros past the cents dropped.
+    assert_eq!(
+        texts(&html, "#monthly-cost").join(""),
+        format!(
+            "{}/month",
+            headroom::web::components::money(&draft.plan.monthly_cost, &draft.plan.currency)
+        )
+    );
     assert!(
         select(&doc, "#file-request:not([disabled])").len() == 1,
         "a clean plan may be filed"

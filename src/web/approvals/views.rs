@@ -4,7 +4,7 @@ use maud::{html, Markup};
 
 use crate::domain::Role;
 use crate::provisioning::Provision;
-use crate::web::components::time;
+use crate::web::components::{money, time};
 use crate::web::paths;
 use crate::web::provisions::views::{path_of, state_badge};
 
@@ -56,7 +56,7 @@ pub fn inbox(role: Role, me: &str, pending: &[Provision]) -> Markup {
                                 td { a href=(path_of(paths::PROVISION, p.id)) { "#" (p.id) } " " (state_badge(p.state)) }
                                 td { (p.fleet) }
                                 td { (p.count) " × " (p.plan.server_type) " (" (p.machine_config) " v" (p.config_version) ")" }
-                                td { (p.plan.monthly_cost) " " (p.plan.currency) "/month" }
+                                td { (money(&p.plan.monthly_cost, &p.plan.currency)) "/month" }
                                 td { (time(p.created_at)) " by " (p.requester) }
                                 td { (p.reason) }
                                 td { (p.approvers.len()) " of " (p.approvals_required) }

@@ -6,7 +6,7 @@ use maud::{html, Markup};
 
 use super::chart::headroom_chart;
 use crate::domain::capacity::{
-    Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
+    n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
 };
 use crate::domain::UnixMillis;
 use crate::web::components::time;
@@ -30,22 +30,30 @@ pub fn page_path(fleet: &str, range: Range) -> String {
     )
 }
 
-/// A status as a badge whose text says it (colour is a second cue only).
-pub fn status_badge(status: Health) -> Markup {
-    let class = match status {
-        Health::Healthy => "good",
-        Health::Deficit => "bad",
-        Health::Unknown | Health::Stale => "warn",
-    };
-    html! { span class={ "badge status " (class) } data-status=(status.as_str()) { (status.as_str()) } }
+/// A fleet's status in words: its name, or while a change is being confirmed, which one and
+/// how far along (`deficit pending, 1 of 3 samples`).
+pub fn status_words(f: &FleetNow) -> String {
+    match f.pending {
+        Some(p) if f.status == Health::Pending => p.words(),
+        _ => f.status.as_str().to_owned(),
+    }
 }
 
-/// Spare over required as `N+k` (k = spare − required; `N−1` when short), or `—` without
-/// numbers.
+/// A fleet's status as a badge whose text says it (colour is a second cue only).
+pub fn status_badge(f: &FleetNow) -> Markup {
+    let class = match f.status {
+        Health::Healthy => "good",
+        Health::Deficit => "bad",
+        Health::Unknown | Health::Stale | Health::Pending => "warn",
+    };
+    html! { span class={ "badge status " (class) } data-status=(f.status.as_str()) { (status_words(f)) } }
+}
+
+/// yubaba's N+k beside the requirement (`N+1 of N+1 required`: `N+1` is one warm spare), or
+/// `—` without numbers.
 pub fn n_plus_k(spare: Option<u32>, required: Option<u32>) -> String {
     match (spare, required) {
-        (Some(s), Some(r)) if s >= r => format!("N+{}", s - r),
-        (Some(s), Some(r)) => format!("N\u{2212}{}", r - s),
+        (Some(s), Some(r)) => n_plus_words(s, r),
         _ => "—".to_owned(),
     }
 }
@@ -93,15 +101,19 @@ pub fn when(now: UnixMillis, at: Option<UnixMillis>) -> Markup {
     }
 }
 
-/// The open-requests link for a fleet (the history filtered to it).
+/// A fleet's open requests, linked to the approvals inbox where they are decided; none links
+/// to the fleet's history instead.
 pub fn requests_link(fleet: &str, open: u32) -> Markup {
-    let href = format!(
-        "{}?fleet={}",
-        paths::HISTORY,
-        crate::http::guard::urlencode(fleet)
-    );
+    if open == 0 {
+        let href = format!(
+            "{}?fleet={}",
+            paths::HISTORY,
+            crate::http::guard::urlencode(fleet)
+        );
+        return html! { a href=(href) { "no open requests" } };
+    }
     html! {
-        a href=(href) { (open) " open request" @if open != 1 { "s" } }
+        a href=(paths::APPROVALS) { (open) " open request" @if open != 1 { "s" } }
     }
 }
 
@@ -112,7 +124,7 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
         section.card #now aria-labelledby="now-heading" {
             h2 #now-heading { "Now" }
             dl.spec.now {
-                dt { "status" } dd { (status_badge(f.status)) }
+                dt { "status" } dd { (status_badge(f)) }
                 dt { "headroom" } dd {
                     strong.nk { (n_plus_k(f.spare, f.required)) }
                     @if let (Some(s), Some(r)) = (f.spare, f.required) {
@@ -354,10 +366,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn n_plus_k_shows_the_margin_and_a_shortfall() {
-        assert_eq!(n_plus_k(Some(3), Some(1)), "N+2");
-        assert_eq!(n_plus_k(Some(1), Some(1)), "N+0");
-        assert_eq!(n_plus_k(Some(0), Some(2)), "N\u{2212}2");
+    fn n_plus_k_is_the_spare_count_beside_the_requirement() {
+        assert_eq!(n_plus_k(Some(3), Some(1)), "N+3 of N+1 required");
+        assert_eq!(n_plus_k(Some(1), Some(1)), "N+1 of N+1 required");
+        assert_eq!(n_plus_k(Some(0), Some(2)), "N+0 of N+2 required");
         assert_eq!(n_plus_k(None, Some(2)), "—");
     }
 

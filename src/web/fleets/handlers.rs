@@ -21,8 +21,10 @@ use crate::web::{paths, see_other};
 /// GET /fleets
 pub async fn list(reply: Reply) -> Result<HttpResponse, WebError> {
     let all = fleets::list(reply.ctx(), &reply.caller()).await?;
+    let board = board::board(reply.ctx(), &reply.caller()).await?;
     let can_edit = reply.principal.role.includes(Role::Operator);
-    let body = || views::list(&all, can_edit);
+    let now = reply.ctx().now();
+    let body = || views::list(now, &all, &board, can_edit);
     Ok(reply.page(StatusCode::OK, "Fleets", "fleets", body).await)
 }
 

@@ -24,8 +24,11 @@ fn policy(f: &Fleet) -> String {
     )
 }
 
-/// The list of fleets.
-pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
+/// The list of fleets, each with its state now (`board`, by name; a fleet created since the
+/// board was read shows as not scraped yet).
+pub fn list(now: UnixMillis, fleets: &[Fleet], board: &[FleetNow], can_edit: bool) -> Markup {
+    let by_name: std::collections::HashMap<&str, &FleetNow> =
+        board.iter().map(|n| (n.fleet.as_str(), n)).collect();
     html! {
         div.heading {
             h1 { "Fleets" }
@@ -33,18 +36,27 @@ pub fn list(fleets: &[Fleet], can_edit: bool) -> Markup {
         }
         section.card {
             table.data {
-                thead { tr { th { "Name" } th { "Endpoints" } th { "Restore config" } th { "Approval policy" } th { "Updated" } } }
+                thead { tr { th { "Name" } th { "Status" } th { "Headroom" } th { "Last scrape" } th { "Endpoints" } th { "Restore config" } th { "Approval policy" } th { "Updated" } } }
                 tbody {
                     @for f in fleets {
+                        @let state = by_name.get(f.spec.name().as_str());
                         tr {
                             td { a href=(paths::fill(paths::FLEET, &[("name", f.spec.name())])) { strong { (f.spec.name()) } } }
+                            @match state {
+                                Some(n) => {
+                                    td { (capacity::status_badge(n)) }
+                                    td.nk { (capacity::n_plus_k(n.spare, n.required)) }
+                                    td { (capacity::when(now, n.last_scrape_at)) }
+                                }
+                                None => { td.muted { "not scraped yet" } td.muted { "—" } td.muted { "never" } }
+                            }
                             td { @for e in f.spec.endpoints() { code { (e) } br; } }
                             td { a href=(paths::fill(paths::MACHINE_CONFIG, &[("name", f.spec.restore_machine_config())])) { (f.spec.restore_machine_config()) } }
                             td { (policy(f)) }
                             td { (time(f.updated_at)) " by " (f.updated_by) }
                         }
                     }
-                    @if fleets.is_empty() { tr { td colspan="5" .muted { "No fleets yet." } } }
+                    @if fleets.is_empty() { tr { td colspan="8" .muted { "No fleets yet." } } }
                 }
             }
         }
@@ -91,7 +103,10 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
         div.heading {
             h1 { (name) }
             a.button href=(provisions) { "Provisions of this fleet" }
-            @if can_edit { a.button href=(paths::fill(paths::FLEET_EDIT, &[("name", name)])) { "Edit" } }
+            @if can_edit {
+                a.button.primary href={ (paths::PROVISION_NEW) "?fleet=" (crate::http::guard::urlencode(name)) } { "Request machines" }
+                a.button href=(paths::fill(paths::FLEET_EDIT, &[("name", name)])) { "Edit" }
+            }
         }
         (capacity::now_section(h.now_ms, h.now))
         section.card #headroom aria-labelledby="chart-heading" {

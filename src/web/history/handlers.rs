@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 
 use super::views;
-use crate::domain::FieldErrors;
+use crate::domain::{FieldErrors, Role};
 use crate::export::{self, ExportFormat};
 use crate::provisioning::history::{self, FilterQuery};
 use crate::provisioning::requests;
@@ -65,7 +65,8 @@ pub async fn list(reply: Reply, query: web::Query<HistoryQuery>) -> Result<HttpR
             &errors,
         )
     };
-    let full = || views::history_page(&query, &errors, results());
+    let can_request = reply.principal.role.includes(Role::Operator);
+    let full = || views::history_page(&query, &errors, can_request, results());
     Ok(respond(&reply.htmx, status, frame, full, results))
 }
 

@@ -5,11 +5,17 @@ use maud::{html, Markup};
 use super::handlers::HistoryQuery;
 use crate::domain::{FieldErrors, ProvisionState};
 use crate::provisioning::Provision;
-use crate::web::components::{error_summary, filter_input, filter_query, time};
+use crate::web::components::{error_summary, filter_input, filter_query, money, time};
 use crate::web::paths;
 
 /// The page: filter form and results.
-pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> Markup {
+/// `can_request`: the caller may file a request (operator and up), so the page offers it.
+pub fn history_page(
+    q: &HistoryQuery,
+    errors: &FieldErrors,
+    can_request: bool,
+    results: Markup,
+) -> Markup {
     let input = |name: &'static str,
                  label: &'static str,
                  value: &str,
@@ -18,7 +24,10 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
         filter_input(name, label, value, kind, hint, errors.for_field(name))
     };
     html! {
-        h1 { "Provision history" }
+        div.heading {
+            h1 { "Provision history" }
+            @if can_request { a.button.primary href=(paths::PROVISION_NEW) { "Request machines" } }
+        }
         section.card {
             form.filters method="get" action=(paths::HISTORY) hx-get=(paths::HISTORY) hx-target="#history-results" hx-swap="outerHTML" hx-push-url="true"
                 hx-trigger="submit, change from:find select, input changed delay:400ms from:find input" {
@@ -29,7 +38,7 @@ pub fn history_page(q: &HistoryQuery, errors: &FieldErrors, results: Markup) -> 
                     select id="f-state" name="state" {
                         option value="" selected[q.filter.state.is_empty()] { "any" }
                         @for s in ProvisionState::ALL {
-                            option value=(s.as_str()) selected[q.filter.state == s.as_str()] { (s.as_str()) }
+                            option value=(s.as_str()) selected[q.filter.state == s.as_str()] { (s.words()) }
                         }
                     }
                     @if let Some(e) = errors.for_field("state") { p.field-error { (e) } }
@@ -100,14 +109,14 @@ pub fn table(rows: &[Provision]) -> Markup {
                 @for p in rows {
                     tr data-id=(p.id) {
                         td { a href={ (paths::HISTORY) "/" (p.id) } { (p.id) } }
-                        td { span class={ "badge state-" (p.state.as_str()) } { (p.state.as_str()) } }
+                        td { span class={ "badge state-" (p.state.as_str()) } data-state=(p.state.as_str()) { (p.state.words()) } }
                         td { (p.fleet) }
                         td { (p.machine_config) " v" (p.config_version) }
                         td { (p.count) }
                         td { (p.requester) }
                         td { (p.approvers.join(", ")) }
                         td { (time(p.created_at)) }
-                        td { (p.plan.monthly_cost) " " (p.plan.currency) }
+                        td { (money(&p.plan.monthly_cost, &p.plan.currency)) }
                     }
                 }
                 @if rows.is_empty() { tr { td colspan="9" .muted { "No requests match." } } }

@@ -6,7 +6,9 @@ use maud::{html, Markup};
 use crate::auth::Principal;
 use crate::domain::capacity::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
-use crate::web::fleets::capacity::{n_plus_k, requests_link, span_words, status_badge, when};
+use crate::web::fleets::capacity::{
+    n_plus_k, requests_link, span_words, status_badge, status_words, when,
+};
 use crate::web::paths;
 
 /// Seconds between two refreshes of the cards.
@@ -80,7 +82,7 @@ fn card(now: UnixMillis, f: &FleetNow) -> Markup {
         article.fleet-card data-fleet=(f.fleet) data-status=(f.status.as_str()) {
             h3 { a id={ "card-" (f.fleet) } href=(href) { (f.fleet) } }
             p.card-headline {
-                strong.nk { (n_plus_k(f.spare, f.required)) } " " (status_badge(f.status))
+                strong.nk { (n_plus_k(f.spare, f.required)) } " " (status_badge(f))
             }
             dl.card-facts {
                 dt { "spare / required" } dd {
@@ -117,6 +119,7 @@ fn letter(h: Health) -> char {
         Health::Deficit => 'd',
         Health::Unknown => 'u',
         Health::Stale => 's',
+        Health::Pending => 'p',
     }
 }
 
@@ -126,6 +129,7 @@ fn from_letter(c: char) -> Option<Health> {
         'd' => Some(Health::Deficit),
         'u' => Some(Health::Unknown),
         's' => Some(Health::Stale),
+        'p' => Some(Health::Pending),
         _ => None,
     }
 }
@@ -181,7 +185,7 @@ pub fn status_changes(seen: Option<&str>, board: &[FleetNow]) -> Vec<String> {
             format!(
                 "{} is now {} (was {}), {}.",
                 f.fleet,
-                f.status.as_str(),
+                status_words(f),
                 was.as_str(),
                 n_plus_k(f.spare, f.required)
             )
@@ -198,6 +202,8 @@ mod tests {
         FleetNow {
             fleet: name.into(),
             status,
+            pending: None,
+            n_plus: Some(1),
             spare: Some(1),
             required: Some(2),
             source: Source::Native,
@@ -224,7 +230,7 @@ mod tests {
         let after = [fleet("a", Health::Healthy), fleet("b", Health::Deficit)];
         assert_eq!(
             status_changes(Some(&token), &after),
-            ["b is now deficit (was healthy), N\u{2212}1."]
+            ["b is now deficit (was healthy), N+1 of N+2 required."]
         );
     }
 

@@ -10,6 +10,7 @@ use crate::domain::FieldErrors;
 use crate::error::OpError;
 use crate::provisioning::{requests, runner, NewRequest};
 use crate::state::AppState;
+use crate::web::components::count_of;
 use crate::web::errors::WebError;
 use crate::web::layout::{fragment, respond, wants_partial, Frame};
 use crate::web::reply::{submitted, Reply, Shown};
@@ -113,7 +114,10 @@ pub async fn create(reply: Reply, form: web::Form<RequestForm>) -> Result<HttpRe
         requests::create(reply.ctx(), &reply.caller(), &req).await,
         async |p| {
             let (id, needed) = (p.id, p.approvals_required);
-            let msg = format!("Request #{id} filed: it waits for {needed} approval(s).");
+            let msg = format!(
+                "Request #{id} filed: it waits for {}.",
+                count_of(needed, "approval", "approvals")
+            );
             reply
                 .done(&msg, see_other(&path_of(paths::PROVISION, id)))
                 .await

@@ -9,7 +9,7 @@ use crate::cloud_init::MAX_PAYLOAD_BYTES;
 use crate::domain::{FieldErrors, MachineStatus, ProvisionState, Role};
 use crate::provisioning::plan::DraftPlan;
 use crate::provisioning::{Event, MachineRecord, Plan, Provision, ProvisionDetail, COUNT_MAX};
-use crate::web::components::{csrf_field, error_summary, time};
+use crate::web::components::{count_of, csrf_field, error_summary, money, time};
 use crate::web::paths;
 
 /// Seconds between progress polls while a request is not finished.
@@ -37,7 +37,7 @@ pub fn state_badge(state: ProvisionState) -> Markup {
         ProvisionState::Expired | ProvisionState::Cancelled | ProvisionState::Superseded => "muted",
         _ => "busy",
     };
-    html! { span class={ "badge state " (tone) } data-state=(state.as_str()) { (state.as_str()) } }
+    html! { span class={ "badge state " (tone) } data-state=(state.as_str()) { (state.words()) } }
 }
 
 /// A labelled control wrapper tying its message to the control with `aria-describedby`,
@@ -146,8 +146,8 @@ fn submit(blocked: Option<&str>) -> Markup {
 pub fn cost(plan: &Plan, count: u32) -> Markup {
     html! {
         p #cost.cost {
-            "Cost: " strong #hourly-cost { (plan.hourly_cost) " " (plan.currency) "/hour" }
-            ", " strong #monthly-cost { (plan.monthly_cost) " " (plan.currency) "/month" }
+            "Cost: " strong #hourly-cost { (money(&plan.hourly_cost, &plan.currency)) "/hour" }
+            ", " strong #monthly-cost { (money(&plan.monthly_cost, &plan.currency)) "/month" }
             span.muted { " (" (count) " × " (plan.hourly_price) " " (plan.currency) "/hour, " (plan.monthly_price) " " (plan.currency) "/month per "
                 (plan.server_type) " in " (plan.location) ")" }
         }
@@ -187,7 +187,7 @@ pub fn plan_preview(d: &DraftPlan) -> Markup {
         h2 { "Plan" }
         p { (d.count) " × " (d.plan.server_type) " (" (d.plan.image) ") in " (d.plan.location) " on " (d.plan.provider)
             ", config " (d.machine_config) " v" (d.config_version) ", template " (d.template) " v" (d.template_version)
-            "; needs " (d.approvals_required) " approval(s) within " (d.approval_ttl_hours) " h." }
+            "; needs " (count_of(d.approvals_required, "approval", "approvals")) " within " (d.approval_ttl_hours) " h." }
         (cost(&d.plan, d.count))
         (plan_table(&d.plan))
         (submit(blocked.as_deref()))
