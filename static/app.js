@@ -21,3 +21,44 @@
     toast("headroom did not answer; check your connection and try again.");
   });
 })();
+
+// Live sections (`data-live`: the fleet page's "now", the dashboard's cards) poll on a timer.
+// A hidden tab skips its polls, and refreshes once when it is shown again; between polls
+// each "N s ago" (`.age`) counts up from the age it was rendered with.
+(function () {
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    if (document.hidden && elt && elt.hasAttribute && elt.hasAttribute("data-live")) {
+      e.preventDefault();
+    }
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden || !window.htmx) return;
+    document.querySelectorAll("[data-live]").forEach(function (el) {
+      window.htmx.trigger(el, "live-refresh");
+    });
+  });
+  function words(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + " s";
+    if (s < 3600) {
+      var m = Math.floor(s / 60), r = s % 60;
+      return r === 0 || m >= 10 ? m + " min" : m + " min " + r + " s";
+    }
+    if (s < 86400) {
+      var h = Math.floor(s / 3600), hm = Math.floor((s % 3600) / 60);
+      return hm === 0 ? h + " h" : h + " h " + hm + " min";
+    }
+    var d = Math.floor(s / 86400), dh = Math.floor((s % 86400) / 3600);
+    return dh === 0 ? d + " d" : d + " d " + dh + " h";
+  }
+  setInterval(function () {
+    if (document.hidden) return;
+    var now = Date.now();
+    document.querySelectorAll(".age[data-since][data-rendered]").forEach(function (el) {
+      if (!el.dataset.shownAt) el.dataset.shownAt = String(now);
+      var age = Number(el.dataset.rendered) - Number(el.dataset.since) + (now - Number(el.dataset.shownAt));
+      el.textContent = words(age) + " ago";
+    });
+  }, 1000);
+})();

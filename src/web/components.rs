@@ -3,6 +3,7 @@
 use maud::{html, Markup};
 
 use crate::domain::FieldErrors;
+use crate::web::paths;
 
 /// The hidden CSRF field every form carries.
 pub fn csrf_field(token: &str) -> Markup {
@@ -128,6 +129,45 @@ pub fn money(amount: &str, currency: &str) -> String {
     format!("{shown} {currency}")
 }
 
+/// A fleet's name, linked to its page.
+pub fn fleet_link(name: &str) -> Markup {
+    html! { a.fleet-link href=(paths::fill(paths::FLEET, &[("name", name)])) { (name) } }
+}
+
+/// A machine config's name and version, linked to the config.
+pub fn config_link(name: &str, version: i64) -> Markup {
+    html! { a.config-link href=(paths::fill(paths::MACHINE_CONFIG, &[("name", name)])) { (name) " v" (version) } }
+}
+
+/// A template's name and version, linked to the template.
+pub fn template_link(name: &str, version: i64) -> Markup {
+    html! { a.template-link href=(paths::fill(paths::TEMPLATE, &[("name", name)])) { (name) " v" (version) } }
+}
+
+/// An audit entry's `kind:id` target, linked to its page where it has one (fleets, configs,
+/// templates, requests); other kinds (users, tokens, sessions) read as text.
+pub fn target_link(target: &str) -> Markup {
+    let Some((kind, id)) = target.split_once(':') else {
+        return html! { (target) };
+    };
+    let page = match kind {
+        "fleet" => Some(paths::FLEET),
+        "machine_config" => Some(paths::MACHINE_CONFIG),
+        "template" => Some(paths::TEMPLATE),
+        "provision" if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(paths::PROVISION)
+        }
+        _ => None,
+    };
+    match page {
+        Some(p) => {
+            let key = if kind == "provision" { "id" } else { "name" };
+            html! { a href=(paths::fill(p, &[(key, id)])) { (target) } }
+        }
+        None => html! { (target) },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +180,28 @@ mod tests {
         assert_eq!(money("12", "EUR"), "12 EUR");
         assert_eq!(money("3.1", "EUR"), "3.1 EUR");
         assert_eq!(money("n/a", "EUR"), "n/a EUR");
+    }
+
+    #[test]
+    fn audit_targets_link_to_their_pages_and_hostile_ids_stay_inside_the_path() {
+        let html = |t: &str| target_link(t).into_string();
+        assert_eq!(
+            html("fleet:prod"),
+            r#"<a href="/fleets/prod">fleet:prod</a>"#
+        );
+        assert_eq!(
+            html("provision:12"),
+            r#"<a href="/provisions/12">provision:12</a>"#
+        );
+        assert_eq!(html("provision:x"), "provision:x");
+        assert_eq!(html("user:alice"), "user:alice");
+        assert_eq!(html("no-colon"), "no-colon");
+        let hostile = html("fleet:../../x\"><script>");
+        assert!(!hostile.contains("<script>"), "{hostile}");
+        assert!(
+            hostile.starts_with(r#"<a href="/fleets/..%2F..%2Fx"#),
+            "{hostile}"
+        );
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub mod paths {
     pub const FLEET_DELETE: &str = "/fleets/{name}/delete";
     /// A fleet's chart panel for `?range=` (htmx partial of the fleet page).
     pub const FLEET_CHART: &str = "/fleets/{name}/chart";
+    /// A fleet's "now" section (htmx partial of the fleet page, polled).
+    pub const FLEET_NOW: &str = "/fleets/{name}/now";
     /// The dashboard's fleet cards (htmx partial of `/`, polled).
     pub const DASHBOARD_CARDS: &str = "/dashboard/cards";
     pub const CATALOGUE: &str = "/catalogue";
@@ -282,6 +284,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         Endpoint::new(Method::GET, FLEET_CHART, viewer, || {
             web::route().to(fleets::handlers::chart)
+        }),
+        Endpoint::new(Method::GET, FLEET_NOW, viewer, || {
+            web::route().to(fleets::handlers::now)
         }),
         Endpoint::new(Method::GET, DASHBOARD_CARDS, viewer, || {
             web::route().to(home::handlers::cards)

@@ -419,3 +419,30 @@ async fn reading_the_pages_and_partials_writes_nothing() {
     }
     assert_eq!(app.snapshot().await, before);
 }
+
+#[tokio::test]
+async fn the_fleet_pages_now_section_polls_itself_and_shows_the_next_sample_without_a_reload() {
+    let (app, ctx, viewer) = setup().await;
+    feed(&app, &ctx, "prod", "GG", "").await;
+    let (_, html) = page(&app, "/fleets/prod", &viewer).await;
+    // The section is live: it polls its own partial every scrape interval, and the partial
+    // shows the next sample without a reload.
+    assert!(
+        html.contains(r#"hx-get="/fleets/prod/now" hx-trigger="every 15s, live-refresh""#),
+        "{html}"
+    );
+    feed(&app, &ctx, "prod", "B", "").await;
+    let (status, part) = htmx_get(&app, "/fleets/prod/now", &viewer).await;
+    assert_eq!(status, 200, "{part}");
+    assert!(!part.contains("<html"), "only the section: {part}");
+    assert_eq!(
+        texts(&part, "#now .badge.status"),
+        ["deficit pending, 1 of 3 samples"]
+    );
+    assert_eq!(texts(&part, "#now .nk"), ["N+1 of N+2 required"]);
+    // Last scrape and last ok sample, each counted up between polls by app.js.
+    assert_eq!(
+        texts(&part, "#now .age[data-since][data-rendered]"),
+        ["0 s ago", "0 s ago"]
+    );
+}

@@ -680,6 +680,52 @@ async fn a_change_being_confirmed_reads_pending_with_its_count_in_the_api_and_on
 }
 
 #[tokio::test]
+async fn the_inbox_puts_live_restores_first_and_shows_each_fleets_state() {
+    let (app, ctx) = setup(|_| {}).await;
+    fleet(&ctx, "edge", &[]).await;
+    // A pre-stage request for a healthy fleet, filed first (so it expires first)...
+    feed(&app, &ctx, "edge", "GGG").await;
+    let prestage = file(&ctx, "edge", 1).await;
+    // ... then prod falls into a deficit and headroom files its restore.
+    feed(&app, &ctx, "prod", "BBB").await;
+    let restore = provisions(&app, "prod").await[0].0;
+    let approver = app.session_for(Role::Approver).await;
+    let html = app.get("/approvals", &approver).await.text().await.unwrap();
+    let doc = scraper::Html::parse_document(&html);
+    let rows = scraper::Selector::parse("#inbox tbody tr[data-id]").unwrap();
+    let order: Vec<i64> = doc
+        .select(&rows)
+        .map(|r| r.value().attr("data-id").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(order, [restore, prestage], "the live restore first");
+    assert_eq!(
+        crate::helpers::texts(&html, "#inbox td.fleet-now"),
+        ["deficit N+1 of N+3 required", "healthy N+3 of N+3 required"]
+    );
+    // Every name links to its page.
+    assert!(
+        html.contains(r#"<a class="fleet-link" href="/fleets/prod">prod</a>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"href="/machine-configs/spare-fsn1""#),
+        "{html}"
+    );
+    let page = app
+        .get(&format!("/provisions/{restore}"), &approver)
+        .await
+        .text()
+        .await
+        .unwrap();
+    for href in ["/fleets/prod", "/machine-configs/spare-fsn1", "/templates/"] {
+        assert!(
+            page.contains(&format!("href=\"{href}")),
+            "the request page links {href}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn resume_files_the_proposal_a_crash_left_unfiled() {
     let (app, ctx) = setup(|_| {}).await;
     feed(&app, &ctx, "prod", "BB").await;

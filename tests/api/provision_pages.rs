@@ -547,9 +547,10 @@ async fn the_badge_and_the_inbox_count_down_after_an_approval() {
     assert_eq!(texts(&html, ".nav-count"), vec!["2"]);
     assert_eq!(badge(html), "2 requests awaiting approval");
     let inbox = app.get("/approvals", &bob).await.text().await.unwrap();
+    // Neither fleet is in deficit: the one that expires soonest comes first.
     assert_eq!(
         texts(&inbox, "#inbox tbody tr td:first-child a"),
-        vec![format!("#{second}"), format!("#{first}")]
+        vec![format!("#{first}"), format!("#{second}")]
     );
 
     let page = app

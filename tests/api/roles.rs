@@ -317,6 +317,7 @@ fn expected_table() -> Vec<Row> {
             query: "range=24h",
             ..row("GET", "/fleets/{name}/chart", V, Empty)
         },
+        row("GET", "/fleets/{name}/now", V, Empty),
         row("GET", "/dashboard/cards", V, Empty),
         row("GET", "/fleets/{name}/edit", O, Empty),
         row(

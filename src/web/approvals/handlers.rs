@@ -4,6 +4,7 @@ use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 
 use super::views;
+use crate::capacity::board;
 use crate::domain::{ProvisionState, Role};
 use crate::provisioning::{requests, ProvisionFilter};
 use crate::web::errors::WebError;
@@ -29,7 +30,10 @@ pub async fn inbox(reply: Reply) -> Result<HttpResponse, WebError> {
     } else {
         Vec::new()
     };
-    let body = || views::inbox(reply.principal.role, &reply.principal.username, &pending);
+    // Each fleet's state now sorts live restores first and is shown beside each request.
+    let board = board::board(reply.ctx(), &caller).await?;
+    let rows = views::triage(&pending, &board);
+    let body = || views::inbox(reply.principal.role, &reply.principal.username, &rows);
     Ok(reply
         .page(StatusCode::OK, "Approvals", "approvals", body)
         .await)

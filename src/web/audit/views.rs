@@ -5,7 +5,7 @@ use maud::{html, Markup};
 use super::forms::AuditQuery;
 use crate::audit::Entry;
 use crate::domain::FieldErrors;
-use crate::web::components::{error_summary, filter_input, filter_query, time};
+use crate::web::components::{error_summary, filter_input, filter_query, target_link, time};
 use crate::web::paths;
 
 /// The page: filter form and results.
@@ -80,7 +80,7 @@ pub fn entries_table(rows: &[Entry]) -> Markup {
                         td { (time(r.at)) }
                         td { (r.actor) }
                         td { code { (r.action) } }
-                        td { (r.target) }
+                        td { (target_link(&r.target)) }
                         td { code.details { (r.details) } }
                     }
                 }

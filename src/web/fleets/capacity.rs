@@ -93,8 +93,9 @@ pub fn span_words(ms: i64) -> String {
 /// `12 s ago` with the absolute time beside it in a `<time>`.
 pub fn when(now: UnixMillis, at: Option<UnixMillis>) -> Markup {
     match at {
+        // `data-since`: `app.js` counts the age up between refreshes.
         Some(at) if at <= now => {
-            html! { (span_words(now - at)) " ago " span.muted { "(" (time(at)) ")" } }
+            html! { span.age data-since=(at) data-rendered=(now) { (span_words(now - at)) " ago" } " " span.muted { "(" (time(at)) ")" } }
         }
         Some(at) => html! { (time(at)) },
         None => html! { span.muted { "never" } },
@@ -119,9 +120,13 @@ pub fn requests_link(fleet: &str, open: u32) -> Markup {
 
 /// The "now" section: status, N+k, leader, members, last scrape and error, time in deficit,
 /// open requests.
+/// It polls itself every scrape interval (paused while the tab is hidden; see `app.js`).
 pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
+    let poll = paths::fill(paths::FLEET_NOW, &[("name", &f.fleet)]);
+    let every = f.scrape_interval_secs.clamp(5, 60);
     html! {
-        section.card #now aria-labelledby="now-heading" {
+        section.card #now aria-labelledby="now-heading" data-live
+            hx-get=(poll) hx-trigger={ "every " (every) "s, live-refresh" } hx-swap="outerHTML" {
             h2 #now-heading { "Now" }
             dl.spec.now {
                 dt { "status" } dd { (status_badge(f)) }

@@ -157,6 +157,16 @@ pub async fn chart(
     ))
 }
 
+/// GET /fleets/{name}/now: the fleet page's "now" section, which polls it every scrape
+/// interval so the page stays live without a reload.
+pub async fn now(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let now = board::now(reply.ctx(), &reply.caller(), &name).await?;
+    Ok(fragment(
+        StatusCode::OK,
+        views::now_section(reply.ctx().now(), &now),
+    ))
+}
+
 /// GET /fleets/{name}/edit
 pub async fn edit(reply: Reply, name: web::Path<String>) -> Result<HttpResponse, WebError> {
     let fleet = fleets::get(reply.ctx(), &reply.caller(), &name).await?;

@@ -5,7 +5,9 @@ use maud::{html, Markup};
 use super::handlers::HistoryQuery;
 use crate::domain::{FieldErrors, ProvisionState};
 use crate::provisioning::Provision;
-use crate::web::components::{error_summary, filter_input, filter_query, money, time};
+use crate::web::components::{
+    config_link, error_summary, filter_input, filter_query, fleet_link, money, time,
+};
 use crate::web::paths;
 
 /// The page: filter form and results.
@@ -110,8 +112,8 @@ pub fn table(rows: &[Provision]) -> Markup {
                     tr data-id=(p.id) {
                         td { a href={ (paths::HISTORY) "/" (p.id) } { (p.id) } }
                         td { span class={ "badge state-" (p.state.as_str()) } data-state=(p.state.as_str()) { (p.state.words()) } }
-                        td { (p.fleet) }
-                        td { (p.machine_config) " v" (p.config_version) }
+                        td { (fleet_link(p.fleet.as_str())) }
+                        td { (config_link(p.machine_config.as_str(), p.config_version)) }
                         td { (p.count) }
                         td { (p.requester) }
                         td { (p.approvers.join(", ")) }

@@ -50,7 +50,7 @@ pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> M
 pub fn cards(now: UnixMillis, board: &[FleetNow], changes: &[String], can_create: bool) -> Markup {
     let poll = format!("{}?seen={}", paths::DASHBOARD_CARDS, seen_token(board));
     html! {
-        div #fleet-cards hx-get=(poll) hx-trigger={ "every " (REFRESH_SECS) "s" } hx-swap="outerHTML" {
+        div #fleet-cards data-live hx-get=(poll) hx-trigger={ "every " (REFRESH_SECS) "s" } hx-swap="outerHTML" {
             @if board.is_empty() {
                 p.muted {
                     "No fleets yet. "

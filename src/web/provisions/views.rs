@@ -9,7 +9,9 @@ use crate::cloud_init::MAX_PAYLOAD_BYTES;
 use crate::domain::{FieldErrors, MachineStatus, ProvisionState, Role};
 use crate::provisioning::plan::DraftPlan;
 use crate::provisioning::{Event, MachineRecord, Plan, Provision, ProvisionDetail, COUNT_MAX};
-use crate::web::components::{count_of, csrf_field, error_summary, money, time};
+use crate::web::components::{
+    config_link, count_of, csrf_field, error_summary, fleet_link, money, template_link, time,
+};
 use crate::web::paths;
 
 /// Seconds between progress polls while a request is not finished.
@@ -259,9 +261,9 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErr
                 dt { "Requested by" } dd #requester { (p.requester) }
                 dt { "Filed" } dd { (time(p.created_at)) }
                 dt { "Reason" } dd #reason { (p.reason) }
-                dt { "Fleet" } dd { (p.fleet) }
-                dt { "Machine config" } dd { (p.machine_config) " v" (p.config_version) }
-                dt { "Template" } dd { (p.template) " v" (p.template_version) }
+                dt { "Fleet" } dd { (fleet_link(p.fleet.as_str())) }
+                dt { "Machine config" } dd { (config_link(p.machine_config.as_str(), p.config_version)) }
+                dt { "Template" } dd { (template_link(p.template.as_str(), p.template_version)) }
                 dt { "Machines" } dd { (p.count) }
                 @if p.state == ProvisionState::PendingApproval { dt { "Expires" } dd { (time(p.expires_at)) } }
                 @if let Some(at) = p.finished_at { dt { "Finished" } dd { (time(at)) } }
@@ -443,10 +445,11 @@ mod tests {
     }
 
     #[test]
-    fn every_state_has_a_badge_naming_it() {
+    fn every_state_has_a_badge_naming_it_in_words() {
         for s in ProvisionState::ALL {
             let html = state_badge(s).into_string();
-            assert!(html.contains(&format!(">{}</span>", s.as_str())), "{html}");
+            assert!(html.contains(&format!(">{}</span>", s.words())), "{html}");
+            assert!(!s.words().contains('_'), "{html}");
             assert!(
                 html.contains(&format!("data-state=\"{}\"", s.as_str())),
                 "{html}"
