@@ -125,6 +125,9 @@ pub struct Settings {
     /// How long after a fleet's restore proposal was superseded by recovery a new deficit
     /// waits before filing another (a flapping fleet files one per cool-down, not per cycle).
     pub proposal_cooldown: Duration,
+    /// How long a created machine has to appear as a member of its fleet before its request
+    /// fails; `None`: a request ends when its servers run (the join is not followed).
+    pub join_timeout: Option<Duration>,
     /// How long samples and their rollups are kept.
     pub retention: Retention,
     /// The render-time secrets fleets may refer to by name (names and sources; values are
@@ -304,6 +307,11 @@ keys! {
     /// Minutes after a proposal was superseded by recovery before a new deficit files another
     /// (1–1440).
     deficit_cooldown_minutes: u64 = "10";
+    /// Follow each created machine until it joins its fleet (`false`: a request ends when the
+    /// provider says its servers run).
+    follow_joins: bool = "false";
+    /// Minutes a created machine has to join its fleet before its request fails (1–1440).
+    join_timeout_minutes: u64 = "30";
     /// Hours raw samples are kept (1–8760).
     samples_raw_hours: u64 = "24";
     /// Days per-minute rollups are kept (1–3650).
@@ -372,6 +380,9 @@ impl PartialSettings {
             // Half an hour: a fleet flapping around its threshold files two proposals an hour
             // at most, while a deficit that lasts still gets its restore within the half hour.
             deficit_cooldown_minutes: Some(30),
+            // A booted node joins within a few minutes; cloud-init that broke never does.
+            follow_joins: Some(true),
+            join_timeout_minutes: Some(15),
             // Raw ticks for two days (the 1 h … 24 h charts read them or the minute rollups),
             // minutes for two weeks (the 7 d chart), hours for 400 days (30 d, 90 d, a year).
             samples_raw_hours: Some(48),
@@ -840,6 +851,18 @@ fn settle(
                 "minutes",
             )?,
         ),
+        join_timeout: {
+            let minutes = rules.range(
+                p.join_timeout_minutes,
+                "join_timeout_minutes",
+                1,
+                1_440,
+                "minutes",
+            )?;
+            rules
+                .required(p.follow_joins, "follow_joins")?
+                .then(|| Duration::from_secs(60 * minutes))
+        },
         retention: Retention {
             raw: Duration::from_secs(
                 3600 * rules.range(p.samples_raw_hours, "samples_raw_hours", 1, 8_760, "hours")?,

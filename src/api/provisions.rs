@@ -36,6 +36,11 @@ pub struct ProvisionMachineJson {
     pub ipv4: Option<String>,
     /// Why it failed, in the provider's words (no secrets).
     pub error: Option<String>,
+    /// When it was first seen as a member of its fleet; RFC 3339, UTC. A request with joins
+    /// followed succeeds only once every machine has one.
+    pub joined_at: Option<String>,
+    /// The fleet member (raft node id) it joined as.
+    pub member_id: Option<i64>,
 }
 
 /// What the plan creates and what it costs.
@@ -103,6 +108,8 @@ impl ProvisionJson {
                     status: m.status.as_str().to_owned(),
                     ipv4: m.ipv4.clone(),
                     error: m.error.clone(),
+                    joined_at: m.joined_at.map(format_utc),
+                    member_id: m.member_id,
                 })
                 .collect(),
             None => p
@@ -117,6 +124,8 @@ impl ProvisionJson {
                     status: crate::domain::MachineStatus::Planned.as_str().to_owned(),
                     ipv4: None,
                     error: None,
+                    joined_at: None,
+                    member_id: None,
                 })
                 .collect(),
         };

@@ -85,3 +85,85 @@ pub async fn set_machine(
     .rows_affected();
     Ok(changed == 1)
 }
+
+/// A created machine of an `executing` request that has not joined its fleet yet.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AwaitingJoin {
+    pub provision_id: i64,
+    pub idx: i64,
+    pub name: String,
+}
+
+/// The machines of `fleet` waiting to join: created, not yet seen as members, in `executing`
+/// requests whose every machine was created (a request still creating is the runner's).
+/// Through `provisions_by_fleet_state`, so the cost follows the fleet's open requests.
+pub async fn awaiting_join(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+) -> sqlx::Result<Vec<AwaitingJoin>> {
+    sqlx::query_as(
+        "SELECT m.provision_id, m.idx, m.name FROM provisions p
+         JOIN provision_machines m ON m.provision_id = p.id
+         WHERE p.fleet = ? AND p.state = 'executing'
+           AND m.status = 'created' AND m.joined_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM provision_machines o
+                           WHERE o.provision_id = p.id AND o.status <> 'created')
+         ORDER BY m.provision_id, m.idx",
+    )
+    .bind(fleet)
+    .fetch_all(conn)
+    .await
+}
+
+/// Records that machine `idx` of request `provision_id` joined as member `member_id`; false
+/// when it had joined already (a second follower lost the race).
+pub async fn mark_joined(
+    conn: &mut SqliteConnection,
+    provision_id: i64,
+    idx: i64,
+    member_id: i64,
+    at: UnixMillis,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE provision_machines SET joined_at = ?, member_id = ?
+         WHERE provision_id = ? AND idx = ? AND status = 'created' AND joined_at IS NULL",
+    )
+    .bind(at)
+    .bind(member_id)
+    .bind(provision_id)
+    .bind(idx)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// How many machines of request `provision_id` have not joined.
+pub async fn unjoined(conn: &mut SqliteConnection, provision_id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM provision_machines WHERE provision_id = ? AND joined_at IS NULL",
+    )
+    .bind(provision_id)
+    .fetch_one(conn)
+    .await
+}
+
+/// `executing` requests whose machines were all created by `cutoff` (the newest creation no
+/// later) and some of which have still not joined: their join time is up.
+pub async fn join_overdue(
+    conn: &mut SqliteConnection,
+    cutoff: UnixMillis,
+) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(
+        "SELECT p.id FROM provisions p
+         JOIN provision_machines m ON m.provision_id = p.id
+         WHERE p.state = 'executing'
+         GROUP BY p.id
+         HAVING SUM(m.status <> 'created') = 0
+            AND SUM(m.joined_at IS NULL) > 0
+            AND MAX(m.updated_at) <= ?
+         ORDER BY p.id",
+    )
+    .bind(cutoff)
+    .fetch_all(conn)
+    .await
+}

@@ -217,12 +217,14 @@ impl FromRow<'_, SqliteRow> for MachineRecord {
             provider_status: r.try_get("provider_status")?,
             error: r.try_get("error")?,
             updated_at: r.try_get("updated_at")?,
+            joined_at: r.try_get("joined_at")?,
+            member_id: r.try_get("member_id")?,
         })
     }
 }
 
 const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes,
-    status, server_id, action_id, ipv4, provider_status, error, updated_at";
+    status, server_id, action_id, ipv4, provider_status, error, updated_at, joined_at, member_id";
 
 /// A machine with the id of the request it belongs to (a listing page reads many requests').
 fn machine_of_request(r: &SqliteRow) -> sqlx::Result<(i64, MachineRecord)> {

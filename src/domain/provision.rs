@@ -145,6 +145,11 @@ pub struct MachineRecord {
     pub provider_status: Option<String>,
     pub error: Option<String>,
     pub updated_at: UnixMillis,
+    /// When the machine was first seen as a member of its fleet (`None` until it joins, and
+    /// for requests that ended without following the join).
+    pub joined_at: Option<UnixMillis>,
+    /// The fleet member (raft node id) it joined as.
+    pub member_id: Option<i64>,
 }
 
 /// Where one planned machine stands during execution.

@@ -12,6 +12,7 @@
 
 pub mod cost;
 pub mod history;
+pub mod joins;
 pub mod notify;
 pub mod plan;
 pub mod requests;

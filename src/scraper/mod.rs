@@ -7,6 +7,7 @@
 pub mod derived;
 pub mod evidence;
 pub mod fetch;
+pub mod joins;
 pub mod node;
 pub mod stats;
 pub mod status;

@@ -8,6 +8,8 @@ use super::status::StatusError;
 
 /// The key of published allocatable memory on `/node`.
 pub const ALLOCATABLE_MEMORY: &str = "yah.allocatable.memory_mb";
+/// The key of the host name on `/node` (cloud-init sets it to the machine's name).
+pub const HOST_NAME: &str = "host.name";
 /// The key of running workloads on `/node/usage`.
 pub const WORKLOADS: &str = "yah.workloads.count";
 
@@ -46,6 +48,28 @@ pub fn parse_node(http_status: u16, body: &[u8]) -> Result<NodeCapacity, StatusE
     Ok(NodeCapacity {
         allocatable_memory_mb,
     })
+}
+
+/// Reads the host name from a `/node` answer (2xx only): an RFC 1123 name of at most 253
+/// characters, as a machine name is; anything else is refused, never matched.
+pub fn parse_host_name(http_status: u16, body: &[u8]) -> Result<String, StatusError> {
+    let top = object(http_status, body)?;
+    match top.get(HOST_NAME) {
+        Some(Value::String(name))
+            if !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
+        {
+            Ok(name.clone())
+        }
+        None | Some(Value::Null) => Err(field(HOST_NAME, "is missing")),
+        Some(_) => Err(field(
+            HOST_NAME,
+            "must be a host name (letters, digits, '-', '.')",
+        )),
+    }
 }
 
 /// Reads a `/node/usage` answer (2xx only); the workload count is required, since a node that

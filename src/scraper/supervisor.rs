@@ -221,6 +221,9 @@ async fn fleet_loop(
         // its transaction short.
         if let Err(e) = crate::capacity::record::record(&ctx, spec.name(), &sample).await {
             tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
+        } else if let Ok(obs) = &sample.outcome {
+            // Created machines become spares only once they are members.
+            super::joins::follow(&ctx, spec.name(), obs, sample.at).await;
         }
     }
 }

@@ -224,6 +224,18 @@ async fn one_loop(app: &DemoApp, sim: &SimFleet, started: Instant) {
     )
     .await;
     let server_id = done["machines"][0]["server_id"].as_i64().unwrap();
+    // Succeeded means joined: the request followed the scrape until the server was a member.
+    assert!(
+        done["machines"][0]["joined_at"].as_str().is_some(),
+        "{name}: succeeded only once joined: {done}"
+    );
+    let member = done["machines"][0]["member_id"].as_u64().unwrap();
+    assert!(
+        sim.nodes()
+            .iter()
+            .any(|n| n.id == member && n.server_id == Some(server_id)),
+        "{name}: joined as the member its server became"
+    );
     until(
         started,
         &format!("{name}: the new server joined as a spare"),

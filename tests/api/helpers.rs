@@ -98,6 +98,9 @@ impl TestApp {
             // Tests feed samples themselves (or turn the scraper on): a loop scraping their
             // fleets' unbound example endpoints would write samples in the middle of them.
             scrape_enabled: false,
+            // Nothing joins a fleet here unless a test feeds members itself: requests end
+            // when their servers run, unless the test turns joins on (`joins.rs`).
+            join_timeout: None,
             ..Settings::default()
         };
         adjust(&mut settings);

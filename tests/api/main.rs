@@ -25,6 +25,7 @@ mod hetzner;
 mod history;
 mod hostile_nodes;
 mod input_rejection;
+mod joins;
 mod layers;
 mod login;
 mod migrations;

@@ -535,8 +535,45 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Notes on the timeline, once, that the created machines are now awaited as members.
+    async fn await_joins(
+        &self,
+        machines: usize,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        let mut tx = db::begin_write(&self.ctx.pool).await?;
+        let noted = db::provision_events::for_provision(&mut tx, self.job.id)
+            .await?
+            .iter()
+            .any(|e| e.kind == "awaiting_join");
+        if !noted {
+            let message = format!(
+                "{machines} machine{} running; waiting up to {} min for {} to join fleet {}",
+                if machines == 1 { "" } else { "s" },
+                timeout.as_secs() / 60,
+                if machines == 1 { "it" } else { "them" },
+                self.job.fleet
+            );
+            db::provision_events::append(
+                &mut tx,
+                db::provision_events::NewEvent {
+                    provision_id: self.job.id,
+                    at: self.ctx.now(),
+                    kind: "awaiting_join",
+                    machine: None,
+                    message: &message,
+                    details: &json!({ "join_timeout_minutes": timeout.as_secs() / 60 }),
+                },
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Moves the request to `succeeded` (every machine created) or `failed` (naming the
-    /// machines that were not), once every machine is settled.
+    /// machines that were not), once every machine is settled; with joins followed, a request
+    /// whose machines were all created waits for them to join instead.
     async fn finish(&self) -> anyhow::Result<()> {
         let machines = self.load().await?;
         if let Some(m) = machines.iter().find(|m| !m.status.is_settled()) {
@@ -558,6 +595,15 @@ impl Run<'_> {
                 )
             })
             .collect();
+        if failed.is_empty() {
+            if let Some(timeout) = self.ctx.settings.join_timeout {
+                if machines.iter().any(|m| m.joined_at.is_none()) {
+                    // Running is the cloud's word: the request succeeds when its machines
+                    // join the fleet (`joins`), or fails when they do not in time.
+                    return self.await_joins(machines.len(), timeout).await;
+                }
+            }
+        }
         let (to, reason) = if failed.is_empty() {
             (ProvisionState::Succeeded, String::new())
         } else {

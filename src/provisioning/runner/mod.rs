@@ -62,7 +62,8 @@ impl Options {
 /// any work (an expiry, a supersession or an execution), so the loop tries again at once.
 #[tracing::instrument(skip_all, err)]
 pub async fn run_once(ctx: &Ctx) -> anyhow::Result<bool> {
-    let expired = crate::provisioning::requests::expire_due_once(ctx).await?;
+    let expired = crate::provisioning::requests::expire_due_once(ctx).await?
+        + crate::provisioning::joins::fail_overdue(ctx).await?;
     let job = {
         let mut conn = ctx.pool.acquire().await?;
         provision_jobs::oldest_approved(&mut conn, ctx.now()).await?

@@ -378,6 +378,13 @@ fn machine_row(
             td { @if let Some(s) = m.server_id { (s) } @else { span.muted { "—" } } }
             td { @if let Some(ip) = &m.ipv4 { code { (ip) } } @else { span.muted { "—" } } }
             td { (m.provider_status.as_deref().unwrap_or("—")) }
+            td.machine-joined {
+                @match (m.joined_at, m.member_id) {
+                    (Some(at), Some(id)) => { (time(at)) " as member " (id) }
+                    (Some(at), None) => (time(at)),
+                    _ => span.muted { "not yet" },
+                }
+            }
             td { @if let Some(e) = &m.error { span.error-text { (e) } } }
             td {
                 @if destroy {
@@ -411,10 +418,10 @@ pub fn progress(principal: &Principal, d: &ProvisionDetail) -> Markup {
                     @if live { span.muted { " (updates every 2 seconds)" } } }
                 table.data.wrapping #machines {
                     caption.visually-hidden { "Machines of this request" }
-                    thead { tr { th scope="col" { "Machine" } th scope="col" { "Status" } th scope="col" { "Server id" } th scope="col" { "IPv4" } th scope="col" { "Provider status" } th scope="col" { "Error" } th scope="col" { "Action" } } }
+                    thead { tr { th scope="col" { "Machine" } th scope="col" { "Status" } th scope="col" { "Server id" } th scope="col" { "IPv4" } th scope="col" { "Provider status" } th scope="col" { "Joined fleet" } th scope="col" { "Error" } th scope="col" { "Action" } } }
                     tbody {
                         @for m in &d.machines { (machine_row(principal, p, m, can.destroy)) }
-                        @if d.machines.is_empty() { tr { td colspan="7" .muted { "Nothing has run yet." } } }
+                        @if d.machines.is_empty() { tr { td colspan="8" .muted { "Nothing has run yet." } } }
                     }
                 }
             }
