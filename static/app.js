@@ -62,3 +62,48 @@
     });
   }, 1000);
 })();
+
+// The template editor: a gutter numbering the textarea's lines (findings cite them), kept in
+// step with its scrolling; and a warning before leaving a form with unsaved edits.
+(function () {
+  function number(area) {
+    var gutter = document.createElement("pre");
+    gutter.className = "line-gutter";
+    gutter.setAttribute("aria-hidden", "true");
+    var wrap = document.createElement("div");
+    wrap.className = "numbered";
+    area.parentNode.insertBefore(wrap, area);
+    wrap.appendChild(gutter);
+    wrap.appendChild(area);
+    var shown = 0;
+    function update() {
+      var lines = area.value.split("\n").length;
+      if (lines !== shown) {
+        var out = [];
+        for (var i = 1; i <= lines; i++) out.push(i);
+        gutter.textContent = out.join("\n");
+        shown = lines;
+      }
+      gutter.scrollTop = area.scrollTop;
+    }
+    area.addEventListener("input", update);
+    area.addEventListener("scroll", function () { gutter.scrollTop = area.scrollTop; });
+    update();
+  }
+  var dirty = false;
+  function watch(form) {
+    form.addEventListener("input", function (e) {
+      if (e.target && e.target.name === "body") dirty = true;
+    });
+    form.addEventListener("submit", function () { dirty = false; });
+  }
+  window.addEventListener("beforeunload", function (e) {
+    if (dirty) { e.preventDefault(); e.returnValue = ""; }
+  });
+  function init() {
+    document.querySelectorAll("textarea[data-line-numbers]").forEach(number);
+    document.querySelectorAll("form[data-warn-unsaved]").forEach(watch);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

@@ -350,6 +350,30 @@ async fn typing_in_the_template_updates_the_findings_and_the_gauge() {
         .await
         .unwrap();
     assert_eq!(versions, 1);
+    // The editor numbers its lines as the findings cite them, one per line typed.
+    let numbering = c
+        .execute(
+            "var g = document.querySelector('.numbered .line-gutter'); \
+             var a = document.querySelector('#f-body'); \
+             return g ? [g.textContent.split('\\n').length, a.value.split('\\n').length, \
+                         g.getAttribute('aria-hidden')] : null;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(numbering[0], numbering[1], "a number per line: {numbering}");
+    assert_eq!(numbering[2], "true", "the numbers are not read out twice");
+    // Unsaved edits: leaving the page asks first.
+    let asks = c
+        .execute(
+            "var e = new Event('beforeunload', {cancelable: true}); \
+             window.dispatchEvent(e); return e.defaultPrevented;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(asks, true, "leaving with unsaved edits asks first");
+    assert_accessible(&c, "the template editor").await;
     assert_no_csp_violation(&c, "the whole flow").await;
     c.close().await.unwrap();
 }
@@ -468,6 +492,13 @@ const AXE_JS: &str = include_str!("fixtures/axe-core-4.10.2.min.js");
 
 /// Runs axe-core on the current page and fails on any serious or critical violation.
 async fn assert_accessible(c: &fantoccini::Client, what: &str) {
+    if let Err(found) = axe_violations(c).await {
+        panic!("{what}: axe-core finds\n{found}");
+    }
+}
+
+/// axe-core's serious and critical violations on the current page, one per line.
+async fn axe_violations(c: &fantoccini::Client) -> Result<(), String> {
     c.execute(AXE_JS, vec![]).await.expect("axe-core loads");
     let found = c
         .execute_async(
@@ -482,11 +513,11 @@ async fn assert_accessible(c: &fantoccini::Client, what: &str) {
         .await
         .expect("axe-core runs");
     let found: Vec<String> = serde_json::from_value(found).expect("a list of violations");
-    assert!(
-        found.is_empty(),
-        "{what}: axe-core finds\n{}",
-        found.join("\n")
-    );
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(found.join("\n"))
+    }
 }
 
 /// Runs `js` until it returns a value `ok` accepts (20 s at most); answers the last value.
@@ -890,4 +921,72 @@ async fn the_secret_choice_the_fleet_history_and_the_approvers_payload_pass_axe(
     assert!(payload.contains("«secret:mesh-fsn»") && !payload.contains("kBrowser01"));
     assert_accessible(&c, "the request page").await;
     screenshot(&c, "request-payload").await;
+}
+
+/// How far the page is wider than the window, in CSS pixels (0: no horizontal scroll).
+const OVERFLOW_JS: &str =
+    "return document.documentElement.scrollWidth - document.documentElement.clientWidth;";
+
+/// The panes that scroll sideways inside the page (wider content than their box) but cannot
+/// be reached by keyboard (no `tabindex`, nothing focusable inside), by tag, id and class.
+const UNREACHABLE_PANES_JS: &str = "return Array.from(document.querySelectorAll('main *')).filter(function (e) { \
+       var s = getComputedStyle(e).overflowX; \
+       return e.scrollWidth > e.clientWidth + 1 && (s === 'auto' || s === 'scroll') \
+         && e.tabIndex < 0 && !e.querySelector('a[href], button, input, select, textarea, [tabindex]'); }) \
+     .map(function (e) { return e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + \
+       (typeof e.className === 'string' && e.className ? '.' + e.className.split(' ').join('.') : '') + \
+       ' (' + e.scrollWidth + ' > ' + e.clientWidth + ')'; });";
+#[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
+async fn every_page_an_on_call_uses_fits_a_420_px_window_and_passes_axe() {
+    let driver = start_driver().await;
+    let app = TestApp::spawn_with_config().await;
+    crate::runner::fleet(&app.state.ctx, "prod", &[]).await;
+    feed_headroom(
+        &app,
+        "prod",
+        &format!("{}{}", "G".repeat(20), "B".repeat(4)),
+    )
+    .await;
+    let request = sqlx::query_scalar::<_, i64>("SELECT MAX(id) FROM provisions")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    app.create_user("ada", Role::Admin).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "ada").await;
+    c.set_window_size(420, 900).await.unwrap();
+    let pages = [
+        "/".to_owned(),
+        "/fleets".to_owned(),
+        "/fleets/prod".to_owned(),
+        "/approvals".to_owned(),
+        "/provisions".to_owned(),
+        format!("/provisions/{request}"),
+        "/machine-configs/spare-fsn1".to_owned(),
+        "/templates/yubaba-node/edit".to_owned(),
+        "/audit".to_owned(),
+    ];
+    let mut wide = Vec::new();
+    for path in &pages {
+        c.goto(&app.url(path)).await.unwrap();
+        c.wait().for_element(Locator::Css("main h1")).await.unwrap();
+        let over = c.execute(OVERFLOW_JS, vec![]).await.unwrap();
+        // Wide tables and code may scroll inside their own pane, never the page; a pane that
+        // scrolls must be reachable by keyboard.
+        let unreachable = c.execute(UNREACHABLE_PANES_JS, vec![]).await.unwrap();
+        screenshot(&c, &format!("narrow{}", path.replace('/', "-"))).await;
+        if over.as_i64() != Some(0) || unreachable != serde_json::json!([]) {
+            wide.push(format!(
+                "{path}: {over} px wider than the window; panes a keyboard cannot scroll: {unreachable}"
+            ));
+        }
+        if let Err(found) = axe_violations(&c).await {
+            wide.push(format!("{path} at 420 px: axe-core finds {found}"));
+        }
+    }
+    assert!(wide.is_empty(), "{}", wide.join("\n"));
 }

@@ -147,12 +147,15 @@ pub fn show(
             }
         }
         section.card #history {
-            h2 { "History" }
-            table.data {
-                thead { tr { th { "Version" } th { "Saved" } th { "Changes against the version before" } } }
-                tbody {
-                    @for (v, diff) in history {
-                        tr { td { "v" (v.version) } td { (time(v.created_at)) " by " (v.author) } td { (changes(diff)) } }
+            h2 #history-heading { "History" }
+            // A wide diff scrolls inside its own pane, which the keyboard can reach.
+            div.scroll-pane tabindex="0" role="region" aria-labelledby="history-heading" {
+                table.data {
+                    thead { tr { th { "Version" } th { "Saved" } th { "Changes against the version before" } } }
+                    tbody {
+                        @for (v, diff) in history {
+                            tr { td { "v" (v.version) } td { (time(v.created_at)) " by " (v.author) } td { (changes(diff)) } }
+                        }
                     }
                 }
             }

@@ -416,12 +416,15 @@ pub fn progress(principal: &Principal, d: &ProvisionDetail) -> Markup {
                 h2 { "Progress" }
                 p { "State: " (state_badge(p.state))
                     @if live { span.muted { " (updates every 2 seconds)" } } }
-                table.data.wrapping #machines {
-                    caption.visually-hidden { "Machines of this request" }
-                    thead { tr { th scope="col" { "Machine" } th scope="col" { "Status" } th scope="col" { "Server id" } th scope="col" { "IPv4" } th scope="col" { "Provider status" } th scope="col" { "Joined fleet" } th scope="col" { "Error" } th scope="col" { "Action" } } }
-                    tbody {
-                        @for m in &d.machines { (machine_row(principal, p, m, can.destroy)) }
-                        @if d.machines.is_empty() { tr { td colspan="8" .muted { "Nothing has run yet." } } }
+                // Eight columns scroll inside their own pane on a narrow window, never the page.
+                div.scroll-pane tabindex="0" role="region" aria-label="Machines of this request" {
+                    table.data.wrapping #machines {
+                        caption.visually-hidden { "Machines of this request" }
+                        thead { tr { th scope="col" { "Machine" } th scope="col" { "Status" } th scope="col" { "Server id" } th scope="col" { "IPv4" } th scope="col" { "Provider status" } th scope="col" { "Joined fleet" } th scope="col" { "Error" } th scope="col" { "Action" } } }
+                        tbody {
+                            @for m in &d.machines { (machine_row(principal, p, m, can.destroy)) }
+                            @if d.machines.is_empty() { tr { td colspan="8" .muted { "Nothing has run yet." } } }
+                        }
                     }
                 }
             }

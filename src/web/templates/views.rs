@@ -8,7 +8,7 @@ use crate::domain::textdiff::{diff_lines, has_changes, DiffLine};
 use crate::domain::{FieldErrors, Role};
 use crate::machine_setup::preview::Preview;
 use crate::machine_setup::templates::Version;
-use crate::web::components::{csrf_field, error_summary, time};
+use crate::web::components::{count_of, csrf_field, error_summary, time};
 use crate::web::paths;
 
 /// The list of templates.
@@ -113,14 +113,16 @@ pub fn editor(
         h1 { "Edit template " (name) }
         (error_summary(errors))
         div.editor-grid {
-            form #editor.card method="post" action=(save)
+            form #editor.card method="post" action=(save) data-warn-unsaved
                 hx-post=(paths::PREVIEW) hx-target="#preview" hx-swap="innerHTML"
                 hx-trigger="load, input from:#f-body delay:400ms, change from:.preview-input, input from:.preview-input delay:400ms" {
                 (csrf_field(csrf))
                 input type="hidden" name="template" value=(name);
                 div.field.invalid[errors.for_field("body").is_some()] {
                     label for="f-body" { "Template" }
-                    textarea #f-body.code name="body" rows="30" spellcheck="false" wrap="off" { (body) }
+                    // `app.js` numbers its lines (findings cite them) and warns before unsaved
+                    // edits are left behind.
+                    textarea #f-body.code name="body" rows="30" spellcheck="false" wrap="off" data-line-numbers { (body) }
                     @if let Some(e) = errors.for_field("body") { p.field-error { (e) } }
                 }
                 div.field {
@@ -165,7 +167,7 @@ pub fn preview(p: &Preview) -> Markup {
     html! {
         div.preview-head {
             @if r.ok { span.badge.good #verdict { "valid" } } @else { span.badge.bad #verdict { "blocked" } }
-            " " span #finding-counts { (errors) " errors, " (warnings) " warnings" }
+            " " span #finding-counts { (count_of(errors as u64, "error", "errors")) ", " (count_of(warnings as u64, "warning", "warnings")) }
         }
         div.gauge {
             label for="size-gauge" { "Size " span #size-bytes { (r.size_bytes) } " of " (MAX_PAYLOAD_BYTES) " bytes (" (format!("{percent:.1}")) " %)" }
@@ -186,8 +188,11 @@ pub fn preview(p: &Preview) -> Markup {
             }
             @if r.findings.is_empty() { li.finding.info { "All checks passed." } }
         }
-        h3 { "Payload (each «secret:NAME» is where that secret's value goes)" }
-        ol #payload.payload { @for line in r.shown.lines() { li { code { (line) } } } }
+        h3 #payload-heading { "Payload (each «secret:NAME» is where that secret's value goes)" }
+        // A long line scrolls inside the pane, which the keyboard can therefore reach.
+        div.payload-pane tabindex="0" role="region" aria-labelledby="payload-heading" {
+            ol #payload.payload { @for line in r.shown.lines() { li { code { (line) } } } }
+        }
         h3 { "Against the last successful provision" }
         @match &p.last_provisioned {
             Some(prev) => (line_diff(&diff_lines(prev, &r.shown))),
