@@ -129,6 +129,17 @@ pub fn money(amount: &str, currency: &str) -> String {
     format!("{shown} {currency}")
 }
 
+/// A list page's heading: its title, and the primary action beside it when the caller may
+/// take it (`action`: where it goes and what it says).
+pub fn list_heading(title: &str, action: Option<(&str, &str)>) -> Markup {
+    html! {
+        div.heading {
+            h1 { (title) }
+            @if let Some((href, label)) = action { a.button.primary href=(href) { (label) } }
+        }
+    }
+}
+
 /// A fleet's name, linked to its page.
 pub fn fleet_link(name: &str) -> Markup {
     html! { a.fleet-link href=(paths::fill(paths::FLEET, &[("name", name)])) { (name) } }

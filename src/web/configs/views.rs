@@ -8,7 +8,7 @@ use crate::domain::machine::FieldChange;
 use crate::domain::{FieldErrors, Role};
 use crate::machine_setup::configs::ConfigVersion;
 use crate::machine_setup::pins::PinCheck;
-use crate::web::components::{csrf_field, error_summary, time};
+use crate::web::components::{csrf_field, error_summary, list_heading, time};
 use crate::web::paths;
 
 pub use crate::machine_setup::configs::FormChoices;
@@ -16,10 +16,7 @@ pub use crate::machine_setup::configs::FormChoices;
 /// The list of configs.
 pub fn list(configs: &[ConfigVersion], can_edit: bool) -> Markup {
     html! {
-        div.heading {
-            h1 { "Machine configs" }
-            @if can_edit { a.button.primary href=(paths::MACHINE_CONFIG_NEW) { "New config" } }
-        }
+        (list_heading("Machine configs", can_edit.then_some((paths::MACHINE_CONFIG_NEW, "New config"))))
         section.card {
             table.data {
                 thead { tr { th { "Name" } th { "Provider" } th { "Location" } th { "Server type" } th { "Arch" } th { "Region / zone" } th { "Version" } th { "Saved" } } }

@@ -11,7 +11,7 @@ use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::secrets::DeclaredSecret;
 use crate::fleets::{Fleet, FleetChange};
-use crate::web::components::{csrf_field, error_summary, field, time, FieldAttrs};
+use crate::web::components::{csrf_field, error_summary, field, list_heading, time, FieldAttrs};
 use crate::web::paths;
 
 fn policy(f: &Fleet) -> String {
@@ -30,10 +30,7 @@ pub fn list(now: UnixMillis, fleets: &[Fleet], board: &[FleetNow], can_edit: boo
     let by_name: std::collections::HashMap<&str, &FleetNow> =
         board.iter().map(|n| (n.fleet.as_str(), n)).collect();
     html! {
-        div.heading {
-            h1 { "Fleets" }
-            @if can_edit { a.button.primary href=(paths::FLEET_NEW) { "New fleet" } }
-        }
+        (list_heading("Fleets", can_edit.then_some((paths::FLEET_NEW, "New fleet"))))
         section.card {
             table.data {
                 thead { tr { th { "Name" } th { "Status" } th { "Headroom" } th { "Last scrape" } th { "Endpoints" } th { "Restore config" } th { "Approval policy" } th { "Updated" } } }

@@ -6,7 +6,7 @@ use super::handlers::HistoryQuery;
 use crate::domain::{FieldErrors, ProvisionState};
 use crate::provisioning::Provision;
 use crate::web::components::{
-    config_link, error_summary, filter_input, filter_query, fleet_link, money, time,
+    config_link, error_summary, filter_input, filter_query, fleet_link, list_heading, money, time,
 };
 use crate::web::paths;
 
@@ -26,10 +26,7 @@ pub fn history_page(
         filter_input(name, label, value, kind, hint, errors.for_field(name))
     };
     html! {
-        div.heading {
-            h1 { "Provision history" }
-            @if can_request { a.button.primary href=(paths::PROVISION_NEW) { "Request machines" } }
-        }
+        (list_heading("Provision history", can_request.then_some((paths::PROVISION_NEW, "Request machines"))))
         section.card {
             form.filters method="get" action=(paths::HISTORY) hx-get=(paths::HISTORY) hx-target="#history-results" hx-swap="outerHTML" hx-push-url="true"
                 hx-trigger="submit, change from:find select, input changed delay:400ms from:find input" {

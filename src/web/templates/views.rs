@@ -8,16 +8,13 @@ use crate::domain::textdiff::{diff_lines, has_changes, DiffLine};
 use crate::domain::{FieldErrors, Role};
 use crate::machine_setup::preview::Preview;
 use crate::machine_setup::templates::Version;
-use crate::web::components::{count_of, csrf_field, error_summary, time};
+use crate::web::components::{count_of, csrf_field, error_summary, list_heading, time};
 use crate::web::paths;
 
 /// The list of templates.
 pub fn list(all: &[Version], can_edit: bool) -> Markup {
     html! {
-        div.heading {
-            h1 { "Templates" }
-            @if can_edit { a.button.primary href=(paths::TEMPLATE_NEW) { "New template" } }
-        }
+        (list_heading("Templates", can_edit.then_some((paths::TEMPLATE_NEW, "New template"))))
         section.card {
             table.data {
                 thead { tr { th { "Name" } th { "Version" } th { "Size" } th { "Saved" } } }
