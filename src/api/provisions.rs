@@ -10,12 +10,13 @@ use super::errors::ApiError;
 use super::json::{decode, ApiJson};
 use crate::auth::Principal;
 use crate::domain::clock::format_utc;
+use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
 use crate::domain::{FieldError, FieldErrors};
 use crate::export;
 use crate::export::params::query_params;
 use crate::provisioning::history::{parse_filter, FilterQuery};
-use crate::provisioning::{requests, MachineRecord, NewRequest, Provision, ProvisionDetail};
+use crate::provisioning::{requests, NewRequest, Provision, ProvisionDetail};
 use crate::state::AppState;
 
 /// Requests per page when `limit` is not given.

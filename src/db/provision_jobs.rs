@@ -1,7 +1,8 @@
 //! The runner's queries on `provisions` and `provision_machines`: which request to run next,
 //! and one write per machine step. Rows are read as `provisions` reads them (one
-//! `ProvisionRow`, and `domain::provision::MachineRecord` for its machines). A request's state is never written here (that is
-//! `provisioning::transition`'s job); only machine rows are.
+//! `ProvisionRow`, and `domain::provision::MachineRecord` for its machines). A request's
+//! state is never written here (that is `provisioning::transition`'s job); only machine rows
+//! are.
 
 use sqlx::SqliteConnection;
 

@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use crate::domain::provision::{MachineRecord, ProvisionFilter};
+use crate::domain::stored::parse_stored_name;
 use crate::domain::UnixMillis;
 
 /// A request as stored; `plan` is the JSON of `provisioning::Plan`. The one read model of a
@@ -87,10 +88,11 @@ pub async fn insert(conn: &mut SqliteConnection, p: &NewProvision<'_>) -> sqlx::
 /// One planned machine to insert (status `planned`).
 #[derive(Debug, Clone)]
 pub struct NewMachine<'a> {
-    pub idx: i64,
+    pub idx: u32,
     pub name: &'a str,
     pub sha256: &'a str,
-    pub size_bytes: i64,
+    /// At most the 32 KiB a payload may have, so it fits a SQLite integer.
+    pub size_bytes: u32,
     /// As shown and approved: `«secret:NAME»` where each secret's value goes.
     pub redacted_payload: &'a str,
 }
@@ -191,26 +193,31 @@ pub async fn set_expires_at(
 
 impl FromRow<'_, SqliteRow> for MachineRecord {
     // By hand for the typed columns: each stored value is parsed here, once, and one that
-    // does not read back is an error naming its column, never a default.
+    // does not read back is an error naming its column and value, never a default.
     fn from_row(r: &SqliteRow) -> sqlx::Result<Self> {
-        fn decode(column: &str, why: String) -> sqlx::Error {
-            sqlx::Error::ColumnDecode {
+        fn stored<T>(column: &'static str, raw: &str, parsed: Option<T>) -> sqlx::Result<T> {
+            parse_stored_name(column, raw, |_| parsed).map_err(|e| sqlx::Error::ColumnDecode {
                 index: column.into(),
-                source: why.into(),
-            }
+                source: e.into(),
+            })
         }
         let status: String = r.try_get("status")?;
         let idx: i64 = r.try_get("idx")?;
         let size_bytes: i64 = r.try_get("size_bytes")?;
         Ok(MachineRecord {
-            idx: u32::try_from(idx).map_err(|e| decode("idx", e.to_string()))?,
+            idx: stored(
+                "provision_machines.idx",
+                &idx.to_string(),
+                u32::try_from(idx).ok(),
+            )?,
             name: r.try_get("name")?,
             sha256: r.try_get("sha256")?,
-            size_bytes: usize::try_from(size_bytes)
-                .map_err(|e| decode("size_bytes", e.to_string()))?,
-            status: status
-                .parse()
-                .map_err(|()| decode("status", format!("unknown machine status {status:?}")))?,
+            size_bytes: stored(
+                "provision_machines.size_bytes",
+                &size_bytes.to_string(),
+                usize::try_from(size_bytes).ok(),
+            )?,
+            status: stored("provision_machines.status", &status, status.parse().ok())?,
             server_id: r.try_get("server_id")?,
             action_id: r.try_get("action_id")?,
             ipv4: r.try_get("ipv4")?,

@@ -53,10 +53,15 @@ pub struct Version {
 /// A version about to be written: which document, what it says, who wrote it and when.
 #[derive(Debug, Clone, Copy)]
 pub struct NewVersion<'a> {
+    /// Machine configs or templates.
     pub family: Family,
+    /// The document's name.
     pub name: &'a str,
+    /// The version's whole text.
     pub content: &'a str,
+    /// Who wrote it (a username, or `system`).
     pub author: &'a str,
+    /// When it was written.
     pub now: UnixMillis,
 }
 
@@ -151,7 +156,9 @@ pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Re
 /// Which version of a document to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pick {
+    /// The newest version.
     Latest,
+    /// Version number `n` (from 1).
     Exact(i64),
 }
 

@@ -1,4 +1,5 @@
-//! The query-string fields several API parameter structs share, declared once.
+//! The query-string fields several parameter structs share (the API's, and the provision
+//! history filters the page and the API both read), declared once.
 //!
 //! utoipa reads `#[param(pattern = ...)]` only as a string literal and cannot flatten one
 //! `IntoParams` struct into another, so a shared field cannot be a shared type or a `const`.

@@ -23,16 +23,16 @@ query_params! {
     #[serde(default)]
     #[into_params(parameter_in = Query)]
     pub struct FilterQuery {
-        /// A fleet's name.
+        /// Exact fleet name.
         pub fleet: @filter_text,
-        /// A machine config's name.
+        /// Exact machine config name.
         pub machine_config: @filter_text,
         /// A state.
         #[param(value_type = Option<String>, pattern = "^(pending_approval|approved|executing|succeeded|failed|rejected|expired|cancelled|superseded)?$")]
         pub state: String,
-        /// Who filed it.
+        /// Exact requester username.
         pub requester: @filter_text,
-        /// Who approved it.
+        /// Requests this user approved.
         pub approver: @filter_text,
         /// Created at or after, UTC (`2026-12-02T09:30` or RFC 3339).
         pub from: @utc_bound,

@@ -25,7 +25,6 @@ use serde::{Deserialize, Serialize};
 use crate::cloud_init::{Finding, Severity};
 use crate::domain::fleet::FleetName;
 use crate::domain::machine::{ConfigName, TemplateName};
-pub use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
 use crate::domain::{ProvisionState, UnixMillis};
 
@@ -159,7 +158,7 @@ pub use crate::domain::provision::ProvisionFilter;
 #[derive(Debug, Clone, Serialize)]
 pub struct ProvisionDetail {
     pub provision: Provision,
-    pub machines: Vec<MachineRecord>,
+    pub machines: Vec<crate::domain::provision::MachineRecord>,
     pub events: Vec<Event>,
     /// The redacted payload (every machine's differs only by its name), for display.
     pub redacted_payload: String,

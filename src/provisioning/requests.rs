@@ -11,7 +11,7 @@ use sqlx::SqliteConnection;
 use super::plan::{self, DraftPlan};
 use super::timeline::{self, Note};
 use super::transition::{self, Outcome, Transition};
-use super::{notify, Event, MachineRecord, NewRequest, Provision, ProvisionDetail};
+use super::{notify, Event, NewRequest, Provision, ProvisionDetail};
 use super::{ProvisionFilter, REASON_MAX};
 use crate::audit::{self, Action, NewEntry};
 use crate::auth::Caller;
@@ -22,6 +22,7 @@ use crate::db::provisions::{NewMachine, NewProvision, ProvisionRow};
 use crate::db::versions;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
+use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
 use crate::error::OpError;
@@ -149,10 +150,11 @@ async fn insert_request(
             &mut tx,
             id,
             &NewMachine {
-                idx: idx as i64,
+                // Both bounded far below u32: COUNT_MAX machines, 32 KiB payloads.
+                idx: u32::try_from(idx).map_err(anyhow::Error::from)?,
                 name: &m.name,
                 sha256: &m.sha256,
-                size_bytes: m.size_bytes as i64,
+                size_bytes: u32::try_from(m.size_bytes).map_err(anyhow::Error::from)?,
                 redacted_payload: redacted,
             },
             now,
@@ -563,9 +565,12 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     let mut conn = ctx.pool.acquire().await?;
     let provision = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
     let machines = db::provisions::machines(&mut conn, id).await?;
+    // Every request has at least one machine: a missing first one is a storage fault.
     let redacted_payload = db::provisions::redacted_payload(&mut conn, id)
         .await?
-        .unwrap_or_default();
+        .ok_or_else(|| {
+            OpError::Internal(anyhow::anyhow!("provision {id} has no machine 0 stored"))
+        })?;
     let events = provision_events::for_provision(&mut conn, id)
         .await?
         .into_iter()

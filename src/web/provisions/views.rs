@@ -6,9 +6,10 @@ use maud::{html, Markup};
 use super::forms::RequestForm;
 use crate::auth::Principal;
 use crate::cloud_init::MAX_PAYLOAD_BYTES;
+use crate::domain::provision::MachineRecord;
 use crate::domain::{FieldErrors, MachineStatus, ProvisionState, Role};
 use crate::provisioning::plan::DraftPlan;
-use crate::provisioning::{Event, MachineRecord, Plan, Provision, ProvisionDetail, COUNT_MAX};
+use crate::provisioning::{Event, Plan, Provision, ProvisionDetail, COUNT_MAX};
 use crate::web::components::{
     config_link, count_of, csrf_field, error_summary, fleet_link, money, template_link, time,
 };
