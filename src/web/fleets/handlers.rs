@@ -96,8 +96,8 @@ impl WindowQuery {
     /// The refused values beside their rules, for the form.
     fn refused<'a>(&'a self, errors: &'a FieldErrors) -> Refused<'a> {
         Refused {
-            from: &self.from,
-            to: &self.to,
+            from: window::echo(&self.from),
+            to: window::echo(&self.to),
             errors,
         }
     }

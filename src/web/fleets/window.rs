@@ -113,6 +113,20 @@ pub fn custom(
     }
 }
 
+/// Longest refused value shown again in its input (any time these formats accept is shorter).
+const MAX_ECHO_CHARS: usize = 40;
+
+/// A refused value as its input shows it again to be fixed: trimmed, or nothing when it is
+/// too long or holds control characters (neither is a time anyone typed).
+pub fn echo(raw: &str) -> &str {
+    let v = raw.trim();
+    if v.chars().count() > MAX_ECHO_CHARS || v.chars().any(char::is_control) {
+        ""
+    } else {
+        v
+    }
+}
+
 /// A time as a `datetime-local` input's value (UTC): minutes, and seconds only when there
 /// are any.
 pub fn input_value(at: UnixMillis) -> String {
@@ -209,6 +223,13 @@ mod tests {
         }
         // A trailing newline is whitespace, trimmed like the history filters do.
         assert!(custom("2026-12-04T09:30\n", "", now()).is_ok());
+    }
+
+    #[test]
+    fn only_plausible_refused_values_are_shown_again() {
+        assert_eq!(echo(" yesterday "), "yesterday");
+        assert_eq!(echo("2026-12-04T09:30\u{1b}[31m"), "");
+        assert_eq!(echo(&"9".repeat(41)), "");
     }
 
     #[test]
