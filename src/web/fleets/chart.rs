@@ -70,6 +70,7 @@ pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Anno
             p.chart-summary id=(ids.summary) { (model.summary()) }
             @if model.points.is_empty() {
                 p.chart-empty { "No samples in this range." }
+                (request_list(&model))
             } @else {
                 (svg(&model, &ids))
                 (legend(&model))
@@ -202,7 +203,7 @@ impl Model {
         let mut out = self.numbers_summary();
         if let Some(born) = self.born {
             out.push_str(&format!(
-                " The fleet was created at {} UTC; the time before is not its history.",
+                " The fleet was created at {} UTC; the time before is not counted as gaps.",
                 utc(born)
             ));
         }
@@ -938,7 +939,7 @@ mod tests {
         );
         assert!(!html.contains("<rect class=\"gap\""), "{html}");
         assert!(html.contains(&format!(
-            "The fleet was created at {} UTC; the time before is not its history.",
+            "The fleet was created at {} UTC; the time before is not counted as gaps.",
             utc(born)
         )));
         assert!(html.contains("<rect class=\"before-fleet\""), "{html}");

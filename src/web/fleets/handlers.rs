@@ -155,7 +155,8 @@ pub async fn show(
     let headroom = views::Headroom {
         now_ms,
         now: &now,
-        bad_range: bad_range.filter(|_| custom.is_ok()),
+        // A custom window wins over `range`: its notice would describe another window.
+        bad_range: bad_range.filter(|_| matches!(custom, Ok(None))),
         chart: ChartPanel {
             fleet: &name,
             window,
