@@ -799,6 +799,39 @@ mod tests {
     }
 
     #[test]
+    fn a_request_spans_from_its_filing_to_its_end_or_now_while_open() {
+        let done = Annotation {
+            provision_id: 1,
+            requested_at: 100,
+            finished_at: Some(400),
+            state: ProvisionState::Failed,
+        };
+        assert_eq!(done.end(1_000), 400);
+        assert_eq!(
+            (done.outcome_words(), done.outcome_class()),
+            ("failed".to_owned(), "failed")
+        );
+        // Clipped to the window; outside it, nothing.
+        assert_eq!(done.span_within(0, 1_000), Some((100, 400)));
+        assert_eq!(done.span_within(200, 300), Some((200, 300)));
+        assert_eq!(done.span_within(401, 1_000), None);
+        assert_eq!(done.span_within(0, 100), None);
+        let open = Annotation {
+            finished_at: None,
+            state: ProvisionState::Executing,
+            ..done.clone()
+        };
+        assert_eq!(open.end(700), 700, "runs to now");
+        assert_eq!(open.span_within(0, 700), Some((100, 700)));
+        assert_eq!(
+            (open.outcome_words(), open.outcome_class()),
+            ("open (executing)".to_owned(), "open")
+        );
+        // A clock behind the filing never makes a span run backwards.
+        assert_eq!(open.end(50), 100);
+    }
+
+    #[test]
     fn n_plus_is_the_spare_count_beside_the_requirement() {
         assert_eq!(n_plus_words(1, 1), "N+1 of N+1 required");
         assert_eq!(n_plus_words(0, 2), "N+0 of N+2 required");
