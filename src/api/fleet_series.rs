@@ -29,7 +29,8 @@ query_params! {
         /// Start, inclusive, RFC 3339 (`2026-12-02T09:30:00Z`; `2026-12-02T09:30` is taken as UTC).
         /// Default: one hour before `to`. At most 400 days before `to`.
         pub from: @utc_bound,
-        /// End, exclusive, RFC 3339; later than `from`. Default: now.
+        /// End, exclusive, RFC 3339; later than `from`. Default: now. A `to` later than now
+        /// ends the series at now (nothing after now is known).
         pub to: @utc_bound,
         /// Width of one point in whole seconds, 5 to 34560000, giving at most 2000 points over the
         /// range; read from the coarsest stored resolution whose bucket divides it (25200 = 7 h:
@@ -83,9 +84,12 @@ pub struct HeadroomJson {
     /// requested `from` (the bucket holding an unaligned `from` is left out, unless it is the
     /// only one; then its start).
     pub from: String,
-    /// End of the last bucket, RFC 3339, UTC: the bucket holding the requested `to` is kept
-    /// whole (`to` rounded up to a multiple of `step`), so `to − from` is whole steps.
+    /// End of the series, RFC 3339, UTC: the requested `to`, or now when that is later (the
+    /// window never reaches into the future), so the last bucket may be partial.
     pub to: String,
+    /// When the fleet was created, RFC 3339, UTC. Its history starts there: time before it
+    /// is no gap, and buckets wholly before it are never returned.
+    pub fleet_created_at: String,
     /// Width of one point, in seconds.
     pub step: i64,
     /// What the points were read from: `raw` samples, `minute`, `hour` or `six_hours` rollups
@@ -100,6 +104,7 @@ impl From<&Series> for HeadroomJson {
             fleet: s.fleet.clone(),
             from: format_utc(s.from),
             to: format_utc(s.to),
+            fleet_created_at: format_utc(s.fleet_created_at),
             step: s.step / 1000,
             resolution: s.resolution,
             points: s.points.iter().map(HeadroomPointJson::from).collect(),

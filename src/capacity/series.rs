@@ -11,6 +11,7 @@ use crate::domain::capacity::{
     STEP_MIN_MILLIS,
 };
 use crate::domain::fleet::FleetSpec;
+use crate::domain::ProvisionState;
 use crate::domain::{Caller, FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 
@@ -37,8 +38,10 @@ pub const MAX_ANNOTATIONS: u32 = 50;
 /// The grid is epoch-aligned: points start at multiples of the step, so a point covers the
 /// same time (and shows the same value) from one poll to the next. The bucket holding `from`
 /// is dropped when `from` is not on the grid (it would show only part of its time), unless it
-/// is the only one; the bucket holding `to` is kept whole (the newest point, still filling).
-/// The series' `from` and `to` are those edges, so `to − from` is a whole number of steps.
+/// is the only one. The series ends at `to`, or now when `to` is later (nothing after now is
+/// known, and a window drawn past it would squeeze the present into its middle): the last
+/// bucket may be partial. Buckets wholly before the fleet was created are left out (they hold
+/// an earlier fleet's history, if any, never this one's gaps).
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn series(
     ctx: &Ctx,
@@ -53,7 +56,10 @@ pub async fn series(
     let mut conn = ctx.pool.acquire().await?;
     let (fleet_ref, spec) = find(&mut conn, fleet).await?;
     let plan = plan(
-        Window { from, to },
+        Window {
+            from,
+            to: end_at_now(from, to, ctx.now()),
+        },
         step_ms,
         spec.scrape_interval_secs(),
         retained_since(ctx),
@@ -81,10 +87,12 @@ pub async fn series(
         to: plan.to,
         step: plan.step,
         resolution: plan.resolution,
+        fleet_created_at: fleet_ref.created_at,
         points: rows
             .iter()
             .filter(|r| r.k >= 0)
             .map(|r| point(r, plan.from, plan.step))
+            .filter(|p| p.t + plan.step > fleet_ref.created_at)
             .collect(),
     })
 }
@@ -112,9 +120,9 @@ pub async fn recent_samples(
     Ok(rows.into_iter().map(sample_row).collect())
 }
 
-/// The state changes of `fleet`'s provision requests in `[from, to)`, oldest first, at most
-/// the newest [`MAX_ANNOTATIONS`] (viewer and up): the chart's markers. A request entering
-/// `pending_approval` is labelled "requested"; every other change by the state entered.
+/// `fleet`'s provision requests alive in `[from, to)`, oldest first, at most the newest
+/// [`MAX_ANNOTATIONS`] (viewer and up): the chart's spans, one a request from its filing to
+/// its end. Requests older than the fleet (an earlier fleet of the same name) are left out.
 #[tracing::instrument(skip_all, fields(fleet.name = %fleet), err)]
 pub async fn annotations(
     ctx: &Ctx,
@@ -126,32 +134,44 @@ pub async fn annotations(
     caller.require(Role::Viewer)?;
     check_range(from, to, None)?;
     let mut conn = ctx.pool.acquire().await?;
-    let (_, spec) = find(&mut conn, fleet).await?;
-    let mut events = db::fleet_samples::state_events(
+    let (fleet_ref, spec) = find(&mut conn, fleet).await?;
+    let mut rows = db::fleet_samples::request_spans(
         &mut conn,
         spec.name(),
         from,
         to,
         i64::from(MAX_ANNOTATIONS),
+        fleet_ref.created_at,
     )
     .await?;
-    events.reverse();
-    Ok(events
-        .into_iter()
-        .map(|e| Annotation {
-            at: e.at,
-            provision_id: e.provision_id,
-            label: label(&e.state),
+    rows.reverse();
+    rows.into_iter()
+        .map(|r| {
+            let state = r.state.parse::<ProvisionState>().map_err(|_| {
+                anyhow::anyhow!(
+                    "provision {}: unknown stored state {:?}",
+                    r.provision_id,
+                    r.state
+                )
+            })?;
+            Ok(Annotation {
+                provision_id: r.provision_id,
+                requested_at: r.created_at,
+                finished_at: r.finished_at,
+                state,
+            })
         })
-        .collect())
+        .collect()
 }
 
-/// The chart's word for entering `state`.
-fn label(state: &str) -> String {
-    match state {
-        "pending_approval" => "requested".to_owned(),
-        "" => "state changed".to_owned(),
-        other => other.to_owned(),
+/// Where a window asked to end at `to` does end: at `to`, or at `now` when `to` is later and
+/// the window started before now (a window wholly in the future is left as asked: it is
+/// empty, and its rules are still checked).
+fn end_at_now(from: UnixMillis, to: UnixMillis, now: UnixMillis) -> UnixMillis {
+    if to > now && from < now {
+        now
+    } else {
+        to
     }
 }
 
@@ -278,12 +298,13 @@ fn plan(w: Window, step_ms: Option<i64>, interval_secs: u32, retained: Retained)
         w.from.div_euclid(step) * step
     };
     // At most `ceil((w.to − w.from) / step)` buckets: `check_range` bounds an explicit step's.
-    let to = round_up(w.to, step);
+    // The window ends where it was asked to (now, for the last N hours): the last bucket may
+    // be partial, and nothing is drawn in the future.
     Plan {
         resolution,
         step,
         from,
-        to,
+        to: w.to,
     }
 }
 
@@ -351,12 +372,13 @@ mod tests {
             .into_iter()
             .map(|r| {
                 let p = p(r);
-                (p.step, p.resolution, (p.to - p.from) / p.step)
+                (p.step, p.resolution, ceil_div(p.to - p.from, p.step))
             })
             .collect();
         assert_eq!(
             got,
             [
+                (30_000, Resolution::Raw, 30),
                 (30_000, Resolution::Raw, 120),
                 (MINUTE, Resolution::Minute, 360),
                 (5 * MINUTE, Resolution::Minute, 288),
@@ -367,14 +389,11 @@ mod tests {
         );
         for r in Range::ALL {
             let p = p(r);
-            // A range of whole steps: exactly that many points, the grid on the step.
-            assert_eq!(p.to - p.from, r.millis(), "{r:?}");
-            assert_eq!((p.from % p.step, p.to % p.step), (0, 0), "{r:?}");
+            // The grid on the step, the first whole bucket first, and the window ending at
+            // now: the newest bucket is kept, partial.
+            assert_eq!(p.from % p.step, 0, "{r:?}");
             assert!(p.from >= NOW - r.millis() && p.from - (NOW - r.millis()) < p.step);
-            assert!(
-                p.to >= NOW && p.to - NOW < p.step,
-                "{r:?}: the newest bucket is kept"
-            );
+            assert_eq!(p.to, NOW, "{r:?}: the window ends at now");
         }
     }
 
@@ -402,9 +421,9 @@ mod tests {
             );
             assert_eq!(c.from, a.from + a.step, "{r:?}");
         }
-        // Not one minute short of an hour: the caption reads whole steps.
+        // An hour of 30 s points: 120 buckets, the newest partial unless now is on the grid.
         let p = plan(last(Range::H1), None, 15, retained());
-        assert_eq!(p.to - p.from, HOUR);
+        assert_eq!(ceil_div(p.to - p.from, p.step), 120);
     }
 
     #[test]
@@ -415,7 +434,7 @@ mod tests {
         };
         let p = plan(w, None, 15, retained());
         assert_eq!((p.step, p.resolution), (6 * HOUR, Resolution::SixHours));
-        let points = (p.to - p.from) / p.step;
+        let points = ceil_div(p.to - p.from, p.step);
         assert!((360..=361).contains(&points), "{points}");
     }
 
@@ -481,7 +500,7 @@ mod tests {
         // Whole seconds.
         assert_eq!(p(last(Range::H1), 5_500), (Resolution::Raw, 6_000));
         let p = plan(last(Range::D7), Some(7 * HOUR), 15, retained());
-        assert_eq!((p.from % (7 * HOUR), p.to % (7 * HOUR)), (0, 0));
+        assert_eq!((p.from % (7 * HOUR), p.to), (0, NOW));
     }
 
     #[test]
@@ -540,10 +559,7 @@ mod tests {
         let p = plan(w, None, 15, retained());
         assert_eq!(
             (p.from, p.to),
-            (
-                three_days_ago + 40_000,
-                three_days_ago + 2 * MINUTE + 40_000
-            )
+            (three_days_ago + 40_000, three_days_ago + 2 * MINUTE)
         );
         let inside = Window {
             from: three_days_ago,
@@ -552,7 +568,7 @@ mod tests {
         let p = plan(inside, None, 15, retained());
         assert_eq!(
             (p.from, p.to),
-            (three_days_ago - 20_000, three_days_ago + 40_000)
+            (three_days_ago - 20_000, three_days_ago + 10_000)
         );
         assert_eq!(
             (ceil_div(7, 2), ceil_div(-7, 2), ceil_div(6, 2)),
@@ -561,9 +577,23 @@ mod tests {
     }
 
     #[test]
-    fn labels_name_the_state_entered() {
-        assert_eq!(label("pending_approval"), "requested");
-        assert_eq!(label("superseded"), "superseded");
-        assert_eq!(label(""), "state changed");
+    fn a_window_ends_at_now_never_in_the_future() {
+        assert_eq!(end_at_now(NOW - HOUR, NOW + DAY, NOW), NOW);
+        assert_eq!(end_at_now(NOW - HOUR, NOW - MINUTE, NOW), NOW - MINUTE);
+        // Wholly in the future: left as asked (empty), not turned backwards.
+        assert_eq!(end_at_now(NOW + HOUR, NOW + DAY, NOW), NOW + DAY);
+        // Every range's plan, the clock at an unaligned instant: the right edge is now, the
+        // left edge the first whole bucket, so the last bucket is partial.
+        let now = NOW + 7_777;
+        for r in Range::ALL {
+            let w = Window {
+                from: now - r.millis(),
+                to: now,
+            };
+            let p = plan(w, None, 15, retained());
+            assert_eq!(p.to, now, "{r:?}");
+            assert_eq!(p.from % p.step, 0, "{r:?}");
+            assert!(p.from >= w.from && p.from - w.from < p.step, "{r:?}");
+        }
     }
 }

@@ -126,11 +126,13 @@ pub struct FleetRef {
     pub id: i64,
     /// The stored `FleetSpec` JSON.
     pub spec: String,
+    /// When the fleet was created: its history starts there.
+    pub created_at: UnixMillis,
 }
 
 /// The id and spec of fleet `name`, if it exists.
 pub async fn fleet_ref(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<FleetRef>> {
-    sqlx::query_as("SELECT id, spec FROM fleets WHERE name = ?")
+    sqlx::query_as("SELECT id, spec, created_at FROM fleets WHERE name = ?")
         .bind(name)
         .fetch_optional(conn)
         .await
@@ -315,46 +317,47 @@ pub async fn recent(
         .collect()
 }
 
-/// A state change of one of a fleet's provision requests.
+/// One of a fleet's provision requests as a chart spans it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct StateEvent {
-    pub at: UnixMillis,
+pub struct RequestSpan {
     pub provision_id: i64,
-    /// The state entered (`pending_approval`, `approved`, …); empty if the line lacks it.
+    pub created_at: UnixMillis,
+    pub finished_at: Option<UnixMillis>,
+    /// Its state now, as stored.
     pub state: String,
 }
 
-/// `state_events`' statement (binds: fleet name, from, to, limit).
-pub const STATE_EVENTS_SQL: &str = "WITH alive(id) AS (
-         SELECT id FROM provisions INDEXED BY provisions_by_fleet_finished
-         WHERE fleet = ?1 AND finished_at IS NULL AND created_at < ?3
-         UNION ALL
-         SELECT id FROM provisions INDEXED BY provisions_by_fleet_finished
-         WHERE fleet = ?1 AND finished_at >= ?2 AND created_at < ?3
-     )
-     SELECT e.at, e.provision_id, coalesce(json_extract(e.details, '$.to'), '') AS state
-     FROM alive JOIN provision_events e ON e.provision_id = alive.id
-     WHERE e.kind = 'state' AND e.at >= ?2 AND e.at < ?3
-     ORDER BY e.at DESC, e.id DESC LIMIT ?4";
+/// `request_spans`' statement (binds: fleet name, from, to, limit, the fleet's creation).
+pub const REQUEST_SPANS_SQL: &str = "
+     SELECT id AS provision_id, created_at, finished_at, state
+     FROM provisions INDEXED BY provisions_by_fleet_finished
+     WHERE fleet = ?1 AND finished_at IS NULL AND created_at < ?3 AND created_at >= ?5
+     UNION ALL
+     SELECT id AS provision_id, created_at, finished_at, state
+     FROM provisions INDEXED BY provisions_by_fleet_finished
+     WHERE fleet = ?1 AND finished_at >= ?2 AND created_at < ?3 AND created_at >= ?5
+     ORDER BY created_at DESC, provision_id DESC LIMIT ?4";
 
-/// The newest `limit` state changes in `[from, to)` of requests for fleet `fleet`, newest
-/// first. Only requests that can have one are visited: created before `to`, and still open
-/// or finished at or after `from` (a request's last state change is its `finished_at`), each
-/// half a seek on `provisions_by_fleet_finished` (migration 0009); their lines are a seek on
-/// `provision_events_by_provision`. So the cost follows the requests alive in the range, not
-/// the fleet's whole history.
-pub async fn state_events(
+/// The newest `limit` requests for fleet `fleet` alive in `[from, to)`, newest first: created
+/// before `to` and still open or finished at or after `from`, one row each however many
+/// state changes it went through. Requests older than the fleet (`since`, its `created_at`)
+/// belonged to an earlier fleet of the same name and are left out. Each half is a seek on
+/// `provisions_by_fleet_finished` (migration 0009), so the cost follows the requests alive in
+/// the range, not the fleet's whole history.
+pub async fn request_spans(
     conn: &mut SqliteConnection,
     fleet: &str,
     from: UnixMillis,
     to: UnixMillis,
     limit: i64,
-) -> sqlx::Result<Vec<StateEvent>> {
-    sqlx::query_as(STATE_EVENTS_SQL)
+    since: UnixMillis,
+) -> sqlx::Result<Vec<RequestSpan>> {
+    sqlx::query_as(REQUEST_SPANS_SQL)
         .bind(fleet)
         .bind(from)
         .bind(to)
         .bind(limit)
+        .bind(since)
         .fetch_all(conn)
         .await
 }

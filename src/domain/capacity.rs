@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::UnixMillis;
+use super::{ProvisionState, UnixMillis};
 
 /// Where a sample's spare and required came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -298,6 +298,8 @@ impl DeficitTracker {
 /// The chart ranges offered by the range buttons, and accepted as `?range=` on the fleet page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Range {
+    /// The last fifteen minutes (an incident's first look).
+    M15,
     /// The last hour.
     H1,
     /// The last six hours.
@@ -314,7 +316,8 @@ pub enum Range {
 
 impl Range {
     /// Every range, shortest first (the buttons' order).
-    pub const ALL: [Range; 6] = [
+    pub const ALL: [Range; 7] = [
+        Range::M15,
         Range::H1,
         Range::H6,
         Range::H24,
@@ -326,6 +329,7 @@ impl Range {
     /// The name on the button and in the query string.
     pub fn as_str(self) -> &'static str {
         match self {
+            Range::M15 => "15m",
             Range::H1 => "1h",
             Range::H6 => "6h",
             Range::H24 => "24h",
@@ -344,6 +348,7 @@ impl Range {
     pub fn millis(self) -> i64 {
         const HOUR: i64 = 3_600_000;
         match self {
+            Range::M15 => HOUR / 4,
             Range::H1 => HOUR,
             Range::H6 => 6 * HOUR,
             Range::H24 => 24 * HOUR,
@@ -492,8 +497,11 @@ pub struct Series {
     pub fleet: String,
     /// Start of the range (unix ms, inclusive).
     pub from: UnixMillis,
-    /// End of the range (unix ms, exclusive).
+    /// End of the range (unix ms, exclusive): never after the time it was read, so the last
+    /// bucket may be partial.
     pub to: UnixMillis,
+    /// When the fleet was created: time before it is no part of its history (not a gap).
+    pub fleet_created_at: UnixMillis,
     /// Width of one point, in milliseconds.
     pub step: i64,
     /// Where the points were read from.
@@ -503,15 +511,65 @@ pub struct Series {
     pub points: Vec<Point>,
 }
 
-/// A provision event drawn on a chart.
+/// A provision request drawn on a chart: one span from when it was requested to when it
+/// ended (or, while it is still open, to now), shown by its outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Annotation {
-    /// When it happened.
-    pub at: UnixMillis,
-    /// The provision it belongs to.
+    /// The request.
     pub provision_id: i64,
-    /// Short text: "requested", "approved", "succeeded", "failed", …
-    pub label: String,
+    /// When it was filed.
+    pub requested_at: UnixMillis,
+    /// When it reached its final state; `None` while open.
+    pub finished_at: Option<UnixMillis>,
+    /// Its state now: the outcome once finished.
+    pub state: ProvisionState,
+}
+
+impl Annotation {
+    /// Whether the request is still open (pending approval, approved or executing).
+    pub fn is_open(&self) -> bool {
+        !self.state.is_terminal()
+    }
+
+    /// Where its span ends: when it finished, else `now` (an open request runs on). Never
+    /// before it was requested.
+    pub fn end(&self, now: UnixMillis) -> UnixMillis {
+        match self.finished_at {
+            Some(at) if !self.is_open() => at,
+            _ => now,
+        }
+        .max(self.requested_at)
+    }
+
+    /// The outcome in words: `succeeded`, `failed`, `rejected`, …, or `open (pending
+    /// approval)` while it runs.
+    pub fn outcome_words(&self) -> String {
+        if self.is_open() {
+            format!("open ({})", self.state.words())
+        } else {
+            self.state.words().to_owned()
+        }
+    }
+
+    /// The outcome's class name (its colour): `open`, or the final state.
+    pub fn outcome_class(&self) -> &'static str {
+        if self.is_open() {
+            "open"
+        } else {
+            self.state.as_str()
+        }
+    }
+
+    /// Its span clipped to `[from, to)`, where `to` also stands for now; `None` when it lies
+    /// wholly outside.
+    pub fn span_within(
+        &self,
+        from: UnixMillis,
+        to: UnixMillis,
+    ) -> Option<(UnixMillis, UnixMillis)> {
+        let (start, end) = (self.requested_at, self.end(to));
+        (start < to && end >= from).then(|| (start.max(from), end.min(to)))
+    }
 }
 
 /// A fleet now, as the dashboard card, the fleet page, the fleet API and `/metrics` show it.
@@ -738,6 +796,39 @@ mod tests {
             health(now, 15, Some((now - 1_000, true)), false, confirming),
             Health::Pending
         );
+    }
+
+    #[test]
+    fn a_request_spans_from_its_filing_to_its_end_or_now_while_open() {
+        let done = Annotation {
+            provision_id: 1,
+            requested_at: 100,
+            finished_at: Some(400),
+            state: ProvisionState::Failed,
+        };
+        assert_eq!(done.end(1_000), 400);
+        assert_eq!(
+            (done.outcome_words(), done.outcome_class()),
+            ("failed".to_owned(), "failed")
+        );
+        // Clipped to the window; outside it, nothing.
+        assert_eq!(done.span_within(0, 1_000), Some((100, 400)));
+        assert_eq!(done.span_within(200, 300), Some((200, 300)));
+        assert_eq!(done.span_within(401, 1_000), None);
+        assert_eq!(done.span_within(0, 100), None);
+        let open = Annotation {
+            finished_at: None,
+            state: ProvisionState::Executing,
+            ..done.clone()
+        };
+        assert_eq!(open.end(700), 700, "runs to now");
+        assert_eq!(open.span_within(0, 700), Some((100, 700)));
+        assert_eq!(
+            (open.outcome_words(), open.outcome_class()),
+            ("open (executing)".to_owned(), "open")
+        );
+        // A clock behind the filing never makes a span run backwards.
+        assert_eq!(open.end(50), 100);
     }
 
     #[test]

@@ -840,6 +840,40 @@ async fn the_range_buttons_swap_the_chart_in_place_by_mouse_and_keyboard_and_the
         .unwrap();
     screenshot(&c, "fleet-page-7d").await;
 
+    // A custom window by keyboard: the last 20 minutes typed into the labelled inputs, sent
+    // from the form's button; swapped in place, and the address links to the same window.
+    c.execute(
+        "var to = new Date(document.querySelector('#chart figure').dataset.to); \
+         var from = new Date(to.getTime() - 20 * 60000); \
+         document.querySelector('#chart-from').value = from.toISOString().slice(0, 16); \
+         document.querySelector('#chart-to').value = to.toISOString().slice(0, 16); \
+         document.querySelector('form.chart-window button[type=submit]').focus();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    c.active_element()
+        .await
+        .unwrap()
+        .send_keys(&char::from(fantoccini::key::Key::Enter).to_string())
+        .await
+        .unwrap();
+    let custom = poll_js(&c, CHART_STATE_JS, "the custom window swapped in", |v| {
+        v[0] == "custom" && v[1] == "custom"
+    })
+    .await;
+    assert_eq!(custom[2], true, "no full page load: {custom}");
+    let search = custom[3].as_str().unwrap_or_default();
+    assert!(
+        search.starts_with("?from=") && search.contains("&to="),
+        "the URL links to the window: {custom}"
+    );
+    assert_accessible(&c, "the fleet page with a custom window").await;
+    c.execute("document.querySelector('#chart').scrollIntoView();", vec![])
+        .await
+        .unwrap();
+    screenshot(&c, "fleet-page-custom").await;
+
     // Back to 1 h for the screenshot of the detail, then the no-JS path: the href works alone.
     c.goto(&app.url("/fleets/prod?range=6h")).await.unwrap();
     c.wait()

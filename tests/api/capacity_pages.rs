@@ -163,9 +163,9 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
             )
         })
         .collect();
-    assert_eq!(hrefs.len(), 6);
+    assert_eq!(hrefs.len(), 7);
     assert_eq!(
-        hrefs[2],
+        hrefs[3],
         (
             "/fleets/prod?range=24h".to_owned(),
             "/fleets/prod/chart?range=24h".to_owned()
@@ -213,7 +213,7 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
 async fn the_chart_partial_swaps_ranges_and_refuses_an_unknown_one_by_name() {
     let (app, ctx, viewer) = setup().await;
     feed(&app, &ctx, "prod", "GGGG", "").await;
-    for range in ["1h", "6h", "24h", "7d", "30d", "90d"] {
+    for range in ["15m", "1h", "6h", "24h", "7d", "30d", "90d"] {
         let (status, html) =
             htmx_get(&app, &format!("/fleets/prod/chart?range={range}"), &viewer).await;
         assert_eq!(status, 200, "{range}: {html}");
@@ -247,7 +247,7 @@ async fn the_chart_partial_swaps_ranges_and_refuses_an_unknown_one_by_name() {
         );
         assert!(html.contains(shown), "{query}: {html}");
         assert!(
-            html.contains("1h, 6h, 24h, 7d, 30d, 90d"),
+            html.contains("15m, 1h, 6h, 24h, 7d, 30d, 90d"),
             "{query}: lists the allowed: {html}"
         );
     }
@@ -262,7 +262,7 @@ async fn an_unknown_range_on_the_page_shows_an_hour_and_says_which_are_allowed()
     let notice = texts(&html, "#headroom .notice");
     assert_eq!(
         notice,
-        ["The range range=1w is not one of 1h, 6h, 24h, 7d, 30d, 90d; showing the last hour."]
+        ["The range range=1w is not one of 15m, 1h, 6h, 24h, 7d, 30d, 90d; showing the last hour."]
     );
     assert_eq!(texts(&html, "#chart[data-range='1h']").len(), 1);
     // A known range shows no notice and its own chart.
@@ -444,5 +444,279 @@ async fn the_fleet_pages_now_section_polls_itself_and_shows_the_next_sample_with
     assert_eq!(
         texts(&part, "#now .age[data-since][data-rendered]"),
         ["0 s ago", "0 s ago"]
+    );
+}
+
+// ---- The chart for incidents: windows ending now, custom windows, the fleet's start, requests.
+
+/// The `data-from`/`data-to` edges of the chart drawn in `html`.
+fn drawn_window(html: &str) -> (String, String) {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse("figure.headroom-chart").unwrap();
+    let fig = doc.select(&sel).next().expect("a chart");
+    let attr = |name| fig.value().attr(name).unwrap().to_owned();
+    (attr("data-from"), attr("data-to"))
+}
+
+/// The value of input `#id`.
+fn input_value(html: &str, id: &str) -> String {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse(&format!("input#{id}")).unwrap();
+    let input = doc.select(&sel).next().expect("the input");
+    input.value().attr("value").unwrap_or("").to_owned()
+}
+
+#[tokio::test]
+async fn every_range_ends_at_the_request_time_on_the_manual_clock_never_later() {
+    let (app, ctx, viewer) = setup().await;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    // Off every grid line: the last bucket is partial, and still the edge is now.
+    app.clock.advance(Duration::from_millis(7_777));
+    let now = headroom::domain::clock::format_utc(ctx.now());
+    for range in ["15m", "1h", "6h", "24h", "7d", "30d", "90d"] {
+        let (status, html) =
+            htmx_get(&app, &format!("/fleets/prod/chart?range={range}"), &viewer).await;
+        assert_eq!(status, 200, "{range}");
+        assert_eq!(drawn_window(&html).1, now, "{range}: the right edge is now");
+        let (_, page_html) = page(&app, &format!("/fleets/prod?range={range}"), &viewer).await;
+        assert_eq!(drawn_window(&page_html).1, now, "{range} on the page");
+    }
+    // The shortest range is offered first, as "15 min", and draws fifteen minutes.
+    let (_, html) = page(&app, "/fleets/prod?range=15m", &viewer).await;
+    assert_eq!(texts(&html, ".range-buttons a")[0], "15 min");
+    assert_eq!(
+        texts(&html, ".range-buttons a[aria-current=true]"),
+        ["15 min"]
+    );
+    assert!(texts(&html, "figcaption")[0].contains("last 15 minutes"));
+}
+
+#[tokio::test]
+async fn a_custom_window_in_the_address_shows_the_same_window_and_the_form_holds_it() {
+    let (app, ctx, viewer) = setup().await;
+    let start = ctx.now();
+    feed(&app, &ctx, "prod", &"G".repeat(12), "").await;
+    feed(&app, &ctx, "prod", "BBBBBB", "").await;
+    feed(&app, &ctx, "prod", &"G".repeat(12), "").await;
+    let fmt = headroom::domain::clock::format_utc;
+    // The two minutes of the deficit and a little around them, in the history filters'
+    // `datetime-local` form and in RFC 3339.
+    let (from, to) = (start + 3 * 60_000 - 15_000, start + 5 * 60_000);
+    let local = |t: i64| fmt(t).trim_end_matches('Z').to_owned();
+    let query = format!("from={}&to={}", local(from), fmt(to));
+    let (status, html) = page(&app, &format!("/fleets/prod?{query}"), &viewer).await;
+    assert_eq!(status, 200, "{html}");
+    assert_eq!(texts(&html, "#chart[data-range='custom']").len(), 1);
+    assert!(texts(&html, ".range-buttons a[aria-current=true]").is_empty());
+    let (drawn_from, drawn_to) = drawn_window(&html);
+    assert_eq!(drawn_to, fmt(to));
+    assert!(
+        drawn_from >= fmt(from) && drawn_from < fmt(from + 30_000),
+        "{drawn_from}"
+    );
+    assert!(texts(&html, "figcaption")[0].contains("custom window of"));
+    let summary = texts(&html, "#chart-prod-summary");
+    assert!(summary[0].contains("below required"), "{summary:?}");
+    // The form: labelled, GET to the page, swapped into the chart by htmx, holding the window.
+    let doc = Html::parse_document(&html);
+    let form = Selector::parse("form.chart-window[method=get][action='/fleets/prod'][hx-get='/fleets/prod/chart'][hx-target='#chart']").unwrap();
+    assert_eq!(doc.select(&form).count(), 1, "{html}");
+    for id in ["chart-from", "chart-to"] {
+        let label = Selector::parse(&format!("label[for={id}]")).unwrap();
+        assert_eq!(doc.select(&label).count(), 1, "{id} labelled");
+    }
+    assert_eq!(
+        input_value(&html, "chart-to"),
+        local(to).trim_end_matches(":00")
+    );
+    assert!(texts(&html, ".error-summary").is_empty());
+
+    // The partial answers the same window and pushes the page's address for it.
+    let res = app
+        .client
+        .get(app.url(&format!("/fleets/prod/chart?{query}")))
+        .header("Cookie", &viewer.cookie)
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let pushed = res.headers()["hx-push-url"].to_str().unwrap().to_owned();
+    let html = res.text().await.unwrap();
+    assert_eq!(drawn_window(&html).1, fmt(to));
+    assert!(pushed.starts_with("/fleets/prod?from="), "{pushed}");
+    let (_, again) = page(&app, &pushed, &viewer).await;
+    assert_eq!(
+        drawn_window(&again),
+        drawn_window(&html),
+        "the pushed address shows it"
+    );
+    // A range button pushes its range.
+    let res = app
+        .client
+        .get(app.url("/fleets/prod/chart?range=6h"))
+        .header("Cookie", &viewer.cookie)
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["hx-push-url"], "/fleets/prod?range=6h");
+}
+
+#[tokio::test]
+async fn a_refused_custom_window_names_the_field_and_rule_and_shows_the_last_hour() {
+    let (app, ctx, viewer) = setup().await;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    let huge = "2".repeat(5_000);
+    for (query, field, rule) in [
+        ("from=yesterday", "from", "must be a time like"),
+        (
+            "from=2026-11-30T00:30&to=2026-11-30T00:10",
+            "to",
+            "must be later than from",
+        ),
+        ("to=2099-01-01T00:00", "to", "must not be later than now"),
+        ("from=2099-01-01T00:00", "from", "must be earlier than now"),
+        (
+            "from=1970-01-01T00:00",
+            "from",
+            "must be within the last 400 days",
+        ),
+        (
+            "from=0001-01-01T00:00&to=0001-01-02T00:00",
+            "from",
+            "must be within the last 400 days",
+        ),
+        ("from=2026-11-30T00:30%00", "from", "must be a time like"),
+        ("to=2026-11-30T00:30%1B%5B31m", "to", "must be a time like"),
+        (
+            "from=2026-11-30T00:40:00Z&to=2026-11-30T00:40:30Z",
+            "to",
+            "must be at least 1 minute after from",
+        ),
+        (
+            &format!("from={huge}") as &str,
+            "from",
+            "must be a time like",
+        ),
+    ] {
+        for path in ["/fleets/prod", "/fleets/prod/chart"] {
+            let url = format!("{path}?{query}");
+            let (status, html) = if path.ends_with("/chart") {
+                htmx_get(&app, &url, &viewer).await
+            } else {
+                page(&app, &url, &viewer).await
+            };
+            assert_eq!(status, 200, "{path}?{query:.60}: never an error page");
+            let said = texts(&html, "#chart .error-summary li").join(" | ");
+            assert!(
+                said.contains(&format!("{field}: {rule}")),
+                "{path}?{query:.60}: {said}"
+            );
+            assert_eq!(
+                texts(&html, &format!("#chart-{field}-error")).len(),
+                1,
+                "{query:.60}: beside its input"
+            );
+            assert_eq!(
+                texts(&html, "#chart[data-range='1h']").len(),
+                1,
+                "{query:.60}"
+            );
+            assert!(
+                !html.contains("\u{1b}"),
+                "{query:.60}: control characters not echoed"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn time_before_the_fleet_existed_is_no_gap_on_the_chart() {
+    let (app, ctx, viewer) = setup().await;
+    let created = ctx.now();
+    // Failed samples stamped before the fleet's creation (an earlier fleet's, say), then a
+    // healthy fleet.
+    for back in [40, 30, 20] {
+        let sample = Sample {
+            at: created - back * 60_000,
+            latency_ms: 5,
+            outcome: Err("could not connect".into()),
+        };
+        record(&ctx, "prod", &sample).await.expect("record");
+    }
+    feed(&app, &ctx, "prod", "GGGGGG", "").await;
+    let (_, html) = page(&app, "/fleets/prod", &viewer).await;
+    let summary = texts(&html, "#chart-prod-summary")[0].clone();
+    assert!(summary.contains(", 0 gaps."), "{summary}");
+    assert!(summary.contains("The fleet was created at"), "{summary}");
+    assert!(texts(&html, "svg.chart rect.gap").is_empty());
+    assert_eq!(texts(&html, "svg.chart rect.before-fleet").len(), 1);
+    let rows = texts(&html, ".chart-data tbody tr");
+    assert!(
+        rows.iter().all(|r| !r.contains("gap")),
+        "no bucket before the fleet is listed as a gap: {rows:?}"
+    );
+    // The API returns no bucket before the fleet either, and says when it was created.
+    let token = {
+        app.create_user("vic", Role::Viewer).await;
+        app.token_for("vic").await
+    };
+    let res = app
+        .client
+        .get(app.url("/api/v1/fleets/prod/headroom"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = res.json().await.unwrap();
+    let fmt = headroom::domain::clock::format_utc;
+    assert_eq!(body["fleet_created_at"], fmt(created));
+    assert!(
+        body["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["ok"] == true),
+        "{body}"
+    );
+    assert_eq!(body["to"], fmt(ctx.now()), "the series ends at now");
+}
+
+#[tokio::test]
+async fn each_request_is_one_bar_worded_by_its_outcome_however_many_events_it_had() {
+    let (app, ctx, viewer) = setup().await;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    let cancelled = crate::runner::file(&ctx, "prod", 1).await;
+    app.clock.advance(Duration::from_secs(90));
+    headroom::provisioning::requests::cancel(
+        &ctx,
+        &crate::runner::caller("olga", Role::Operator),
+        cancelled,
+    )
+    .await
+    .expect("cancel");
+    let open = crate::runner::file(&ctx, "prod", 1).await;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    let (_, html) = page(&app, "/fleets/prod?range=15m", &viewer).await;
+    let bars = |class: &str| texts(&html, &format!("svg.chart g.request.outcome-{class}"));
+    assert_eq!(bars("cancelled").len(), 1, "{html}");
+    assert_eq!(bars("open").len(), 1, "{html}");
+    assert_eq!(texts(&html, "svg.chart g.request").len(), 2);
+    let summary = texts(&html, "#chart-prod-summary")[0].clone();
+    assert!(
+        summary.ends_with("2 provision requests: 1 cancelled, 1 open."),
+        "{summary}"
+    );
+    let list = texts(&html, "ul.chart-requests li");
+    assert!(
+        list[0].starts_with(&format!("#{cancelled} cancelled: requested"))
+            && list[0].ends_with("(1 min 30 s)"),
+        "{list:?}"
+    );
+    assert!(
+        list[1].starts_with(&format!("#{open} open (pending approval): requested"))
+            && list[1].contains("still open"),
+        "{list:?}"
     );
 }

@@ -9,13 +9,13 @@ use headroom::capacity::{retention, series};
 use headroom::context::Ctx;
 use headroom::db::fleet_samples as store;
 use headroom::domain::capacity::{Resolution, Source, CHART_POINTS};
-use headroom::domain::{Caller, Role};
+use headroom::domain::{Caller, ProvisionState, Role};
 use headroom::error::OpError;
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::helpers::TestApp;
-use crate::runner::{approved, caller, console, file, fleet};
+use crate::runner::{caller, console, file, fleet};
 
 #[path = "series_history.rs"]
 mod history;
@@ -39,12 +39,17 @@ async fn fleet_id(app: &TestApp, name: &str) -> i64 {
         .expect("fleet id")
 }
 
-/// A console with fleets `names` (scraped every 15 s, the default).
+/// A console with fleets `names` (scraped every 15 s, the default), created long before the
+/// history the tests store (a series leaves out what precedes its fleet).
 async fn with_fleets(names: &[&str]) -> TestApp {
     let app = console(|_| {}).await;
     for name in names {
         fleet(&app.state.ctx, name, &[]).await;
     }
+    sqlx::query("UPDATE fleets SET created_at = 0")
+        .execute(&app.pool)
+        .await
+        .unwrap();
     app
 }
 
@@ -270,14 +275,14 @@ async fn series_points_are_the_samples_folded_per_step_from_raw_rows_and_from_ro
 
     // Raw rows (the last hour, the default step: two 15 s intervals), on the 30 s grid: the
     // bucket holding `now - HOUR` (20 s past a grid line) is left out, the one holding `now`
-    // kept whole.
+    // kept up to now (the series never reaches into the future).
     let s = series::series(ctx, &viewer(), "prod", now - HOUR, now, None)
         .await
         .unwrap();
     assert_eq!(now.rem_euclid(30_000), 20_000);
     assert_eq!(
         (s.resolution, s.step, s.from, s.to),
-        (Resolution::Raw, 30_000, now - HOUR + 10_000, now + 10_000)
+        (Resolution::Raw, 30_000, now - HOUR + 10_000, now)
     );
     assert_eq!(as_expected(&s), fold_by_hand(&ts, s.from, s.to, 30_000));
     assert_eq!(s.points.len(), 120);
@@ -653,7 +658,7 @@ async fn recent_samples_are_the_newest_first() {
 // ---- Annotations ----
 
 #[tokio::test]
-async fn annotations_are_the_state_changes_of_this_fleets_requests_in_the_range() {
+async fn annotations_are_one_span_per_request_of_this_fleet_alive_in_the_range() {
     let app = with_fleets(&["prod", "other"]).await;
     let ctx: Ctx = app.state.ctx.clone();
     let t0 = app.clock_start();
@@ -661,36 +666,37 @@ async fn annotations_are_the_state_changes_of_this_fleets_requests_in_the_range(
     app.clock.advance(Duration::from_secs(60));
     requests_cancel(&ctx, early).await; // cancelled at t0 + 1 min
     app.clock.advance(Duration::from_secs(3600));
-    let later = approved(&ctx, "prod", 1).await; // requested and approved at t0 + 61 min
+    let later = file(&ctx, "prod", 1).await; // requested at t0 + 61 min, still open
     file(&ctx, "other", 1).await; // another fleet's: never shown
 
     let all = series::annotations(&ctx, &viewer(), "prod", t0, t0 + 2 * HOUR)
         .await
         .unwrap();
-    let got: Vec<(i64, i64, &str)> = all
+    let got: Vec<(i64, i64, Option<i64>, ProvisionState)> = all
         .iter()
-        .map(|a| (a.at - t0, a.provision_id, a.label.as_str()))
+        .map(|a| {
+            (
+                a.provision_id,
+                a.requested_at - t0,
+                a.finished_at.map(|f| f - t0),
+                a.state,
+            )
+        })
         .collect();
-    // The app's runner wakes on the approval and may already have moved the later request on
-    // (at the same instant of the manual clock): those changes may follow, nothing else.
-    let (first, by_runner) = got.split_at(got.len().min(4));
+    // One each, however many state changes it went through, oldest first.
     assert_eq!(
-        first,
+        got,
         [
-            (0, early, "requested"),
-            (MINUTE, early, "cancelled"),
-            (61 * MINUTE, later, "requested"),
-            (61 * MINUTE, later, "approved"),
-        ],
-        "{got:?}"
+            (early, 0, Some(MINUTE), ProvisionState::Cancelled),
+            (later, 61 * MINUTE, None, ProvisionState::PendingApproval),
+        ]
     );
-    assert!(
-        by_runner
-            .iter()
-            .all(|(at, id, label)| (*at, *id) == (61 * MINUTE, later)
-                && !["requested", "approved", "cancelled"].contains(label)),
-        "{got:?}"
+    assert_eq!(
+        all[1].end(t0 + 90 * MINUTE),
+        t0 + 90 * MINUTE,
+        "open: runs to now"
     );
+    assert_eq!(all[0].end(t0 + 90 * MINUTE), t0 + MINUTE);
     // A range after the cancelled request's end leaves it out; one before the later
     // request's filing leaves that out.
     let late = series::annotations(&ctx, &viewer(), "prod", t0 + 2 * MINUTE, t0 + 2 * HOUR)
@@ -702,14 +708,27 @@ async fn annotations_are_the_state_changes_of_this_fleets_requests_in_the_range(
         .unwrap();
     assert!(before.iter().all(|a| a.provision_id == early), "{before:?}");
 
+    // A request older than the fleet belonged to an earlier fleet of the same name.
+    sqlx::query("UPDATE fleets SET created_at = ? WHERE name = 'prod'")
+        .bind(t0 + 30 * MINUTE)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let since = series::annotations(&ctx, &viewer(), "prod", t0, t0 + 2 * HOUR)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = since.iter().map(|a| a.provision_id).collect();
+    assert_eq!(ids, [later]);
+
     let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "EXPLAIN QUERY PLAN {}",
-        store::STATE_EVENTS_SQL
+        store::REQUEST_SPANS_SQL
     )))
     .bind("prod")
     .bind(t0)
     .bind(t0 + HOUR)
     .bind(50_i64)
+    .bind(t0)
     .fetch_all(&app.pool)
     .await
     .unwrap();
@@ -723,14 +742,7 @@ async fn annotations_are_the_state_changes_of_this_fleets_requests_in_the_range(
         plan.contains("USING INDEX provisions_by_fleet_finished (fleet=? AND finished_at>?)"),
         "{plan}"
     );
-    assert!(
-        plan.contains("USING INDEX provision_events_by_provision (provision_id=?)"),
-        "{plan}"
-    );
-    assert!(
-        !plan.contains("SCAN provisions") && !plan.contains("SCAN e"),
-        "{plan}"
-    );
+    assert!(!plan.contains("SCAN provisions"), "{plan}");
 }
 
 async fn requests_cancel(ctx: &Ctx, id: i64) {
@@ -889,8 +901,8 @@ async fn the_headroom_api_answers_the_last_hour_by_default_for_a_viewer() {
 
     let (status, body) = get_json(&app, &token, "").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    // The 30 s grid: `now` is 20 s past a grid line.
-    let (from, to) = (now - HOUR + 10_000, now + 10_000);
+    // The 30 s grid: `now` is 20 s past a grid line; the series ends at now.
+    let (from, to) = (now - HOUR + 10_000, now);
     let keys: Vec<&str> = body
         .as_object()
         .unwrap()
@@ -899,9 +911,18 @@ async fn the_headroom_api_answers_the_last_hour_by_default_for_a_viewer() {
         .collect();
     assert_eq!(
         keys,
-        ["fleet", "from", "points", "resolution", "step", "to"]
+        [
+            "fleet",
+            "fleet_created_at",
+            "from",
+            "points",
+            "resolution",
+            "step",
+            "to"
+        ]
     );
     assert_eq!(body["fleet"], "prod");
+    assert_eq!(body["fleet_created_at"], "1970-01-01T00:00:00Z");
     assert_eq!(body["from"], headroom::domain::clock::format_utc(from));
     assert_eq!(body["to"], headroom::domain::clock::format_utc(to));
     assert_eq!(

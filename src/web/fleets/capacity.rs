@@ -5,28 +5,30 @@
 use maud::{html, Markup};
 
 use super::chart::headroom_chart;
+use super::window::{input_value, ChartWindow};
 use crate::domain::capacity::{
     n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
 };
-use crate::domain::UnixMillis;
+use crate::domain::{FieldErrors, UnixMillis};
 use crate::web::components::time;
 use crate::web::paths;
 
-/// The chart partial's path (the range buttons' `hx-get`).
-pub fn chart_path(fleet: &str, range: Range) -> String {
+/// The chart partial's path for a window (the range buttons' `hx-get`).
+pub fn chart_path(fleet: &str, window: ChartWindow) -> String {
     format!(
-        "{}?range={}",
+        "{}?{}",
         paths::fill(paths::FLEET_CHART, &[("name", fleet)]),
-        range.as_str()
+        window.query()
     )
 }
 
-/// The fleet page's own URL for a range (the buttons' `href`, so they work without JS).
-pub fn page_path(fleet: &str, range: Range) -> String {
+/// The fleet page's own URL for a window (the buttons' `href`, so they work without JS, and
+/// the address a chart swap pushes, so a link shows the same window).
+pub fn page_path(fleet: &str, window: ChartWindow) -> String {
     format!(
-        "{}?range={}",
+        "{}?{}",
         paths::fill(paths::FLEET, &[("name", fleet)]),
-        range.as_str()
+        window.query()
     )
 }
 
@@ -175,35 +177,92 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
     }
 }
 
-/// The chart panel: range buttons and the chart. This is what `GET /fleets/{name}/chart`
-/// answers and what `#chart` holds; the buttons live inside it so their pressed state swaps
-/// with the chart.
-pub fn chart_panel(
-    fleet: &str,
-    range: Range,
-    series: &Series,
-    annotations: &[Annotation],
-) -> Markup {
+/// A custom window that was refused: the values as given (shown again to be fixed) and the
+/// rule each broke.
+pub struct Refused<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub errors: &'a FieldErrors,
+}
+
+/// What the chart panel shows.
+pub struct ChartPanel<'a> {
+    pub fleet: &'a str,
+    /// The window drawn (the default range when a custom one was refused).
+    pub window: ChartWindow,
+    pub refused: Option<Refused<'a>>,
+    pub series: &'a Series,
+    pub annotations: &'a [Annotation],
+}
+
+/// The chart panel: range buttons, the from/to form, and the chart. This is what `GET
+/// /fleets/{name}/chart` answers and what `#chart` holds; the buttons and the form live inside
+/// it so their state swaps with the chart.
+pub fn chart_panel(p: &ChartPanel<'_>) -> Markup {
+    let fleet = p.fleet;
+    let range = p.window.range();
     html! {
-        div #chart.chart-panel data-range=(range.as_str()) {
+        div #chart.chart-panel data-range=(range.map_or("custom", Range::as_str)) {
             nav.range-buttons aria-label="Chart range" {
                 @for r in Range::ALL {
-                    a.button href=(page_path(fleet, r))
-                        hx-get=(chart_path(fleet, r)) hx-target="#chart" hx-swap="outerHTML"
-                        hx-push-url=(page_path(fleet, r))
-                        aria-current=[(r == range).then_some("true")]
+                    @let w = ChartWindow::Last(r);
+                    a.button href=(page_path(fleet, w))
+                        hx-get=(chart_path(fleet, w)) hx-target="#chart" hx-swap="outerHTML"
+                        hx-push-url=(page_path(fleet, w))
+                        aria-current=[(Some(r) == range).then_some("true")]
                         id={ "range-" (r.as_str()) } {
                         (range_button_text(r))
                     }
                 }
             }
-            (headroom_chart(series, annotations))
+            (window_form(p))
+            (headroom_chart(p.series, range, p.annotations))
+        }
+    }
+}
+
+/// The custom window form: labelled UTC inputs holding the window shown (or the refused
+/// values with their rules), sent by GET to the page, or by htmx to the chart partial, whose
+/// answer pushes the page's address.
+fn window_form(p: &ChartPanel<'_>) -> Markup {
+    let page = paths::fill(paths::FLEET, &[("name", p.fleet)]);
+    let chart = paths::fill(paths::FLEET_CHART, &[("name", p.fleet)]);
+    let (from, to) = match &p.refused {
+        Some(r) => (r.from.to_owned(), r.to.to_owned()),
+        None => {
+            let (from, to) = (p.series.from, p.series.to);
+            (input_value(from), input_value(to))
+        }
+    };
+    let error = |field: &str| p.refused.as_ref().and_then(|r| r.errors.for_field(field));
+    html! {
+        @if let Some(r) = &p.refused {
+            div.notice.error-summary role="alert" {
+                p { "The custom window was not shown; showing the last hour." }
+                ul { @for e in &r.errors.0 { li { strong { (e.field) } ": " (e.message) } } }
+            }
+        }
+        form.chart-window method="get" action=(page) hx-get=(chart) hx-target="#chart"
+            hx-swap="outerHTML" hx-push-url="true" aria-label="Custom chart window" {
+            @for (field, label, value) in [("from", "From (UTC)", &from), ("to", "To (UTC)", &to)] {
+                @let id = format!("chart-{field}");
+                @let err = error(field);
+                div.field.invalid[err.is_some()] {
+                    label for=(id) { (label) }
+                    input id=(id) name=(field) type="datetime-local" step="1" value=(value)
+                        aria-invalid=[err.map(|_| "true")]
+                        aria-describedby=[err.map(|_| format!("{id}-error"))];
+                    @if let Some(e) = err { p.field-error id={ (id) "-error" } { (field) ": " (e) } }
+                }
+            }
+            div.field.actions { button type="submit" { "Show window" } }
         }
     }
 }
 
 fn range_button_text(r: Range) -> &'static str {
     match r {
+        Range::M15 => "15 min",
         Range::H1 => "1 h",
         Range::H6 => "6 h",
         Range::H24 => "24 h",

@@ -5,13 +5,17 @@
 //!
 //! What it draws: spare as a step line (each bucket's minimum: a dip is what matters), required
 //! as a dashed threshold, deficit buckets (spare < required) hatched, gaps (failed scrapes and
-//! buckets without any sample) as breaks in both lines and a grey band, provision events as
-//! vertical markers. Every point has one hover `<title>`; a `<details>` table lists the points
-//! and the events for screen readers and for copying.
+//! buckets without any sample) as breaks in both lines and a grey band, time before the fleet
+//! was created as a labelled band (never a gap), and each provision request as one bar from
+//! its filing to its end (or the window's end while open), coloured by outcome. Every point
+//! has one hover `<title>`; a `<details>` table lists the points and the requests in words
+//! for screen readers and for copying.
 
 use maud::{html, Markup};
 
+use super::capacity::span_words;
 use crate::domain::capacity::{Annotation, Point, Range, Resolution, Series, CHART_POINTS};
+use crate::domain::clock::format_utc;
 use crate::domain::rebucket::rebucket;
 use crate::domain::UnixMillis;
 use crate::web::paths;
@@ -28,9 +32,14 @@ const PR: f64 = 712.0;
 const PT: f64 = 12.0;
 /// Plot area: bottom edge (room for time labels below).
 const PB: f64 = 212.0;
-/// Most provision markers drawn; the newest are kept (a chart with more would be unreadable,
+/// Most provision requests drawn; the newest are kept (a chart with more would be unreadable,
 /// and the markup must stay bounded).
 pub const MAX_ANNOTATIONS: usize = 60;
+/// Rows the request bars are stacked in, so overlapping requests stay apart.
+const REQUEST_LANES: usize = 4;
+/// Height of one request bar and the space between rows.
+const LANE_H: f64 = 5.0;
+const LANE_GAP: f64 = 2.0;
 /// Most x-axis labels.
 const MAX_X_TICKS: i64 = 8;
 /// Most y-axis ticks (besides zero).
@@ -40,16 +49,18 @@ const MINUTE: i64 = 60_000;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 
-/// The chart of `series` with `annotations` (provision events; those outside the range are
-/// left out). Pure: no clock, no I/O.
-pub fn headroom_chart(series: &Series, annotations: &[Annotation]) -> Markup {
+/// The chart of `series` over the last `range` (`None`: a custom window) with `annotations`
+/// (provision requests; those outside the window are left out). Pure: no clock, no I/O; the
+/// series' end stands for now (an open request runs to it).
+pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Annotation]) -> Markup {
     let model = Model::new(series, annotations);
     let ids = Ids::new(&series.fleet);
-    let range = range_name(series.to - series.from, series.step);
+    let name = range.map_or("custom", Range::as_str);
     html! {
-        figure.headroom-chart data-range=(range) data-fleet=(series.fleet) {
+        figure.headroom-chart data-range=(name) data-fleet=(series.fleet)
+            data-from=(format_utc(series.from)) data-to=(format_utc(series.to)) {
             figcaption id=(ids.caption) {
-                strong { "Headroom of " (series.fleet) ", " (range_words(series.to - series.from, series.step)) }
+                strong { "Headroom of " (series.fleet) ", " (range_words(range, series.to - series.from)) }
                 " "
                 span.muted {
                     "(" (utc(series.from)) " – " (utc(series.to)) " UTC, one point per "
@@ -59,9 +70,11 @@ pub fn headroom_chart(series: &Series, annotations: &[Annotation]) -> Markup {
             p.chart-summary id=(ids.summary) { (model.summary()) }
             @if model.points.is_empty() {
                 p.chart-empty { "No samples in this range." }
+                (request_list(&model))
             } @else {
                 (svg(&model, &ids))
-                (legend())
+                (legend(&model))
+                (request_list(&model))
                 (data_table(&model))
             }
         }
@@ -102,6 +115,8 @@ struct Gap {
 struct Model {
     from: UnixMillis,
     to: UnixMillis,
+    /// When the fleet was created, when inside the window: nothing before it is a gap.
+    born: Option<UnixMillis>,
     step: i64,
     points: Vec<Point>,
     gaps: Vec<Gap>,
@@ -117,20 +132,22 @@ impl Model {
         let mut points: Vec<Point> = series
             .points
             .iter()
-            .filter(|p| p.t >= from && p.t < to)
+            // A bucket wholly before the fleet existed is no part of its history.
+            .filter(|p| p.t >= from && p.t < to && p.t + step > series.fleet_created_at)
             .cloned()
             .collect();
         points.sort_by_key(|p| p.t);
         if points.len() > CHART_POINTS as usize {
             (points, step) = rebucket(&points, from, to, step, CHART_POINTS);
         }
-        let gaps = gaps(&points, step);
+        let born = Some(series.fleet_created_at).filter(|b| *b > from && *b < to);
+        let gaps = gaps(&points, step, series.fleet_created_at);
         let mut annotations: Vec<Annotation> = annotations
             .iter()
-            .filter(|a| a.at >= from && a.at < to)
+            .filter(|a| a.span_within(from, to).is_some())
             .cloned()
             .collect();
-        annotations.sort_by_key(|a| (a.at, a.provision_id));
+        annotations.sort_by_key(|a| (a.requested_at, a.provision_id));
         if annotations.len() > MAX_ANNOTATIONS {
             annotations.drain(..annotations.len() - MAX_ANNOTATIONS);
         }
@@ -153,6 +170,7 @@ impl Model {
         Model {
             from,
             to,
+            born,
             step,
             points,
             gaps,
@@ -179,8 +197,24 @@ impl Model {
         }
     }
 
-    /// The one-sentence text alternative.
+    /// The text alternative: the numbers, then when the fleet was created (inside the
+    /// window) and the requests by outcome.
     fn summary(&self) -> String {
+        let mut out = self.numbers_summary();
+        if let Some(born) = self.born {
+            out.push_str(&format!(
+                " The fleet was created at {} UTC; the time before is not counted as gaps.",
+                utc(born)
+            ));
+        }
+        if !self.annotations.is_empty() {
+            out.push_str(&format!(" {}.", requests_words(&self.annotations)));
+        }
+        out
+    }
+
+    /// The one-sentence summary of the points.
+    fn numbers_summary(&self) -> String {
         let nums: Vec<(u32, u32)> = self.points.iter().filter_map(Self::numbers).collect();
         if nums.is_empty() {
             return if self.points.is_empty() {
@@ -215,13 +249,9 @@ impl Model {
             m => format!("{m} minute{}", plural(m as usize)),
         };
         format!(
-            "Spare min {spare_min}, max {spare_max}, required {required}, {below} below required, {} gap{}{}.",
+            "Spare min {spare_min}, max {spare_max}, required {required}, {below} below required, {} gap{}.",
             self.gaps.len(),
             plural(self.gaps.len()),
-            match self.annotations.len() {
-                0 => String::new(),
-                n => format!(", {n} provision event{}", plural(n)),
-            }
         )
     }
 }
@@ -234,11 +264,32 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
+/// `2 provision requests: 1 succeeded, 1 open`: the requests drawn, counted by outcome in
+/// the order first seen.
+fn requests_words(annotations: &[Annotation]) -> String {
+    let mut by_outcome: Vec<(&'static str, usize)> = Vec::new();
+    for a in annotations {
+        let word = if a.is_open() { "open" } else { a.state.words() };
+        match by_outcome.iter_mut().find(|(w, _)| *w == word) {
+            Some((_, n)) => *n += 1,
+            None => by_outcome.push((word, 1)),
+        }
+    }
+    let counts: Vec<String> = by_outcome.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    format!(
+        "{} provision request{}: {}",
+        annotations.len(),
+        plural(annotations.len()),
+        counts.join(", ")
+    )
+}
+
 /// The gaps between and at failed points: a bucket with `ok = false`, or a jump in `t` larger
 /// than the step (buckets without any sample). Adjacent stretches merge into one gap. Time
 /// before the first point and after the last is not a gap (the fleet may be new, and the
-/// current bucket may not be scraped yet).
-fn gaps(points: &[Point], step: i64) -> Vec<Gap> {
+/// current bucket may not be scraped yet), nor is any time before the fleet was created
+/// (`born`): a gap reaching back past it is cut there.
+fn gaps(points: &[Point], step: i64, born: UnixMillis) -> Vec<Gap> {
     let mut out: Vec<Gap> = Vec::new();
     let mut push = |g: Gap| match out.last_mut() {
         Some(last) if last.to >= g.from => {
@@ -266,6 +317,10 @@ fn gaps(points: &[Point], step: i64) -> Vec<Gap> {
             });
         }
     }
+    out.retain_mut(|g| {
+        g.from = g.from.max(born);
+        g.to > g.from
+    });
     out
 }
 
@@ -375,8 +430,49 @@ fn gap_title(g: &Gap) -> String {
     )
 }
 
-fn annotation_title(a: &Annotation) -> String {
-    format!("#{} {} at {} UTC", a.provision_id, a.label, utc(a.at))
+/// A request in words, its window edge `to` standing for now: `#12 succeeded: requested
+/// 2026-12-04 09:30:00 UTC, ended 2026-12-04 09:34:10 UTC (4 min 10 s)`.
+fn annotation_words(a: &Annotation, to: UnixMillis) -> String {
+    let requested = utc(a.requested_at);
+    let end = a.end(to);
+    let took = span_words(end - a.requested_at);
+    if a.is_open() {
+        format!(
+            "#{} {}: requested {requested} UTC, still open ({took} so far)",
+            a.provision_id,
+            a.outcome_words()
+        )
+    } else {
+        format!(
+            "#{} {}: requested {requested} UTC, ended {} UTC ({took})",
+            a.provision_id,
+            a.outcome_words(),
+            utc(end)
+        )
+    }
+}
+
+/// The row each request's bar is drawn in: the first row whose last bar ended before this
+/// one starts (requests sorted by filing), else the row that frees up first. Pure, so
+/// overlapping requests are tested apart.
+fn lanes(spans: &[(UnixMillis, UnixMillis)], rows: usize) -> Vec<usize> {
+    let rows = rows.max(1);
+    let mut ends: Vec<UnixMillis> = Vec::with_capacity(rows);
+    spans
+        .iter()
+        .map(|&(start, end)| {
+            let lane = match ends.iter().position(|e| *e < start) {
+                Some(i) => i,
+                None if ends.len() < rows => {
+                    ends.push(UnixMillis::MIN);
+                    ends.len() - 1
+                }
+                None => (0..ends.len()).min_by_key(|i| ends[*i]).unwrap_or(0),
+            };
+            ends[lane] = ends[lane].max(end);
+            lane
+        })
+        .collect()
 }
 
 // Every SVG element is written with an explicit end tag (`{}` in maud, never `;`): in HTML,
@@ -397,6 +493,11 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
             }
             (y_axis(m))
             (x_axis(m))
+            @if let Some(born) = m.born {
+                rect.before-fleet x=(n(PL)) y=(n(PT)) width=(n(m.x(born) - PL)) height=(n(PB - PT)) {
+                    title { "Before the fleet existed (created " (utc(born)) " UTC)" }
+                }
+            }
             g.gaps {
                 @for g in &m.gaps {
                     rect.gap x=(n(m.x(g.from))) y=(n(PT)) width=(n((m.x(g.to) - m.x(g.from)).max(1.0))) height=(n(PB - PT)) {
@@ -409,21 +510,38 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
             }
             path.required d=(required) fill="none" stroke-dasharray="6 4" {}
             path.spare d=(spare) fill="none" {}
-            g.annotations {
-                @for a in &m.annotations {
-                    @let x = n(m.x(a.at));
-                    g.annotation {
-                        title { (annotation_title(a)) }
-                        line x1=(x) x2=(x) y1=(n(PT)) y2=(n(PB)) {}
-                        path d={ "M" (x) " " (n(PT)) "l-5 -8h10z" } {}
-                    }
-                }
-            }
             g.hits {
                 @for p in &m.points {
                     rect.hit x=(n(m.x(p.t))) y=(n(PT)) width=(n((m.x(p.t + m.step) - m.x(p.t)).max(0.5))) height=(n(PB - PT)) {
                         title { (point_title(p, m.step)) }
                     }
+                }
+            }
+            (request_bars(m))
+        }
+    }
+}
+
+/// One bar a request, at the top of the plot, from its filing to its end (the window's end
+/// while open), with a tick at the filing; drawn above the hover areas so its own title wins.
+fn request_bars(m: &Model) -> Markup {
+    let spans: Vec<(UnixMillis, UnixMillis)> = m
+        .annotations
+        .iter()
+        .map(|a| a.span_within(m.from, m.to).unwrap_or((m.from, m.from)))
+        .collect();
+    let lane_of = lanes(&spans, REQUEST_LANES);
+    html! {
+        g.requests {
+            @for ((a, (start, end)), lane) in m.annotations.iter().zip(&spans).zip(&lane_of) {
+                @let (x0, x1) = (m.x(*start), m.x(*end));
+                @let y = PT + 1.0 + *lane as f64 * (LANE_H + LANE_GAP);
+                g class={ "request outcome-" (a.outcome_class()) } data-provision=(a.provision_id) {
+                    title { (annotation_words(a, m.to)) }
+                    @if a.requested_at >= m.from {
+                        line x1=(n(x0)) x2=(n(x0)) y1=(n(PT)) y2=(n(PB)) {}
+                    }
+                    rect x=(n(x0)) y=(n(y)) width=(n((x1 - x0).max(2.0))) height=(n(LANE_H)) {}
                 }
             }
         }
@@ -504,16 +622,33 @@ fn time_label(t: UnixMillis, width: i64, tick: i64) -> String {
     dt.format(fmt).unwrap_or_else(|_| t.to_string())
 }
 
-fn legend() -> Markup {
+fn legend(m: &Model) -> Markup {
     html! {
         ul.chart-legend {
             li { span.swatch.spare aria-hidden="true" {} "spare (solid line: fewest in each interval)" }
             li { span.swatch.required aria-hidden="true" {} "required (dashed line)" }
             li { span.swatch.deficit aria-hidden="true" {} "below required (hatched)" }
             li { span.swatch.gap aria-hidden="true" {} "gap: no data (grey band, line broken)" }
-            li { span.swatch.annotation aria-hidden="true" {} "provision event (marker)" }
+            @if m.born.is_some() {
+                li { span.swatch.before-fleet aria-hidden="true" {} "before the fleet existed (not a gap)" }
+            }
+            @for (class, words) in outcomes(&m.annotations) {
+                li { span class={ "swatch request outcome-" (class) } aria-hidden="true" {} "request " (words) " (bar: requested to its end)" }
+            }
         }
     }
+}
+
+/// Each outcome among `annotations` once, in the order first seen: (class, words).
+fn outcomes(annotations: &[Annotation]) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for a in annotations {
+        let words = if a.is_open() { "open" } else { a.state.words() };
+        if !out.iter().any(|(c, _)| *c == a.outcome_class()) {
+            out.push((a.outcome_class(), words));
+        }
+    }
+    out
 }
 
 fn data_table(m: &Model) -> Markup {
@@ -539,14 +674,6 @@ fn data_table(m: &Model) -> Markup {
                     }
                 }
             }
-            @if !m.annotations.is_empty() {
-                h3.chart-events { "Provision events" }
-                ul.chart-events {
-                    @for a in &m.annotations {
-                        li { a href=(paths::fill(paths::PROVISION, &[("id", &a.provision_id.to_string())])) { "#" (a.provision_id) } " " (a.label) " at " (utc(a.at)) " UTC" }
-                    }
-                }
-            }
         }
     }
 }
@@ -559,28 +686,34 @@ fn utc(at: UnixMillis) -> String {
         .to_owned()
 }
 
-/// The `Range` a series of `width` covers: the series may start up to one step earlier than
-/// the range (its first bucket is aligned to the step), so a step of slack is allowed.
-fn range_of(width: i64, step: i64) -> Option<Range> {
-    Range::ALL
-        .into_iter()
-        .find(|r| (width - r.millis()).abs() <= step.max(0))
+/// The requests in words, each linked to its page: what the bars say, for everyone.
+fn request_list(m: &Model) -> Markup {
+    html! {
+        @if !m.annotations.is_empty() {
+            h3.chart-requests { "Provision requests in this window" }
+            ul.chart-requests {
+                @for a in &m.annotations {
+                    li data-outcome=(a.outcome_class()) {
+                        a href=(paths::fill(paths::PROVISION, &[("id", &a.provision_id.to_string())])) { "#" (a.provision_id) }
+                        " " (annotation_words(a, m.to).split_once(' ').map_or("", |(_, rest)| rest))
+                    }
+                }
+            }
+        }
+    }
 }
 
-/// The `Range` name for a width, or `custom`.
-fn range_name(width: i64, step: i64) -> &'static str {
-    range_of(width, step).map_or("custom", Range::as_str)
-}
-
-fn range_words(width: i64, step: i64) -> String {
-    match range_of(width, step) {
+/// The caption's name for the window: `last hour`, or a custom window's width.
+fn range_words(range: Option<Range>, width: i64) -> String {
+    match range {
+        Some(Range::M15) => "last 15 minutes".to_owned(),
         Some(Range::H1) => "last hour".to_owned(),
         Some(Range::H6) => "last 6 hours".to_owned(),
         Some(Range::H24) => "last 24 hours".to_owned(),
         Some(Range::D7) => "last 7 days".to_owned(),
         Some(Range::D30) => "last 30 days".to_owned(),
         Some(Range::D90) => "last 90 days".to_owned(),
-        None => format!("{} window", duration(width)),
+        None => format!("custom window of {}", span_words(width)),
     }
 }
 
@@ -612,6 +745,7 @@ fn duration(ms: i64) -> String {
 mod tests {
     use super::*;
     use crate::domain::capacity::test_points::{failed, ok};
+    use crate::domain::ProvisionState;
 
     const FROM: i64 = 1_764_000_000_000 - 1_764_000_000_000 % HOUR;
     const STEP: i64 = 10_000;
@@ -623,12 +757,24 @@ mod tests {
             to: FROM + HOUR,
             step: STEP,
             resolution: Resolution::Raw,
+            fleet_created_at: FROM - DAY,
             points,
         }
     }
 
+    /// The last hour's chart of `s`.
     fn render(s: &Series, a: &[Annotation]) -> String {
-        headroom_chart(s, a).into_string()
+        headroom_chart(s, Some(Range::H1), a).into_string()
+    }
+
+    /// Request `id` filed at `at`, in `state`, finished at `finished`.
+    fn req(id: i64, at: i64, finished: Option<i64>, state: ProvisionState) -> Annotation {
+        Annotation {
+            provision_id: id,
+            requested_at: at,
+            finished_at: finished,
+            state,
+        }
     }
 
     /// The `d` attribute of the first `<path class="{class}"`.
@@ -712,29 +858,111 @@ mod tests {
     }
 
     #[test]
-    fn annotations_carry_titles_and_links_and_outside_ones_are_left_out() {
+    fn each_request_is_one_bar_from_its_filing_to_its_end_in_words_and_linked() {
         let pts: Vec<Point> = (0..5).map(|i| ok(FROM + i * STEP, 2, 1)).collect();
         let ann = [
-            Annotation {
-                at: FROM + 30 * MINUTE,
-                provision_id: 12,
-                label: "approved".into(),
-            },
-            Annotation {
-                at: FROM - 1,
-                provision_id: 11,
-                label: "requested".into(),
-            },
+            req(
+                12,
+                FROM + 30 * MINUTE,
+                Some(FROM + 34 * MINUTE + 10_000),
+                ProvisionState::Succeeded,
+            ),
+            // Ended before the window: left out.
+            req(11, FROM - HOUR, Some(FROM - 1), ProvisionState::Failed),
+            // Filed before the window, still open: drawn from the window's start to its end.
+            req(13, FROM - MINUTE, None, ProvisionState::PendingApproval),
         ];
         let html = render(&series(pts), &ann);
-        let when = utc(FROM + 30 * MINUTE);
+        assert_eq!(html.matches("<g class=\"request ").count(), 2, "{html}");
+        let filed = utc(FROM + 30 * MINUTE);
+        let ended = utc(FROM + 34 * MINUTE + 10_000);
         assert!(
-            html.contains(&format!("<title>#12 approved at {when} UTC</title>")),
+            html.contains(&format!(
+                "<title>#12 succeeded: requested {filed} UTC, ended {ended} UTC (4 min 10 s)</title>"
+            )),
             "{html}"
         );
+        assert!(html.contains("<g class=\"request outcome-succeeded\" data-provision=\"12\">"));
+        assert!(
+            html.contains("<g class=\"request outcome-open\" data-provision=\"13\">"),
+            "{html}"
+        );
+        // The open one's bar runs from the window's start (x = PL) to its end (x = PR).
+        assert!(
+            html.contains(&format!(
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\"",
+                n(PL),
+                n(PT + 1.0),
+                n(PR - PL)
+            )),
+            "{html}"
+        );
+        assert!(html.contains("#13 open (pending approval): requested"));
+        assert!(html.contains("still open (1 h 1 min so far)"), "{html}");
         assert!(html.contains("href=\"/provisions/12\""));
         assert!(!html.contains("#11"));
-        assert!(html.contains("1 provision event."));
+        assert!(
+            html.contains("2 provision requests: 1 open, 1 succeeded."),
+            "{html}"
+        );
+        assert!(html.contains("request succeeded (bar: requested to its end)"));
+        let list = texts_of(&html, "ul.chart-requests li");
+        assert_eq!(list.len(), 2, "{list:?}");
+        assert!(list[1].starts_with("#12 succeeded: requested"), "{list:?}");
+    }
+
+    #[test]
+    fn overlapping_requests_take_separate_rows_and_reuse_freed_ones() {
+        let spans = [(0, 10), (5, 20), (11, 12), (13, 30), (14, 15), (16, 17)];
+        assert_eq!(lanes(&spans, 3), [0, 1, 0, 0, 2, 2]);
+        // With every row taken, the one that frees up first.
+        assert_eq!(lanes(&[(0, 10), (1, 5), (2, 8)], 2), [0, 1, 1]);
+        assert_eq!(lanes(&[], 4), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn time_before_the_fleet_existed_is_neither_a_gap_nor_counted() {
+        // Created 20 minutes into the window; a failed bucket before then (an earlier fleet's
+        // sample) and a jump over the creation.
+        let born = FROM + 20 * MINUTE;
+        let mut s = series(vec![
+            failed(FROM),
+            ok(FROM + 10 * MINUTE, 2, 1),
+            ok(born + STEP, 2, 1),
+            ok(born + 2 * STEP, 2, 1),
+        ]);
+        s.fleet_created_at = born;
+        let html = render(&s, &[]);
+        assert!(
+            html.contains("Spare min 2, max 2, required 1, 0 minutes below required, 0 gaps."),
+            "{html}"
+        );
+        assert!(!html.contains("<rect class=\"gap\""), "{html}");
+        assert!(html.contains(&format!(
+            "The fleet was created at {} UTC; the time before is not counted as gaps.",
+            utc(born)
+        )));
+        assert!(html.contains("<rect class=\"before-fleet\""), "{html}");
+        assert!(html.contains("before the fleet existed (not a gap)"));
+        // A failed bucket holding the creation is a gap only from the creation on.
+        let mut s = series(vec![failed(born - STEP / 2), ok(born + STEP, 2, 1)]);
+        s.fleet_created_at = born - STEP / 2 + 1;
+        s.points[0].t = born - STEP / 2;
+        let m = Model::new(&s, &[]);
+        assert_eq!(m.gaps.len(), 1);
+        assert_eq!(m.gaps[0].from, born - STEP / 2 + 1);
+        // A fleet older than the window: no band, no sentence.
+        let html = render(&series(vec![ok(FROM, 2, 1)]), &[]);
+        assert!(!html.contains("before-fleet") && !html.contains("was created"));
+    }
+
+    /// The text of every element `selector` matches.
+    fn texts_of(html: &str, selector: &str) -> Vec<String> {
+        let doc = scraper::Html::parse_fragment(html);
+        let sel = scraper::Selector::parse(selector).unwrap();
+        doc.select(&sel)
+            .map(|e| e.text().collect::<String>().trim().to_owned())
+            .collect()
     }
 
     #[test]
@@ -745,11 +973,7 @@ mod tests {
             ok(FROM + STEP, 0, 1),
             failed(FROM + 2 * STEP),
         ];
-        let ann = [Annotation {
-            at: FROM + STEP,
-            provision_id: 3,
-            label: "requested".into(),
-        }];
+        let ann = [req(3, FROM + STEP, None, ProvisionState::Approved)];
         let html = render(&series(pts), &ann);
         for tag in ["line", "path", "rect", "text", "g", "pattern"] {
             let open = html.matches(&format!("<{tag} ")).count()
@@ -763,14 +987,9 @@ mod tests {
     #[test]
     fn hostile_text_is_escaped() {
         let pts = vec![ok(FROM, 1, 1)];
-        let ann = [Annotation {
-            at: FROM,
-            provision_id: 1,
-            label: "<script>alert(1)</script>".into(),
-        }];
         let mut s = series(pts);
-        s.fleet = "a\"><script>".into();
-        let html = render(&s, &ann);
+        s.fleet = "a\"><script>alert(1)</script>".into();
+        let html = render(&s, &[]);
         assert!(!html.contains("<script>"), "{html}");
         assert!(html.contains("&lt;script&gt;alert(1)"));
     }
@@ -794,23 +1013,26 @@ mod tests {
             to,
             step,
             resolution: Resolution::Raw,
+            fleet_created_at: FROM,
             points: pts,
         };
         let ann: Vec<Annotation> = (0..500)
-            .map(|i| Annotation {
-                at: FROM + i * HOUR,
-                provision_id: i,
-                label: "approved".into(),
+            .map(|i| {
+                req(
+                    i,
+                    FROM + i * HOUR,
+                    Some(FROM + i * HOUR + MINUTE),
+                    ProvisionState::Succeeded,
+                )
             })
             .collect();
+        let render =
+            |s: &Series, a: &[Annotation]| headroom_chart(s, Some(Range::D90), a).into_string();
         let html = render(&s, &ann);
         let hits = html.matches("<rect class=\"hit\"").count();
         assert!(hits <= CHART_POINTS as usize, "{hits} hit areas");
         assert!(hits >= CHART_POINTS as usize - 1, "{hits} hit areas");
-        assert_eq!(
-            html.matches("<g class=\"annotation\">").count(),
-            MAX_ANNOTATIONS
-        );
+        assert_eq!(html.matches("<g class=\"request ").count(), MAX_ANNOTATIONS);
         assert!(html.matches("<tr>").count() <= CHART_POINTS as usize + 1);
         // A full 90 d chart stays in the low hundreds of kilobytes.
         assert!(html.len() < 300_000, "{} bytes", html.len());
@@ -838,7 +1060,7 @@ mod tests {
         }
         let mut wide = series(pts);
         wide.to = FROM + Range::D30.millis();
-        let html = render(&wide, &[]);
+        let html = headroom_chart(&wide, Some(Range::D30), &[]).into_string();
         assert!(html.contains("data-range=\"30d\""));
         assert!(
             !html.contains(":00</text>"),

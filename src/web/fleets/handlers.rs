@@ -1,18 +1,23 @@
 //! Fleet handlers: parse, call one operation, render.
 
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
+use super::capacity::page_path;
 use super::forms::FleetForm;
 use super::views;
+use super::views::{ChartPanel, Refused};
+use super::window::{self, ChartWindow, DEFAULT_RANGE};
 use crate::capacity::{board, series};
 use crate::domain::capacity::{Annotation, Range, Series};
 use crate::domain::fleet::FleetInput;
-use crate::domain::{Caller, Role};
+use crate::domain::{Caller, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 use crate::fleets::{self};
 use crate::machine_setup::configs;
 use crate::state::AppState;
+use crate::web::components::filter_query;
 use crate::web::errors::WebError;
 use crate::web::layout::fragment;
 use crate::web::reply::{submitted, Reply, Shown};
@@ -70,10 +75,32 @@ pub async fn create(reply: Reply, form: web::Form<FleetForm>) -> Result<HttpResp
     .await
 }
 
-/// `?range=` of the fleet page and its chart partial, as sent.
+/// The chart's window as sent to the fleet page and its chart partial: `?range=`, or a
+/// custom `?from=&to=` (which wins when either is given).
 #[derive(Debug, serde::Deserialize)]
-pub struct RangeQuery {
+pub struct WindowQuery {
     range: Option<String>,
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
+}
+
+impl WindowQuery {
+    /// The custom window asked for: `Ok(None)` without `from` and `to`, else the window or
+    /// the rules it broke.
+    fn custom(&self, now: UnixMillis) -> Result<Option<ChartWindow>, FieldErrors> {
+        window::custom(&self.from, &self.to, now)
+    }
+
+    /// The refused values beside their rules, for the form.
+    fn refused<'a>(&'a self, errors: &'a FieldErrors) -> Refused<'a> {
+        Refused {
+            from: window::echo(&self.from),
+            to: window::echo(&self.to),
+            errors,
+        }
+    }
 }
 
 /// Recent samples shown on the fleet page.
@@ -81,49 +108,62 @@ const PAGE_SAMPLES: u32 = 50;
 /// Deficits shown on the fleet page (newest first).
 const PAGE_DEFICITS: u32 = 20;
 
-/// The chart of the last `range`: the series and the provision events over it, read together.
+/// The chart of `window` read at `now`: the series and the provision requests over it, read
+/// together.
 async fn chart_data(
     state: &AppState,
     caller: &Caller,
     name: &str,
-    range: Range,
+    window: ChartWindow,
+    now: UnixMillis,
 ) -> Result<(Series, Vec<Annotation>), OpError> {
-    let to = state.ctx.now();
-    let from = to - range.millis();
+    let (from, to) = window.bounds(now);
     tokio::try_join!(
         series::series(&state.ctx, caller, name, from, to, None),
         series::annotations(&state.ctx, caller, name, from, to),
     )
 }
 
-/// GET /fleets/{name}: settings, headroom now, the chart (`?range=`, 1 h by default),
-/// recent samples and time to restore. An unknown `range` falls back to 1 h with a notice
-/// naming the allowed values: a stale bookmark still shows the fleet (the chart partial and
-/// the API refuse instead).
+/// GET /fleets/{name}: settings, headroom now, the chart (`?range=`, 1 h by default, or a
+/// custom `?from=&to=`), recent samples and time to restore. An unknown `range` falls back to
+/// 1 h with a notice naming the allowed values, and a refused custom window to 1 h with each
+/// field's rule: a stale bookmark still shows the fleet (the chart partial refuses an unknown
+/// range, and the API any bad value, instead).
 pub async fn show(
     reply: Reply,
     name: web::Path<String>,
-    query: web::Query<RangeQuery>,
+    query: web::Query<WindowQuery>,
 ) -> Result<HttpResponse, WebError> {
     let caller = reply.caller();
+    let now_ms = reply.ctx().now();
+    let custom = query.custom(now_ms);
     let given = query.range.as_deref();
-    let range = given.and_then(Range::parse).unwrap_or(Range::H1);
     let bad_range = given.filter(|g| Range::parse(g).is_none());
+    let window = match &custom {
+        Ok(Some(w)) => *w,
+        Ok(None) => ChartWindow::Last(given.and_then(Range::parse).unwrap_or(DEFAULT_RANGE)),
+        Err(_) => ChartWindow::Last(DEFAULT_RANGE),
+    };
     let fleet = fleets::get(reply.ctx(), &caller, &name).await?;
     let (now, (series, annotations), samples, deficits, changes) = tokio::try_join!(
         board::now(reply.ctx(), &caller, &name),
-        chart_data(&reply.state, &caller, &name, range),
+        chart_data(&reply.state, &caller, &name, window, now_ms),
         series::recent_samples(reply.ctx(), &caller, &name, PAGE_SAMPLES),
         board::deficits(reply.ctx(), &caller, &name, PAGE_DEFICITS),
         fleets::history(reply.ctx(), &caller, &name),
     )?;
     let headroom = views::Headroom {
-        now_ms: reply.ctx().now(),
+        now_ms,
         now: &now,
-        range,
-        bad_range,
-        series: &series,
-        annotations: &annotations,
+        // A custom window wins over `range`: its notice would describe another window.
+        bad_range: bad_range.filter(|_| matches!(custom, Ok(None))),
+        chart: ChartPanel {
+            fleet: &name,
+            window,
+            refused: custom.as_ref().err().map(|e| query.refused(e)),
+            series: &series,
+            annotations: &annotations,
+        },
         samples: &samples,
         deficits: &deficits,
     };
@@ -133,28 +173,55 @@ pub async fn show(
         .await)
 }
 
-/// GET /fleets/{name}/chart?range=: the chart panel the range buttons swap in (1 h without
-/// `range`). An unknown `range` is refused with 400 naming the allowed values (only the page's
-/// own buttons call this, so a bad value is a bug to surface, not to paper over).
+/// GET /fleets/{name}/chart?range= (or ?from=&to=): the chart panel the range buttons and
+/// the window form swap in (1 h without either). An unknown `range` is refused with 400
+/// naming the allowed values (only the page's own buttons send one, so a bad value is a bug
+/// to surface, not to paper over); a refused custom window, typed by a person, is the panel
+/// of the last hour with each field's rule beside it. The answer pushes the page's address
+/// for what was asked (`HX-Push-Url`), so the address bar links to the same window.
 pub async fn chart(
     reply: Reply,
     name: web::Path<String>,
-    query: web::Query<RangeQuery>,
+    query: web::Query<WindowQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let given = query.range.as_deref().unwrap_or(Range::H1.as_str());
-    let Some(range) = Range::parse(given) else {
-        let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
-        let message = format!(
-            "range: \"{given}\" is not a chart range; use one of {}",
-            allowed.join(", ")
-        );
-        return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
+    let now_ms = reply.ctx().now();
+    let custom = query.custom(now_ms);
+    let (window, pushed) = match &custom {
+        Ok(Some(w)) => (*w, page_path(&name, *w)),
+        Err(_) => {
+            let asked = filter_query(&[("from", &query.from), ("to", &query.to)], None, None);
+            let page = paths::fill(paths::FLEET, &[("name", &name)]);
+            (ChartWindow::Last(DEFAULT_RANGE), format!("{page}?{asked}"))
+        }
+        Ok(None) => {
+            let given = query.range.as_deref().unwrap_or(DEFAULT_RANGE.as_str());
+            let Some(range) = Range::parse(given) else {
+                let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
+                let message = format!(
+                    "range: \"{given}\" is not a chart range; use one of {}",
+                    allowed.join(", ")
+                );
+                return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
+            };
+            let w = ChartWindow::Last(range);
+            (w, page_path(&name, w))
+        }
     };
-    let (series, annotations) = chart_data(&reply.state, &reply.caller(), &name, range).await?;
-    Ok(fragment(
-        StatusCode::OK,
-        views::chart_panel(&name, range, &series, &annotations),
-    ))
+    let (series, annotations) =
+        chart_data(&reply.state, &reply.caller(), &name, window, now_ms).await?;
+    let panel = ChartPanel {
+        fleet: &name,
+        window,
+        refused: custom.as_ref().err().map(|e| query.refused(e)),
+        series: &series,
+        annotations: &annotations,
+    };
+    let mut res = fragment(StatusCode::OK, views::chart_panel(&panel));
+    if let Ok(value) = HeaderValue::from_str(&pushed) {
+        res.headers_mut()
+            .insert(HeaderName::from_static("hx-push-url"), value);
+    }
+    Ok(res)
 }
 
 /// GET /fleets/{name}/now: the fleet page's "now" section, which polls it every scrape

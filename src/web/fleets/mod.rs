@@ -5,3 +5,4 @@ pub mod chart;
 pub mod forms;
 pub mod handlers;
 pub mod views;
+pub mod window;

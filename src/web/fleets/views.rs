@@ -5,7 +5,7 @@ use maud::{html, Markup};
 use super::capacity;
 use super::forms::FleetForm;
 use crate::auth::Principal;
-use crate::domain::capacity::{Annotation, DeficitTimeline, FleetNow, Range, SampleRow, Series};
+use crate::domain::capacity::{DeficitTimeline, FleetNow, SampleRow};
 use crate::domain::fleet::SecretName;
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
@@ -66,21 +66,17 @@ pub struct Headroom<'a> {
     pub now_ms: UnixMillis,
     /// The fleet now.
     pub now: &'a FleetNow,
-    /// The chart's range.
-    pub range: Range,
     /// The `?range=` value given when it named no range (the page shows 1 h and says so).
     pub bad_range: Option<&'a str>,
-    /// The chart's series.
-    pub series: &'a Series,
-    /// Provision events over the chart's range.
-    pub annotations: &'a [Annotation],
+    /// The chart with its window, its form and any refused custom window.
+    pub chart: ChartPanel<'a>,
     /// Recent samples, newest first.
     pub samples: &'a [SampleRow],
     /// Deficits with their restore milestones, newest first.
     pub deficits: &'a [DeficitTimeline],
 }
 
-pub use super::capacity::{chart_panel, now_section};
+pub use super::capacity::{chart_panel, now_section, ChartPanel, Refused};
 
 /// One fleet: headroom now, the chart with its range buttons, recent samples, time to
 /// restore, then its settings, secret sources, and links to its provisions.
@@ -109,7 +105,7 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
         section.card #headroom aria-labelledby="chart-heading" {
             h2 #chart-heading { "Headroom over time" }
             @if let Some(given) = h.bad_range { (capacity::range_notice(given)) }
-            (chart_panel(name, h.range, h.series, h.annotations))
+            (chart_panel(&h.chart))
         }
         (capacity::samples_section(h.samples))
         (capacity::deficits_section(h.deficits))
