@@ -621,7 +621,7 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
         .unwrap();
     let question = text_of(&ap, "#confirm-question").await;
     assert!(
-        question.starts_with("Approve 1 machine for ") && question.ends_with("/month?"),
+        question.starts_with("Approve 2 machines for ") && question.ends_with("/month?"),
         "{question}"
     );
     assert_accessible(&ap, "the approval's confirmation").await;
