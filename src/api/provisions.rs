@@ -180,15 +180,32 @@ pub struct ProvisionEventJson {
     pub details: serde_json::Value,
 }
 
+/// One named check of a plan awaiting approval.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PlanCheckJson {
+    /// `pin`, `max_restore_machines`, `ssh_keys`, `server_type` or `image`.
+    pub name: String,
+    /// `pass`, `warn` or `block` (refuses approval).
+    #[schema(pattern = "^(pass|warn|block)$")]
+    pub verdict: String,
+    /// Why, in a sentence.
+    pub detail: String,
+}
+
 /// A request with its timeline, redacted payload and audit entries.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ProvisionDetailJson {
     #[serde(flatten)]
     pub provision: ProvisionJson,
     pub events: Vec<ProvisionEventJson>,
-    /// The payload as approved: `«secret:NAME»` where each secret's value goes (machines differ
-    /// only by name).
+    /// The first machine's payload as approved: `«secret:NAME»` where each secret's value goes
+    /// (machines differ only by name).
     pub redacted_payload: String,
+    /// Each machine's payload as approved, in machine order (stand-ins, never values).
+    pub redacted_payloads: Vec<String>,
+    /// The plan checks as of now while the request awaits approval (empty otherwise): a
+    /// `block` verdict refuses approval.
+    pub checks: Vec<PlanCheckJson>,
     /// Audit entries whose target is this request, oldest first.
     pub audit: Vec<AuditEntryJson>,
 }
@@ -208,7 +225,17 @@ impl From<&ProvisionDetail> for ProvisionDetailJson {
                     details: e.details.clone(),
                 })
                 .collect(),
-            redacted_payload: d.redacted_payload.clone(),
+            redacted_payload: d.redacted_payloads.first().cloned().unwrap_or_default(),
+            redacted_payloads: d.redacted_payloads.clone(),
+            checks: d
+                .checks
+                .iter()
+                .map(|c| PlanCheckJson {
+                    name: c.name.to_owned(),
+                    verdict: c.verdict.as_str().to_owned(),
+                    detail: c.detail.clone(),
+                })
+                .collect(),
             audit: d.audit.iter().map(AuditEntryJson::from).collect(),
         }
     }
@@ -296,6 +323,14 @@ pub struct ApproveJson {
     #[serde(default)]
     #[schema(nullable = false, pattern = "^[0-9a-f]{64}$")]
     pub plan_hash: Option<String>,
+    /// Why the approver agrees, for the audit log and the timeline (optional).
+    #[serde(default)]
+    #[schema(
+        nullable = false,
+        max_length = 500,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"
+    )]
+    pub comment: Option<String>,
 }
 
 /// A rejection.
@@ -411,11 +446,11 @@ pub async fn get(
 /// config or template version it uses). The body is optional.
 #[utoipa::path(post, path = "/api/v1/provisions/{id}/approve", tag = "provisioning",
     params(("id" = i64, Path, description = "The request's id", minimum = 1)),
-    request_body(content = ApproveJson, description = "Optional (an empty body approves the current plan): the plan hash the approver reviewed"),
+    request_body(content = ApproveJson, description = "Optional (an empty body approves the current plan): the plan hash the approver reviewed and a comment"),
     responses((status = 200, body = ProvisionJson),
               (status = 403, body = crate::http::Problem, content_type = "application/problem+json", description = "Role too low, or a four-eyes rule"),
               (status = 404, body = crate::http::Problem, content_type = "application/problem+json"),
-              (status = 409, body = crate::http::Problem, content_type = "application/problem+json", description = "Not pending, plan changed, expired, superseded or already approved by you"),
+              (status = 409, body = crate::http::Problem, content_type = "application/problem+json", description = "Not pending, plan changed, expired, superseded, a plan check blocks, or already approved by you"),
               (status = 422, body = crate::http::Problem, content_type = "application/problem+json")))]
 pub async fn approve(
     state: web::Data<AppState>,
@@ -425,7 +460,7 @@ pub async fn approve(
 ) -> Result<HttpResponse, ApiError> {
     let id = request_id(&id)?;
     // An empty body approves whatever the plan is now; a body must be the JSON above.
-    let seen: ApproveJson = if body.iter().all(u8::is_ascii_whitespace) {
+    let seen_body: ApproveJson = if body.iter().all(u8::is_ascii_whitespace) {
         ApproveJson::default()
     } else {
         match decode(&body) {
@@ -433,12 +468,16 @@ pub async fn approve(
             Err(problem) => return Ok(problem.response()),
         }
     };
-    let seen = (seen.plan_hash.as_deref())
+    let seen = (seen_body.plan_hash.as_deref())
         .map(|h| PlanHash::parse("plan_hash", h))
         .transpose()
         .map_err(|e| ApiError::invalid(e.into()))?;
     let caller = principal.caller();
-    let p = requests::approve(&state.ctx, &caller, id, seen.as_ref()).await?;
+    let approval = requests::Approval {
+        seen_plan_hash: seen.as_ref(),
+        comment: seen_body.comment.as_deref().unwrap_or(""),
+    };
+    let p = requests::approve_with(&state.ctx, &caller, id, &approval).await?;
     Ok(HttpResponse::Ok().json(ProvisionJson::new(&p, None)))
 }
 

@@ -412,17 +412,13 @@ pub async fn due_for_expiry(
     .await
 }
 
-/// The redacted payload a request shows: its first machine's (the others differ only by the
-/// machine's own values).
-pub async fn redacted_payload(
-    conn: &mut SqliteConnection,
-    id: i64,
-) -> sqlx::Result<Option<String>> {
+/// Every machine's redacted payload of request `id`, in machine order.
+pub async fn redacted_payloads(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
-        "SELECT redacted_payload FROM provision_machines WHERE provision_id = ? AND idx = 0",
+        "SELECT redacted_payload FROM provision_machines WHERE provision_id = ? ORDER BY idx",
     )
     .bind(id)
-    .fetch_optional(conn)
+    .fetch_all(conn)
     .await
 }
 

@@ -9,6 +9,7 @@ pub mod field_error;
 pub mod fleet;
 pub mod machine;
 pub mod password;
+pub mod plan_check;
 pub mod provision;
 pub mod rebucket;
 pub mod role;

@@ -110,6 +110,12 @@ async fn cached_rows(
 ) -> Result<(Catalogue, Option<i64>), OpError> {
     let mut conn = pool.acquire().await?;
     let rows = db::catalogue::for_provider(&mut conn, kind.as_str()).await?;
+    Ok(from_rows(rows))
+}
+
+/// The catalogue the cached rows hold, and when it was fetched (`None`: never). A row that no
+/// longer reads back is skipped, as if the provider had not listed it.
+pub fn from_rows(rows: Vec<db::catalogue::CatalogueRow>) -> (Catalogue, Option<i64>) {
     let mut c = Catalogue::default();
     let mut refreshed = None;
     for r in rows {
@@ -127,7 +133,7 @@ async fn cached_rows(
             _ => {}
         }
     }
-    Ok((c, refreshed))
+    (c, refreshed)
 }
 
 /// What validation needs from a catalogue.

@@ -10,6 +10,7 @@
 //! - `history`: filtered listing and CSV/JSONL export.
 //! - `notify`: the webhook outbox and its delivery loop.
 
+pub mod checks;
 pub mod cost;
 pub mod history;
 pub mod joins;
@@ -160,8 +161,10 @@ pub struct ProvisionDetail {
     pub provision: Provision,
     pub machines: Vec<crate::domain::provision::MachineRecord>,
     pub events: Vec<Event>,
-    /// The redacted payload (every machine's differs only by its name), for display.
-    pub redacted_payload: String,
+    /// Each machine's redacted payload (`«secret:NAME»` where each value goes), in plan order.
+    pub redacted_payloads: Vec<String>,
+    /// The plan checks as of now while the request awaits approval; empty otherwise.
+    pub checks: Vec<crate::domain::plan_check::PlanCheck>,
     /// Audit entries whose target is this request, oldest first.
     pub audit: Vec<crate::audit::Entry>,
 }

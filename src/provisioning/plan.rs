@@ -177,7 +177,7 @@ fn secrets_for(ctx: &Ctx, fleet: &FleetSpec) -> Result<Secrets, FieldError> {
     })
 }
 
-fn config_version(v: versions::Version) -> Result<ConfigVersion, OpError> {
+pub(super) fn config_version(v: versions::Version) -> Result<ConfigVersion, OpError> {
     ConfigVersion::try_from(v).map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))
 }
 

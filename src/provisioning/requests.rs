@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use sqlx::SqliteConnection;
 
+use super::checks;
 use super::plan::{self, DraftPlan};
 use super::timeline::{self, Note};
 use super::transition::{self, Outcome, Transition};
@@ -22,6 +23,7 @@ use crate::db::provisions::{NewMachine, NewProvision, ProvisionRow};
 use crate::db::versions;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
+use crate::domain::plan_check;
 use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
@@ -367,17 +369,63 @@ async fn void_if_stale(
     ))))
 }
 
-/// Approves a request's plan (approver and up; four-eyes). With `seen_plan_hash`, refuses
-/// when the plan is no longer the one the approver reviewed. The last approval needed moves
-/// the request to `approved`, opens its run window and wakes the runner.
-#[tracing::instrument(skip_all, fields(provision.id = id), err)]
+/// Approves a request's plan (approver and up; four-eyes) without a comment: see
+/// [`approve_with`].
 pub async fn approve(
     ctx: &Ctx,
     caller: &Caller,
     id: i64,
     seen_plan_hash: Option<&PlanHash>,
 ) -> Result<Provision, OpError> {
+    let approval = Approval {
+        seen_plan_hash,
+        comment: "",
+    };
+    approve_with(ctx, caller, id, &approval).await
+}
+
+/// Longest approval comment, in characters.
+pub const COMMENT_MAX: usize = 500;
+
+/// What an approver submits besides their name.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Approval<'a> {
+    /// The plan hash the approver reviewed; approval is refused when the plan is another now.
+    pub seen_plan_hash: Option<&'a PlanHash>,
+    /// An optional comment, as submitted (parsed by [`parse_comment`]).
+    pub comment: &'a str,
+}
+
+/// Parses an approval comment: optional (blank is none), at most `COMMENT_MAX` characters as
+/// sent, no control characters; kept trimmed.
+pub fn parse_comment(raw: &str) -> Result<Option<String>, FieldError> {
+    let len = raw.chars().count();
+    if len > COMMENT_MAX {
+        return Err(FieldError::new(
+            "comment",
+            format!("must be at most {COMMENT_MAX} characters (it has {len})"),
+        ));
+    }
+    reject_control_chars("comment", raw)?;
+    let comment = raw.trim();
+    Ok((!comment.is_empty()).then(|| comment.to_owned()))
+}
+
+/// Approves a request's plan (approver and up; four-eyes). With `seen_plan_hash`, refuses
+/// when the plan is no longer the one the approver reviewed; a plan check whose verdict is
+/// `block` refuses too, naming the check. The comment goes into the approval's audit entry
+/// and onto the timeline. The last approval needed moves the request to `approved`, opens
+/// its run window and wakes the runner.
+#[tracing::instrument(skip_all, fields(provision.id = id), err)]
+pub async fn approve_with(
+    ctx: &Ctx,
+    caller: &Caller,
+    id: i64,
+    approval: &Approval<'_>,
+) -> Result<Provision, OpError> {
     caller.require(Role::Approver)?;
+    let comment = parse_comment(approval.comment)?;
+    let seen_plan_hash = approval.seen_plan_hash;
     let me = caller.actor.name();
     let now = ctx.clock.now();
     let mut tx = db::begin_write(&ctx.pool).await?;
@@ -388,17 +436,12 @@ pub async fn approve(
             p.state
         )));
     }
-    four_eyes(&mut tx, &p, me, "approve").await?;
-    if seen_plan_hash.is_some_and(|h| *h != p.plan_hash) {
-        return Err(OpError::Conflict(format!(
-            "the plan changed since you saw it: provision {id} now has plan {}; review it again",
-            p.plan_hash
-        )));
-    }
+    may_approve(&mut tx, &p, me, seen_plan_hash).await?;
     if let Some(conflict) = void_if_stale(&mut tx, ctx, now, &p).await? {
         tx.commit().await?;
         return Err(conflict);
     }
+    no_blocking_check(&mut tx, &p, now).await?;
     if !db::provisions::insert_approval(&mut tx, id, me, &p.plan_hash, now).await? {
         return Err(OpError::Conflict(format!(
             "you already approved provision {id}; it needs another approver"
@@ -408,7 +451,11 @@ pub async fn approve(
         .await?
         .len();
     let required = p.approvals_required as usize;
-    let details = json!({ "approvals": approvals, "required": required, "plan_hash": p.plan_hash });
+    let mut details =
+        json!({ "approvals": approvals, "required": required, "plan_hash": p.plan_hash });
+    if let Some(c) = &comment {
+        details["comment"] = json!(c);
+    }
     let complete = approvals >= required;
     if complete {
         transition::apply(
@@ -448,12 +495,102 @@ pub async fn approve(
         )
         .await?;
     }
+    if let Some(c) = &comment {
+        // Its own line, so the timeline shows the words whichever approval this was.
+        provision_events::append(
+            &mut tx,
+            NewEvent {
+                provision_id: id,
+                at: now,
+                kind: "comment",
+                machine: None,
+                message: &format!("{me} commented on approving: {c}"),
+                details: &json!({ "comment": c, "by": me }),
+            },
+        )
+        .await?;
+    }
     tx.commit().await?;
     if complete {
         ctx.jobs.notify_one();
     }
     let mut conn = ctx.pool.acquire().await?;
     load(&mut conn, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// Whether `me` may approve `p` as the plan `seen` (four-eyes, then the plan hash).
+async fn may_approve(
+    conn: &mut SqliteConnection,
+    p: &Provision,
+    me: &str,
+    seen: Option<&PlanHash>,
+) -> Result<(), OpError> {
+    four_eyes(conn, p, me, "approve").await?;
+    if seen.is_some_and(|h| *h != p.plan_hash) {
+        return Err(OpError::Conflict(format!(
+            "the plan changed since you saw it: provision {} now has plan {}; review it again",
+            p.id, p.plan_hash
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses with the first plan check whose verdict is `block`, naming it.
+async fn no_blocking_check(
+    conn: &mut SqliteConnection,
+    p: &Provision,
+    now: UnixMillis,
+) -> Result<(), OpError> {
+    let checks = checks::of(conn, p, now).await?;
+    match plan_check::first_block(&checks) {
+        Some(c) => Err(OpError::Conflict(format!(
+            "the plan check {} blocks approval: {}",
+            c.name, c.detail
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// An approval as the confirmation step asks it (approver and up): every rule
+/// [`approve_with`] applies, decided without writing anything, so a person is asked to
+/// confirm only what would be accepted. Returns the request and the parsed comment.
+pub async fn review_approval(
+    ctx: &Ctx,
+    caller: &Caller,
+    id: i64,
+    approval: &Approval<'_>,
+) -> Result<(Provision, Option<String>), OpError> {
+    caller.require(Role::Approver)?;
+    let comment = parse_comment(approval.comment)?;
+    let me = caller.actor.name();
+    let now = ctx.clock.now();
+    let mut conn = ctx.pool.acquire().await?;
+    let p = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
+    if p.state != ProvisionState::PendingApproval {
+        return Err(OpError::Conflict(format!(
+            "provision {id} is {}, so it cannot be approved (only pending_approval can)",
+            p.state
+        )));
+    }
+    may_approve(&mut conn, &p, me, approval.seen_plan_hash).await?;
+    if now >= p.expires_at {
+        return Err(OpError::Conflict(format!(
+            "provision {id} can no longer be approved: its window closed at {}",
+            crate::domain::clock::format_utc(p.expires_at)
+        )));
+    }
+    if let Some(why) = plan::newer_version_in(&mut conn, &p).await? {
+        return Err(OpError::Conflict(format!(
+            "provision {id} can no longer be approved: {why}"
+        )));
+    }
+    no_blocking_check(&mut conn, &p, now).await?;
+    if p.approvers.iter().any(|a| a == me) {
+        return Err(OpError::Conflict(format!(
+            "you already approved provision {id}; it needs another approver"
+        )));
+    }
+    Ok((p, comment))
 }
 
 /// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile; a
@@ -565,12 +702,19 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     let mut conn = ctx.pool.acquire().await?;
     let provision = load(&mut conn, id).await?.ok_or_else(|| not_found(id))?;
     let machines = db::provisions::machines(&mut conn, id).await?;
-    // Every request has at least one machine: a missing first one is a storage fault.
-    let redacted_payload = db::provisions::redacted_payload(&mut conn, id)
-        .await?
-        .ok_or_else(|| {
-            OpError::Internal(anyhow::anyhow!("provision {id} has no machine 0 stored"))
-        })?;
+    let redacted_payloads = db::provisions::redacted_payloads(&mut conn, id).await?;
+    // Every request has at least one machine: none stored is a storage fault.
+    if redacted_payloads.is_empty() {
+        return Err(OpError::Internal(anyhow::anyhow!(
+            "provision {id} has no machine stored"
+        )));
+    }
+    // Checks speak to the approval decision, so they are made while one is awaited.
+    let checks = if provision.state == ProvisionState::PendingApproval {
+        checks::of(&mut conn, &provision, ctx.clock.now()).await?
+    } else {
+        Vec::new()
+    };
     let events = provision_events::for_provision(&mut conn, id)
         .await?
         .into_iter()
@@ -589,7 +733,8 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
         provision,
         machines,
         events,
-        redacted_payload,
+        redacted_payloads,
+        checks,
         audit,
     })
 }

@@ -50,7 +50,7 @@ async fn the_shown_payload_with_each_stand_in_replaced_is_byte_for_byte_what_het
 
     let id = approved(&ctx, "prod", 2).await;
     let before = record(&ctx, id).await;
-    let shown = before.redacted_payload.clone();
+    let shown = before.redacted_payloads[0].clone();
     assert!(shown.contains("--auth-key='«secret:mesh-fsn»'"), "{shown}");
     assert!(shown.contains("cloudflared service install '«secret:tunnel-prod»'"));
     runner::run_once(&ctx).await.expect("runner");

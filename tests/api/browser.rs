@@ -633,7 +633,30 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
         .await
         .unwrap();
     assert_accessible(&ap, "the request awaiting approval").await;
+    ap.find(Locator::Css("#f-comment"))
+        .await
+        .unwrap()
+        .send_keys("spares for the <b>weekend</b>")
+        .await
+        .unwrap();
     ap.find(Locator::Css("#approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The confirmation repeats the count and the cost; only its button approves.
+    ap.wait()
+        .for_element(Locator::Css("#confirm-question"))
+        .await
+        .unwrap();
+    let question = text_of(&ap, "#confirm-question").await;
+    assert!(
+        question.starts_with("Approve 2 machines for ") && question.ends_with("/month?"),
+        "{question}"
+    );
+    assert_accessible(&ap, "the approval's confirmation").await;
+    ap.find(Locator::Css("#confirm-approve"))
         .await
         .unwrap()
         .click()
@@ -951,7 +974,7 @@ async fn the_secret_choice_the_fleet_history_and_the_approvers_payload_pass_axe(
         .unwrap();
     let heading = text_of(&c, "#payload-heading").await;
     assert!(heading.contains("«secret:NAME»"), "{heading}");
-    let payload = text_of(&c, "#payload").await;
+    let payload = text_of(&c, "#payload-0").await;
     assert!(payload.contains("«secret:mesh-fsn»") && !payload.contains("kBrowser01"));
     assert_accessible(&c, "the request page").await;
     screenshot(&c, "request-payload").await;

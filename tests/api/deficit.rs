@@ -765,13 +765,13 @@ async fn a_proposal_renders_with_the_fleets_declared_secrets_like_any_request() 
     // without a key renders no secret at all.
     feed(&app, &ctx, "prod", "BBB").await;
     let plain = detail(&ctx, provisions(&app, "prod").await[0].0).await;
-    assert!(!plain.redacted_payload.contains("«secret:"));
+    assert!(!plain.redacted_payloads[0].contains("«secret:"));
     assert!(
-        r.redacted_payload.contains("«secret:mesh»"),
+        r.redacted_payloads[0].contains("«secret:mesh»"),
         "{}",
-        r.redacted_payload
+        r.redacted_payloads[0]
     );
-    assert!(!r.redacted_payload.contains(key));
+    assert!(!r.redacted_payloads[0].contains(key));
     assert!(r
         .events
         .iter()

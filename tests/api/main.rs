@@ -4,6 +4,7 @@ mod helpers;
 
 mod api;
 mod approval_integrity;
+mod approval_page;
 mod audit;
 mod browser;
 mod capacity_pages;

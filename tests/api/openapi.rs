@@ -110,7 +110,7 @@ const VALIDATED: &[(&str, &[&str])] = &[
         "ProvisionRequestJson",
         &["fleet", "machine_config", "template", "count", "reason"],
     ),
-    ("ApproveJson", &["plan_hash"]),
+    ("ApproveJson", &["plan_hash", "comment"]),
     ("RejectJson", &["reason"]),
     (
         "FleetRequest",
@@ -215,7 +215,7 @@ fn base_bodies() -> BTreeMap<&'static str, Value> {
         ),
         (
             "POST /api/v1/provisions/{id}/approve",
-            json!({"plan_hash": SHA}),
+            json!({"plan_hash": SHA, "comment": "probe"}),
         ),
         (
             "POST /api/v1/provisions/{id}/reject",

@@ -564,7 +564,7 @@ async fn the_badge_and_the_inbox_count_down_after_an_approval() {
         .post_form(
             &format!("/provisions/{first}/approve"),
             &bob,
-            &[("plan_hash", &hash)],
+            &[("plan_hash", &hash), ("confirm", "yes")],
         )
         .await;
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
@@ -707,12 +707,12 @@ async fn an_approver_destroys_a_failed_machine_from_the_page_and_others_see_no_b
         texts(&html, "#machines .error-text"),
         vec!["boot timed out"]
     );
-    // The redacted payload is reachable by keyboard and named by its heading.
-    let pre = select(&doc, "pre#payload");
+    // The redacted payload is reachable by keyboard and named by its summary.
+    let pre = select(&doc, "pre#payload-0");
     assert_eq!(pre[0].value().attr("tabindex"), Some("0"));
     assert_eq!(
         pre[0].value().attr("aria-labelledby"),
-        Some("payload-heading")
+        Some("payload-0-name")
     );
     assert_eq!(
         texts(&html, "#payload-heading"),

@@ -59,14 +59,22 @@ impl RequestForm {
     }
 }
 
-/// The approve button's form: the plan hash the approver was shown.
+/// The approve forms: the plan hash the approver was shown, an optional comment, and
+/// `confirm=yes` on the confirmation step (the only submit that approves).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ApproveForm {
     pub plan_hash: String,
+    pub comment: String,
+    pub confirm: String,
 }
 
 impl ApproveForm {
+    /// Whether this is the confirmation step's submit.
+    pub fn confirmed(&self) -> bool {
+        self.confirm == "yes"
+    }
+
     /// The plan hash the approver was shown, parsed by the rule the API uses; empty means
     /// "approve the current plan", as an empty API body does.
     pub fn seen_plan_hash(&self) -> Result<Option<PlanHash>, FieldError> {
@@ -112,6 +120,7 @@ mod tests {
     fn the_seen_plan_hash_is_parsed_by_the_plan_hash_rule() {
         let form = |h: &str| ApproveForm {
             plan_hash: h.to_owned(),
+            ..ApproveForm::default()
         };
         assert_eq!(form("  ").seen_plan_hash(), Ok(None));
         let hash = "ab".repeat(32);

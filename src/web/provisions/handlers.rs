@@ -4,7 +4,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 
 use super::forms::{ApproveForm, RejectForm, RequestForm};
-use super::views::{self, path_of, FormChoices};
+use super::views::{self, path_of, ApproveDraft, FormChoices};
 use crate::auth::Principal;
 use crate::domain::FieldErrors;
 use crate::error::OpError;
@@ -127,11 +127,17 @@ pub async fn create(reply: Reply, form: web::Form<RequestForm>) -> Result<HttpRe
     .await
 }
 
-/// A request's page, `shown` fresh or with errors at the approve or reject form.
-async fn detail_page(reply: &Reply, id: i64, shown: Shown<'_>) -> Result<HttpResponse, WebError> {
+/// A request's page, `shown` fresh or with errors at the approve or reject form, the approve
+/// form as `draft` says.
+async fn detail_page(
+    reply: &Reply,
+    id: i64,
+    shown: Shown<'_>,
+    draft: &ApproveDraft,
+) -> Result<HttpResponse, WebError> {
     let form_errors = shown.errors();
     let d = requests::get(&reply.state.ctx, &reply.principal.caller(), id).await?;
-    let body = || views::detail(&reply.principal, &d, form_errors);
+    let body = || views::detail(&reply.principal, &d, form_errors, draft);
     Ok(reply
         .page(
             shown.status(),
@@ -144,7 +150,7 @@ async fn detail_page(reply: &Reply, id: i64, shown: Shown<'_>) -> Result<HttpRes
 
 /// GET /provisions/{id}
 pub async fn show(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, WebError> {
-    detail_page(&reply, *id, Shown::Fresh).await
+    detail_page(&reply, *id, Shown::Fresh, &ApproveDraft::default()).await
 }
 
 /// GET /provisions/{id}/progress: the polled partial (opened directly, the whole page).
@@ -162,36 +168,76 @@ pub async fn progress(reply: Reply, id: web::Path<i64>) -> Result<HttpResponse, 
     } else {
         Frame::load(&reply.state, &reply.principal, title, "provisions").await
     };
-    let full = || views::detail(&reply.principal, &d, &FieldErrors::default());
+    let full = || {
+        views::detail(
+            &reply.principal,
+            &d,
+            &FieldErrors::default(),
+            &ApproveDraft::default(),
+        )
+    };
     let partial = || views::progress(&reply.principal, &d);
     Ok(respond(&reply.htmx, StatusCode::OK, frame, full, partial))
 }
 
-/// POST /provisions/{id}/approve: approves the plan the approver was shown. A plan hash that
-/// breaks its rule brings the page back (422) with the message at the approve button.
+/// POST /provisions/{id}/approve, in two steps. The first submit (plan hash and optional
+/// comment) is reviewed by every rule the approval applies, without writing, and brings the
+/// page back with a confirmation repeating the count and the cost; only its submit
+/// (`confirm=yes`, the same plan hash and comment) approves. A plan hash or comment that
+/// breaks its rule brings the page back (422) with the message at the approve form.
 pub async fn approve(
     reply: Reply,
     id: web::Path<i64>,
     form: web::Form<ApproveForm>,
 ) -> Result<HttpResponse, WebError> {
+    let id = *id;
+    let typed = ApproveDraft {
+        comment: form.comment.clone(),
+        confirming: false,
+    };
     let seen = match form.seen_plan_hash() {
         Ok(seen) => seen,
         Err(e) => {
             let errors = FieldErrors::from(e);
-            return detail_page(&reply, *id, Shown::Refused(&errors)).await;
+            return detail_page(&reply, id, Shown::Refused(&errors), &typed).await;
         }
     };
-    let p = requests::approve(reply.ctx(), &reply.caller(), *id, seen.as_ref()).await?;
-    let msg = format!(
-        "Approved request #{} ({} of {} approvals); it is now {}.",
-        p.id,
-        p.approvers.len(),
-        p.approvals_required,
-        p.state
-    );
-    reply
-        .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
-        .await
+    let approval = requests::Approval {
+        seen_plan_hash: seen.as_ref(),
+        comment: &form.comment,
+    };
+    if !form.confirmed() {
+        return match requests::review_approval(reply.ctx(), &reply.caller(), id, &approval).await {
+            Ok((_, comment)) => {
+                let confirm = ApproveDraft {
+                    comment: comment.unwrap_or_default(),
+                    confirming: true,
+                };
+                detail_page(&reply, id, Shown::Fresh, &confirm).await
+            }
+            Err(OpError::Invalid(errors)) => {
+                detail_page(&reply, id, Shown::Refused(&errors), &typed).await
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
+    submitted(
+        requests::approve_with(reply.ctx(), &reply.caller(), id, &approval).await,
+        async |p| {
+            let msg = format!(
+                "Approved request #{} ({} of {} approvals); it is now {}.",
+                p.id,
+                p.approvers.len(),
+                p.approvals_required,
+                p.state
+            );
+            reply
+                .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
+                .await
+        },
+        async |errors| detail_page(&reply, id, Shown::Refused(&errors), &typed).await,
+    )
+    .await
 }
 
 /// POST /provisions/{id}/reject: a reason is required; without one the page comes back with
@@ -209,7 +255,15 @@ pub async fn reject(
                 .done(&msg, see_other(&path_of(paths::PROVISION, p.id)))
                 .await
         },
-        async |errors| detail_page(&reply, *id, Shown::Refused(&errors)).await,
+        async |errors| {
+            detail_page(
+                &reply,
+                *id,
+                Shown::Refused(&errors),
+                &ApproveDraft::default(),
+            )
+            .await
+        },
     )
     .await
 }

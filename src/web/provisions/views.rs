@@ -6,9 +6,11 @@ use maud::{html, Markup};
 use super::forms::RequestForm;
 use crate::auth::Principal;
 use crate::cloud_init::MAX_PAYLOAD_BYTES;
+use crate::domain::plan_check::{first_block, Verdict};
 use crate::domain::provision::MachineRecord;
 use crate::domain::{FieldErrors, MachineStatus, ProvisionState, Role};
 use crate::provisioning::plan::DraftPlan;
+use crate::provisioning::requests::COMMENT_MAX;
 use crate::provisioning::{Event, Plan, Provision, ProvisionDetail, COUNT_MAX};
 use crate::web::components::{
     config_link, count_of, csrf_field, error_summary, fleet_link, money, template_link, time,
@@ -157,16 +159,25 @@ pub fn cost(plan: &Plan, count: u32) -> Markup {
     }
 }
 
-/// The per-machine plan: name, size against 32 KiB, sha256, findings.
+/// The per-machine plan: name, what it is and where, its cost, payload size against 32 KiB,
+/// sha256, findings.
 pub fn plan_table(plan: &Plan) -> Markup {
     html! {
         table.data.wrapping #plan-machines {
             caption.visually-hidden { "Planned machines" }
-            thead { tr { th scope="col" { "Name" } th scope="col" { "Size" } th scope="col" { "sha256" } th scope="col" { "Findings" } } }
+            thead { tr {
+                th scope="col" { "Name" } th scope="col" { "Server type" } th scope="col" { "Image" }
+                th scope="col" { "Location" } th scope="col" { "Cost" } th scope="col" { "Payload size" }
+                th scope="col" { "sha256" } th scope="col" { "Findings" }
+            } }
             tbody {
                 @for m in &plan.machines {
                     tr {
                         td { code { (m.name) } }
+                        td.server-type { (plan.server_type) }
+                        td.image { (plan.image) }
+                        td.location { (plan.location) }
+                        td.machine-cost { (money(&plan.monthly_price, &plan.currency)) "/month" }
                         td { meter min="0" max=(MAX_PAYLOAD_BYTES) high=(MAX_PAYLOAD_BYTES * 9 / 10) value=(m.size_bytes) aria-label={ (m.name) " payload size" } {} " " (m.size_bytes) " of " (MAX_PAYLOAD_BYTES) " bytes" }
                         td { code.hash { (m.sha256) } }
                         td {
@@ -247,8 +258,24 @@ impl Allowed {
     }
 }
 
-/// The detail page.
-pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErrors) -> Markup {
+/// Where an approver is in approving: the first form (with what they typed), or the
+/// confirmation that repeats the count and the cost.
+#[derive(Debug, Default, Clone)]
+pub struct ApproveDraft {
+    /// The comment as typed (first form) or as parsed (confirmation).
+    pub comment: String,
+    /// Show the confirmation instead of the first form.
+    pub confirming: bool,
+}
+
+/// The detail page, in the order an approver decides: why, what, the checks, then the
+/// decision; then progress and the audit entries.
+pub fn detail(
+    principal: &Principal,
+    d: &ProvisionDetail,
+    form_errors: &FieldErrors,
+    draft: &ApproveDraft,
+) -> Markup {
     let p = &d.provision;
     let csrf = principal.csrf_token().unwrap_or("");
     let can = Allowed::for_caller(principal, p);
@@ -257,40 +284,18 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErr
             h1 { "Provision #" (p.id) " " (state_badge(p.state)) }
         }
         @if !p.state_reason.is_empty() { p #state-reason.state-reason { (p.state_reason) } }
-        section.card #summary {
-            dl.spec {
-                dt { "Requested by" } dd #requester { (p.requester) }
-                dt { "Filed" } dd { (time(p.created_at)) }
-                dt { "Reason" } dd #reason { (p.reason) }
-                dt { "Fleet" } dd { (fleet_link(p.fleet.as_str())) }
-                dt { "Machine config" } dd { (config_link(p.machine_config.as_str(), p.config_version)) }
-                dt { "Template" } dd { (template_link(p.template.as_str(), p.template_version)) }
-                dt { "Machines" } dd { (p.count) }
-                @if p.state == ProvisionState::PendingApproval { dt { "Expires" } dd { (time(p.expires_at)) } }
-                @if let Some(at) = p.finished_at { dt { "Finished" } dd { (time(at)) } }
-            }
-        }
-        section.card #plan {
-            h2 { "Plan" }
-            (cost(&p.plan, p.count))
-            p { "Plan hash " code #plan-hash { (p.plan_hash) } }
-            (plan_table(&p.plan))
-        }
-        section.card #approvals {
-            h2 { "Approvals" }
+        (why(d))
+        (what(d))
+        (checks(d))
+        section.card #approvals aria-labelledby="approvals-heading" {
+            h2 #approvals-heading { "Approvals" }
             p #approval-count { (p.approvers.len()) " of " (p.approvals_required) " approvals" }
             ul #approvers { @for name in &p.approvers {
                 li { (name) @if let Some(e) = approval_event(&d.events, name) { " — " (time(e.at)) } }
             } }
             @if can.approve {
-                form #approve-form method="post" action=(path_of(paths::PROVISION_APPROVE, p.id)) {
-                    (csrf_field(csrf))
-                    input type="hidden" name="plan_hash" value=(p.plan_hash);
-                    @if let Some(m) = form_errors.for_field("plan_hash") {
-                        p.error-text #plan_hash-error role="alert" { "plan_hash " (m) }
-                    }
-                    button #approve.primary type="submit" { "Approve this plan" }
-                }
+                @if draft.confirming { (approve_confirmation(csrf, p, &draft.comment)) }
+                @else { (approve_form(csrf, d, form_errors, &draft.comment)) }
             }
             @if can.own_request {
                 p #four-eyes.notice { "Four-eyes rule: you filed this request, so another approver must approve it." }
@@ -312,10 +317,6 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErr
             }
         }
         (progress(principal, d))
-        section.card #payload-section {
-            h2 #payload-heading { "Payload (each «secret:NAME» is where that secret's value goes)" }
-            pre #payload.code tabindex="0" aria-labelledby="payload-heading" { code { (d.redacted_payload) } }
-        }
         section.card #audit-entries {
             h2 { "Audit entries" }
             table.data.wrapping {
@@ -323,6 +324,143 @@ pub fn detail(principal: &Principal, d: &ProvisionDetail, form_errors: &FieldErr
                 tbody { @for a in &d.audit {
                     tr { td { (a.id) } td { (time(a.at)) } td { (a.actor) } td { code { (a.action) } } td { code { (a.details) } } }
                 } }
+            }
+        }
+    }
+}
+
+/// Why the machines are asked for: the deficit with its evidence when headroom filed the
+/// request (its timeline's `evidence` line), and the reason as filed.
+fn why(d: &ProvisionDetail) -> Markup {
+    let p = &d.provision;
+    let evidence = d.events.iter().find(|e| e.kind == "evidence");
+    html! {
+        section.card #why aria-labelledby="why-heading" {
+            h2 #why-heading { "Why" }
+            @if let Some(e) = evidence {
+                p #why-deficit { (e.message) }
+                details #evidence {
+                    summary { "Evidence: yubaba's status and the samples that entered the deficit" }
+                    pre.code tabindex="0" aria-label="Evidence" { code { (serde_json::to_string_pretty(&e.details["evidence"]).unwrap_or_default()) } }
+                }
+            }
+            p #reason-line {
+                @if p.requester == crate::domain::Actor::System.name() { "headroom's reason: " }
+                @else { "Reason given by the requester: " }
+                span #reason { (p.reason) }
+            }
+            dl.spec {
+                dt { "Requested by" } dd #requester { (p.requester) }
+                dt { "Filed" } dd { (time(p.created_at)) }
+                @if p.state == ProvisionState::PendingApproval { dt { "Expires" } dd { (time(p.expires_at)) } }
+                @if let Some(at) = p.finished_at { dt { "Finished" } dd { (time(at)) } }
+            }
+        }
+    }
+}
+
+/// What would be created: the documents, the cost, each machine and each machine's payload
+/// as shown (stand-ins where secrets go, never a value), collapsible.
+fn what(d: &ProvisionDetail) -> Markup {
+    let p = &d.provision;
+    let plan = &p.plan;
+    html! {
+        section.card #what aria-labelledby="what-heading" {
+            h2 #what-heading { "What" }
+            p #what-summary { (count_of(p.count, "machine", "machines")) " of " (plan.server_type) " with " (plan.image)
+                " in " (plan.location) " on " (plan.provider) }
+            dl.spec {
+                dt { "Fleet" } dd { (fleet_link(p.fleet.as_str())) }
+                dt { "Machine config" } dd { (config_link(p.machine_config.as_str(), p.config_version)) }
+                dt { "Template" } dd { (template_link(p.template.as_str(), p.template_version)) }
+                dt { "Plan hash" } dd { code #plan-hash { (p.plan_hash) } }
+            }
+            (cost(plan, p.count))
+            (plan_table(plan))
+            h3 #payload-heading { "Payload (each «secret:NAME» is where that secret's value goes)" }
+            @for (i, (m, payload)) in plan.machines.iter().zip(&d.redacted_payloads).enumerate() {
+                details.payload open[i == 0] {
+                    summary #{ "payload-" (i) "-name" } { "Payload of " code { (m.name) } " (" (m.size_bytes) " bytes)" }
+                    pre.code #{ "payload-" (i) } tabindex="0" aria-labelledby={ "payload-" (i) "-name" } { code { (payload) } }
+                }
+            }
+        }
+    }
+}
+
+/// The verdict as the page words it, and its badge tone.
+fn verdict_words(v: Verdict) -> (&'static str, &'static str) {
+    match v {
+        Verdict::Pass => ("passed", "good"),
+        Verdict::Warn => ("warning", "warn"),
+        Verdict::Block => ("blocks approval", "bad"),
+    }
+}
+
+/// The plan checks, next to the decision.
+fn checks(d: &ProvisionDetail) -> Markup {
+    html! {
+        section.card #checks aria-labelledby="checks-heading" {
+            h2 #checks-heading { "Checks" }
+            @if d.checks.is_empty() {
+                p.muted { "Checks are made while a request awaits approval." }
+            } @else {
+                ul.checks {
+                    @for c in &d.checks {
+                        @let (word, tone) = verdict_words(c.verdict);
+                        li.check data-check=(c.name) data-verdict=(c.verdict.as_str()) {
+                            span class={ "badge " (tone) } { (word) } " " strong { (c.name) } ": " (c.detail)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first step of approving: an optional comment, and a button that asks for
+/// confirmation (disabled, with the reason, while a check blocks).
+fn approve_form(csrf: &str, d: &ProvisionDetail, errors: &FieldErrors, comment: &str) -> Markup {
+    let p = &d.provision;
+    let blocked = first_block(&d.checks);
+    html! {
+        form #approve-form method="post" action=(path_of(paths::PROVISION_APPROVE, p.id)) {
+            (csrf_field(csrf))
+            input type="hidden" name="plan_hash" value=(p.plan_hash);
+            @if let Some(m) = errors.for_field("plan_hash") {
+                p.error-text #plan_hash-error role="alert" { "plan_hash " (m) }
+            }
+            (control("comment", "Comment (optional)", errors, Some("Up to 500 characters; it goes into the audit log and the timeline."), |id, desc| html! {
+                textarea id=(id) name="comment" rows="2" maxlength=(COMMENT_MAX)
+                    aria-invalid=[errors.for_field("comment").map(|_| "true")] aria-describedby=[desc] { (comment) }
+            }))
+            @if let Some(c) = blocked {
+                p #approve-blocked.error-text { "The check " strong { (c.name) } " blocks approval: " (c.detail) }
+            }
+            button #approve.primary type="submit" disabled[blocked.is_some()] aria-describedby=[blocked.map(|_| "approve-blocked")] {
+                "Approve this plan…"
+            }
+        }
+    }
+}
+
+/// The second step: the count and the cost repeated, the same plan hash and comment, and
+/// `confirm=yes`; only this submit approves.
+fn approve_confirmation(csrf: &str, p: &Provision, comment: &str) -> Markup {
+    let plan = &p.plan;
+    html! {
+        form #approve-confirm method="post" action=(path_of(paths::PROVISION_APPROVE, p.id)) aria-labelledby="confirm-question" {
+            (csrf_field(csrf))
+            input type="hidden" name="plan_hash" value=(p.plan_hash);
+            input type="hidden" name="comment" value=(comment);
+            input type="hidden" name="confirm" value="yes";
+            h3 #confirm-question { "Approve " (count_of(p.count, "machine", "machines")) " for "
+                (money(&plan.monthly_cost, &plan.currency)) "/month?" }
+            @if !comment.is_empty() { p { "Your comment: " q #confirm-comment { (comment) } } }
+            div.field.actions {
+                button #confirm-approve.primary type="submit" autofocus { "Yes, approve" }
+                " "
+                a #confirm-back href=(path_of(paths::PROVISION, p.id)) { "No, go back" }
             }
         }
     }

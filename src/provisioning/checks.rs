@@ -1,0 +1,99 @@
+//! The plan checks of a stored request: the facts gathered from what headroom holds (the
+//! fleet, the exact config version the plan uses, the remembered pin verdict, the cached
+//! catalogue), decided by `domain::plan_check`. Read on the caller's connection, so approval
+//! decides inside its own write transaction from what it commits against.
+
+use sqlx::SqliteConnection;
+
+use super::plan::config_version;
+use super::Provision;
+use crate::cloud_init::pin::VerdictKind;
+use crate::db;
+use crate::db::versions::{self, Family};
+use crate::domain::fleet::FleetSpec;
+use crate::domain::plan_check::{self, CheckFacts, OfferFacts, PinFacts, PlanCheck};
+use crate::domain::UnixMillis;
+use crate::error::OpError;
+use crate::machine_setup::catalogue;
+use crate::machine_setup::pins::PinCheck;
+
+/// The checks of request `p` as of `now`, in the order the page lists them.
+pub async fn of(
+    conn: &mut SqliteConnection,
+    p: &Provision,
+    now: UnixMillis,
+) -> Result<Vec<PlanCheck>, OpError> {
+    let max_restore_machines = match db::fleets::get(conn, &p.fleet).await? {
+        Some(r) => Some(
+            FleetSpec::from_stored(&r.name, &r.spec)
+                .map_err(anyhow::Error::from)?
+                .max_restore_machines(),
+        ),
+        None => None,
+    };
+    let version = versions::one(
+        conn,
+        Family::MachineConfig,
+        &p.machine_config,
+        versions::Pick::Exact(p.config_version),
+    )
+    .await?
+    .ok_or_else(|| {
+        OpError::Internal(anyhow::anyhow!(
+            "provision {}: machine config {} v{} is gone",
+            p.id,
+            p.machine_config,
+            p.config_version
+        ))
+    })?;
+    let spec = config_version(version)?.spec;
+    let (url, sha256) = (
+        spec.yubaba_url.as_str().to_owned(),
+        spec.yubaba_sha256.as_str(),
+    );
+    let pin = match db::pins::get(conn, &url, sha256).await? {
+        None => PinFacts::NotChecked,
+        Some(row) => {
+            let c = PinCheck::try_from(row)?;
+            match c.verdict {
+                VerdictKind::Verified => PinFacts::Verified { at: c.checked_at },
+                VerdictKind::Mismatch => PinFacts::Mismatch {
+                    at: c.checked_at,
+                    message: c.message,
+                },
+                VerdictKind::Error => PinFacts::Failed {
+                    at: c.checked_at,
+                    message: c.message,
+                },
+            }
+        }
+    };
+    let rows = db::catalogue::for_provider(conn, &p.plan.provider).await?;
+    let (cat, fetched_at) = catalogue::from_rows(rows);
+    let offer = fetched_at.map(|fetched_at| {
+        let t = cat
+            .server_types
+            .iter()
+            .find(|t| t.name == p.plan.server_type);
+        OfferFacts {
+            type_locations: t.map(|t| t.monthly_price.iter().map(|(l, _)| l.clone()).collect()),
+            type_deprecated: t.is_some_and(|t| t.deprecated),
+            image_listed: cat.images.iter().any(|i| i.name == p.plan.image),
+            fetched_at,
+        }
+    });
+    Ok(plan_check::decide(&CheckFacts {
+        count: p.count,
+        proposal: p.requester == crate::domain::Actor::System.name(),
+        max_restore_machines,
+        ssh_keys: spec.ssh_keys.len(),
+        pin_url: url,
+        pin,
+        provider: p.plan.provider.clone(),
+        location: p.plan.location.clone(),
+        server_type: p.plan.server_type.clone(),
+        image: p.plan.image.clone(),
+        offer,
+        now,
+    }))
+}
