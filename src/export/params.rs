@@ -3,7 +3,7 @@
 //!
 //! utoipa reads `#[param(pattern = ...)]` only as a string literal and cannot flatten one
 //! `IntoParams` struct into another, so a shared field cannot be a shared type or a `const`.
-//! [`query_params!`] instead writes such fields' attributes itself: a field declared with a
+//! `query_params!` instead writes such fields' attributes itself: a field declared with a
 //! kind in place of its type (`from: @utc_bound`) becomes a `String` carrying that kind's
 //! documented bounds. Every other field passes through as written, so each struct keeps its
 //! own derives, serde attributes and field docs.
