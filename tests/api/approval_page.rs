@@ -6,43 +6,11 @@
 
 use headroom::domain::Role;
 use reqwest::StatusCode;
-use scraper::{Html, Selector};
+use scraper::Html;
 use serde_json::{json, Value};
 
-use crate::helpers::{input_value, location, texts, Session, TestApp};
-
-/// A console with the demo's config and fleet (`demo`, max_restore_machines 2, one approval).
-async fn app() -> TestApp {
-    let app = TestApp::spawn_with_config().await;
-    headroom::sim::demo::seed_fleet(&app.state)
-        .await
-        .expect("seed fleet");
-    app
-}
-
-fn select<'a>(doc: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
-    doc.select(&Selector::parse(css).unwrap()).collect()
-}
-
-/// Files a request for `count` machines through the form; answers its id.
-async fn file(app: &TestApp, s: &Session, count: &str) -> i64 {
-    let res = app
-        .post_form(
-            "/provisions",
-            s,
-            &[
-                ("fleet", "demo"),
-                ("count", count),
-                ("reason", "the fleet is short of spares"),
-            ],
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::SEE_OTHER);
-    location(&res)
-        .strip_prefix("/provisions/")
-        .and_then(|id| id.parse().ok())
-        .expect("the request's page")
-}
+use crate::helpers::{input_value, texts, Session, TestApp};
+use crate::provision_pages::{app, file, select};
 
 async fn page(app: &TestApp, s: &Session, id: i64) -> String {
     app.get(&format!("/provisions/{id}"), s)
@@ -448,15 +416,8 @@ async fn the_api_lists_the_checks_and_takes_a_comment_refusing_a_hostile_one_by_
     app.create_user("appr", Role::Approver).await;
     let token = app.token_for("appr").await;
     let detail: Value = app
-        .client
-        .get(app.url(&format!("/api/v1/provisions/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .api_json(&format!("/api/v1/provisions/{id}"), &token)
+        .await;
     let checks = detail["checks"].as_array().expect("checks");
     assert_eq!(checks.len(), 5);
     for c in checks {

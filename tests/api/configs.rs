@@ -230,26 +230,11 @@ async fn the_api_creates_reads_and_versions_configs_and_templates() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.json::<serde_json::Value>().await.unwrap()["version"], 2);
     let got: serde_json::Value = app
-        .client
-        .get(app.url("/api/v1/machine-configs/api-made"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .api_json("/api/v1/machine-configs/api-made", &token)
+        .await;
     assert_eq!(got["yubaba_channel"], "stable");
-    let list: Vec<serde_json::Value> = app
-        .client
-        .get(app.url("/api/v1/machine-configs"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<serde_json::Value> =
+        serde_json::from_value(app.api_json("/api/v1/machine-configs", &token).await).unwrap();
     assert_eq!(list.len(), 2);
 
     // Renaming through PUT is refused; unknown fields are refused.
@@ -329,16 +314,11 @@ async fn the_api_creates_reads_and_versions_configs_and_templates() {
         res.json::<serde_json::Value>().await.unwrap()["body"],
         "#cloud-config\nhostname: {{ hostname | yaml }}\n"
     );
-    let versions: Vec<serde_json::Value> = app
-        .client
-        .get(app.url("/api/v1/templates/tiny/versions"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let versions: Vec<serde_json::Value> = serde_json::from_value(
+        app.api_json("/api/v1/templates/tiny/versions", &token)
+            .await,
+    )
+    .unwrap();
     assert_eq!(versions.len(), 3);
     let broken = serde_json::json!({"body": "#cloud-config\nhostname: {{ hostname | yaml }\n"});
     let res = app

@@ -546,17 +546,7 @@ async fn the_fleet_api_carries_status_spare_required_and_leader() {
     let (app, ctx) = setup(|_| {}).await;
     app.create_user("vera", Role::Viewer).await;
     let token = app.token_for("vera").await;
-    let get = || async {
-        app.client
-            .get(app.url("/api/v1/fleets/prod"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap()
-    };
+    let get = || async { app.api_json("/api/v1/fleets/prod", &token).await };
 
     let before = get().await;
     assert_eq!(before["name"], "prod");

@@ -173,6 +173,19 @@ impl TestApp {
             .expect("create user");
     }
 
+    /// `GET path` on the API with `token`, answered as JSON.
+    pub async fn api_json(&self, path: &str, token: &str) -> serde_json::Value {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// A fresh API token acting as an existing user (as `headroom token create` makes one).
     pub async fn token_for(&self, name: &str) -> String {
         let input = headroom::auth::tokens::NewTokenInput {

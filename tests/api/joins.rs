@@ -113,15 +113,8 @@ async fn a_request_succeeds_only_once_its_machine_has_joined_the_fleet() {
     // The API and the page say it too.
     let token = app.token_for("abe").await;
     let json: serde_json::Value = app
-        .client
-        .get(app.url(&format!("/api/v1/provisions/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .api_json(&format!("/api/v1/provisions/{id}"), &token)
+        .await;
     assert_eq!(json["state"], "succeeded");
     assert_eq!(json["machines"][0]["member_id"], 7);
     assert!(
@@ -211,4 +204,54 @@ async fn without_a_join_timeout_a_request_ends_when_its_servers_run() {
         record(&ctx, id).await.provision.state,
         ProvisionState::Succeeded
     );
+}
+
+#[tokio::test]
+async fn twenty_followers_at_once_record_one_join_and_one_success() {
+    let (app, ctx, _fake) = setup().await;
+    let id = approved(&ctx, "prod", 1).await;
+    runner::run_once(&ctx).await.unwrap();
+    let machine = record(&ctx, id).await.machines[0].name.clone();
+    let leader = member("prod-leader").await;
+    let ours = member(&machine).await;
+    let obs = observation(&[(1, &leader), (7, &ours)]);
+    // As if many scrape ticks (or instances) saw the member at once, with the runner's
+    // timeout sweep running beside them at the very edge of the window.
+    app.clock.advance(TIMEOUT);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let (ctx, obs) = (ctx.clone(), obs.clone());
+        tasks.spawn(async move {
+            headroom::scraper::joins::follow(&ctx, "prod", &obs, ctx.now()).await;
+        });
+    }
+    let sweeper = ctx.clone();
+    tasks.spawn(async move {
+        runner::run_once(&sweeper).await.unwrap();
+    });
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let detail = record(&ctx, id).await;
+    let joined = detail.events.iter().filter(|e| e.kind == "joined").count();
+    let states: Vec<&str> = detail
+        .events
+        .iter()
+        .filter(|e| e.kind == "state")
+        .map(|e| e.message.as_str())
+        .collect();
+    // Either the join or the timeout won, never both, and the join is written once.
+    match detail.provision.state {
+        ProvisionState::Succeeded => assert_eq!(joined, 1, "{states:?}"),
+        ProvisionState::Failed => assert_eq!(joined, 0, "{states:?}"),
+        other => panic!("ended {other:?}: {states:?}"),
+    }
+    let transitions: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit_log WHERE target_id = ? AND action IN ('provision.succeeded', 'provision.failed')",
+    )
+    .bind(id.to_string())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(transitions, 1, "one end, recorded once");
 }

@@ -9,7 +9,7 @@ use crate::helpers::{location, texts, Session, TestApp};
 
 /// A console with the demo's config and fleet (`demo`, restored with `spare-fsn1`, one
 /// approval).
-async fn app() -> TestApp {
+pub(crate) async fn app() -> TestApp {
     let app = TestApp::spawn_with_config().await;
     headroom::sim::demo::seed_fleet(&app.state)
         .await
@@ -17,12 +17,12 @@ async fn app() -> TestApp {
     app
 }
 
-fn select<'a>(doc: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
+pub(crate) fn select<'a>(doc: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
     doc.select(&Selector::parse(css).unwrap()).collect()
 }
 
 /// Files a request for `count` machines through the form; answers its id.
-async fn file(app: &TestApp, s: &Session, count: &str) -> i64 {
+pub(crate) async fn file(app: &TestApp, s: &Session, count: &str) -> i64 {
     let res = app
         .post_form(
             "/provisions",
