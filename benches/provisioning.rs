@@ -167,6 +167,13 @@ async fn main() {
         database_url: format!("sqlite:{}", dir.path().join("bench.db").display()),
         render_worker: Some(BIN.into()),
         runner_action_poll: Duration::from_millis(100),
+        // The bench's config pins a tarball nobody downloads: no check on filing, and an
+        // unchecked pin does not block the approvals the bench measures.
+        pin_check_on_request: false,
+        plan_checks_blocking: headroom::domain::plan_check_blocking::BlockingChecks::parse::<&str>(
+            &[],
+        )
+        .expect("empty list"),
         ..headroom::config::Settings::default()
     };
     let pool = headroom::db::connect(&settings.database_url)

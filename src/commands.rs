@@ -35,15 +35,21 @@ fn report(e: OpError) -> ExitCode {
 /// `headroom serve` (and the server half of `demo`): runs until SIGINT/SIGTERM; the
 /// application starts and stops its own background loops.
 pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::Result<()> {
-    let settings = if demo {
-        crate::sim::demo::simulated_only(settings)
+    // The demo's release server is bound first: the clients built with the application
+    // allow-list exactly its address.
+    let release = if demo {
+        Some(crate::sim::release::ReleaseServer::bind().await?)
     } else {
-        settings
+        None
+    };
+    let settings = match &release {
+        Some(release) => crate::sim::demo::simulated_only(settings, release)?,
+        None => settings,
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut app = Application::bind(settings, pool, clock).await?;
-    if demo {
-        app.seed_demo().await?;
+    if let Some(release) = release {
+        app.seed_demo(release).await?;
         tracing::info!(
             port = app.port(),
             "headroom is listening (demo: simulated provider only; HETZNER_API_TOKEN and \

@@ -128,6 +128,10 @@ pub struct Settings {
     /// How long a created machine has to appear as a member of its fleet before its request
     /// fails; `None`: a request ends when its servers run (the join is not followed).
     pub join_timeout: Option<Duration>,
+    /// Download and check a request's pin when it is filed, unless verified within a day.
+    pub pin_check_on_request: bool,
+    /// The plan checks whose warning refuses approval.
+    pub plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks,
     /// How long samples and their rollups are kept.
     pub retention: Retention,
     /// The render-time secrets fleets may refer to by name (names and sources; values are
@@ -312,6 +316,12 @@ keys! {
     follow_joins: bool = "false";
     /// Minutes a created machine has to join its fleet before its request fails (1–1440).
     join_timeout_minutes: u64 = "30";
+    /// Check a new request's tarball pin at once (`false`: only a person's check on the
+    /// config page counts).
+    pin_check_on_request: bool = "false";
+    /// Plan checks whose warning refuses approval (names: pin, max_restore_machines,
+    /// ssh_keys, server_type, image, monthly_budget, firewall; empty: none).
+    plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks = "firewall,pin,ssh_keys";
     /// Hours raw samples are kept (1–8760).
     samples_raw_hours: u64 = "24";
     /// Days per-minute rollups are kept (1–3650).
@@ -383,6 +393,11 @@ impl PartialSettings {
             // A booted node joins within a few minutes; cloud-init that broke never does.
             follow_joins: Some(true),
             join_timeout_minutes: Some(15),
+            // Approving a machine that will download something nobody compared with its pin
+            // is approving blind; every other warning is the approver's to weigh.
+            plan_checks_blocking: Some(Default::default()),
+            // So the approver finds a verdict beside Approve rather than "not checked".
+            pin_check_on_request: Some(true),
             // Raw ticks for two days (the 1 h … 24 h charts read them or the minute rollups),
             // minutes for two weeks (the 7 d chart), hours for 400 days (30 d, 90 d, a year).
             samples_raw_hours: Some(48),
@@ -863,6 +878,9 @@ fn settle(
                 .required(p.follow_joins, "follow_joins")?
                 .then(|| Duration::from_secs(60 * minutes))
         },
+        pin_check_on_request: rules.required(p.pin_check_on_request, "pin_check_on_request")?,
+        plan_checks_blocking: rules
+            .required(p.plan_checks_blocking.clone(), "plan_checks_blocking")?,
         retention: Retention {
             raw: Duration::from_secs(
                 3600 * rules.range(p.samples_raw_hours, "samples_raw_hours", 1, 8_760, "hours")?,

@@ -44,6 +44,9 @@ pub struct Ctx {
     /// One catalogue refresh at a time, so a burst of requests against a stale cache asks the
     /// provider once, not once per request.
     pub catalogue_refresh: Arc<tokio::sync::Mutex<()>>,
+    /// One automatic pin check (after a filing) at a time, so a burst of requests for one
+    /// config downloads its tarball once.
+    pub pin_checks: Arc<tokio::sync::Mutex<()>>,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
@@ -181,6 +184,11 @@ impl Ctx {
         if let Some(path) = &settings.outbound_ca_file {
             pin = pin.ca_file(path)?;
         }
+        // The demo pins its own release server's tarball (https on loopback, allow-listed by
+        // the demo alone); its CA is trusted in the simulated mode only.
+        if settings.simulated_provider {
+            pin = pin.ca_pem(crate::sim::release::CA_PEM)?;
+        }
         // A receiver that hangs holds one delivery, never a provision: short limits keep the
         // outbox moving.
         let mut webhook = OutboundClient::builder(
@@ -212,6 +220,7 @@ impl Ctx {
             pool,
             hashing: Arc::new(Hashing::new(settings.password_hash_concurrency)),
             catalogue_refresh: Arc::new(tokio::sync::Mutex::new(())),
+            pin_checks: Arc::new(tokio::sync::Mutex::new(())),
             scrape_client: scrape.build()?,
             webhook_client: webhook.build()?,
             clock,

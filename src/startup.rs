@@ -92,11 +92,19 @@ impl Application {
 
     /// Seeds the demo (machine config, accounts), starts its simulated yubaba fleets (their
     /// loops stop with the other background loops) and prints where to sign in.
-    pub async fn seed_demo(&mut self) -> anyhow::Result<()> {
+    pub async fn seed_demo(
+        &mut self,
+        release: crate::sim::release::ReleaseServer,
+    ) -> anyhow::Result<()> {
         // The bound address, not the configured one, whose port may be 0.
         let address = self.address.to_string();
-        let fleets =
-            crate::sim::demo::seed(&self.state, &address, self.loops.shutdown.subscribe()).await?;
+        let fleets = crate::sim::demo::seed(
+            &self.state,
+            &address,
+            release,
+            self.loops.shutdown.subscribe(),
+        )
+        .await?;
         self.loops.handles.extend(fleets);
         Ok(())
     }

@@ -217,6 +217,16 @@ impl Value for crate::domain::secret::DeclaredSecrets {
     }
 }
 
+impl Value for crate::domain::plan_check_blocking::BlockingChecks {
+    const KIND: Kind = Kind::List;
+    fn parse(raw: Raw) -> Result<Self, String> {
+        Self::parse(&raw.list())
+    }
+    fn show(&self) -> String {
+        self.names().join(",")
+    }
+}
+
 impl Value for Vec<IpAddr> {
     const KIND: Kind = Kind::List;
     fn parse(raw: Raw) -> Result<Self, String> {

@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod machine;
 pub mod password;
 pub mod plan_check;
+pub mod plan_check_blocking;
 pub mod provision;
 pub mod rebucket;
 pub mod role;

@@ -114,8 +114,8 @@ pub fn ago(now: UnixMillis, then: UnixMillis) -> String {
     }
 }
 
-/// The pin: a mismatch blocks. Not checked and no verdict only warn for now: the demo's
-/// tarball is never downloaded, and blocking them would stop its loop (see issue 16, item 2).
+/// The pin: a mismatch blocks. Not checked and no verdict warn here; whether such a warning
+/// blocks is the instance's choice (`plan_check_blocking`, by default it does).
 fn pin(f: &CheckFacts) -> PlanCheck {
     let url = &f.pin_url;
     match &f.pin {

@@ -64,14 +64,46 @@ pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome,
     // A name that could never exist is a field error, not a lookup.
     document_name("name", name)?;
     let spec = configs::latest(ctx, caller, name).await?.spec;
-    let verdict = pin::preflight(
-        &ctx.pin_client,
-        &spec.yubaba_url,
-        &spec.yubaba_sha256,
-        ctx.settings.pin_limits,
-    )
-    .await;
-    let check = record(ctx, caller, &spec.yubaba_url, &spec.yubaba_sha256, &verdict).await?;
+    download_and_record(ctx, caller, &spec.yubaba_url, &spec.yubaba_sha256).await
+}
+
+/// A verified pin younger than this is not downloaded again when a request is filed: a burst
+/// of requests downloads the tarball once, and a release taken down is noticed within a day.
+pub const VERIFIED_FRESH_MS: UnixMillis = 24 * 3_600_000;
+
+/// Checks the pin (`url`, `sha256`) of a request just filed, as `system`, unless a verified
+/// verdict younger than [`VERIFIED_FRESH_MS`] is remembered (`None` then). One such check
+/// runs at a time, so requests filed together wait for one download and find its verdict.
+pub async fn check_for_request(
+    ctx: &Ctx,
+    url: &str,
+    sha256: &str,
+) -> Result<Option<PinOutcome>, OpError> {
+    let system = Caller::system();
+    let _one_at_a_time = ctx.pin_checks.lock().await;
+    let fresh = latest_for(ctx, &system, url, sha256)
+        .await?
+        .is_some_and(|c| {
+            c.verdict == VerdictKind::Verified && ctx.clock.now() - c.checked_at < VERIFIED_FRESH_MS
+        });
+    if fresh {
+        return Ok(None);
+    }
+    download_and_record(ctx, &system, url, sha256)
+        .await
+        .map(Some)
+}
+
+/// Downloads through the outbound policy for pins, then stores and audits the verdict,
+/// whatever it is.
+async fn download_and_record(
+    ctx: &Ctx,
+    caller: &Caller,
+    url: &str,
+    sha256: &str,
+) -> Result<PinOutcome, OpError> {
+    let verdict = pin::preflight(&ctx.pin_client, url, sha256, ctx.settings.pin_limits).await;
+    let check = record(ctx, caller, url, sha256, &verdict).await?;
     Ok(PinOutcome {
         check,
         bytes: verdict.bytes(),

@@ -252,6 +252,13 @@ impl AllowList {
             .map(AllowList)
     }
 
+    /// This list and one more entry.
+    pub fn with(mut self, raw: &str) -> Result<Self, String> {
+        let more = Self::parse(&[raw])?;
+        self.0.extend(more.0);
+        Ok(self)
+    }
+
     /// Whether `host` on `port` is allow-listed.
     pub fn permits<S: AsRef<str>>(&self, host: &Host<S>, port: u16) -> bool {
         let key = HostKey::of(host);

@@ -8,20 +8,25 @@ use sqlx::SqliteConnection;
 use super::plan::config_version;
 use super::Provision;
 use crate::cloud_init::pin::VerdictKind;
+use crate::context::Ctx;
 use crate::db;
 use crate::db::versions::{self, Family};
 use crate::domain::fleet::FleetSpec;
+use crate::domain::machine::MachineSpec;
 use crate::domain::plan_check::{self, CheckFacts, OfferFacts, PinFacts, PlanCheck};
+use crate::domain::plan_check_blocking::{self, BlockingChecks};
 use crate::domain::UnixMillis;
 use crate::error::OpError;
 use crate::machine_setup::catalogue;
-use crate::machine_setup::pins::PinCheck;
+use crate::machine_setup::pins::{self, PinCheck};
 
-/// The checks of request `p` as of `now`, in the order the page lists them.
+/// The checks of request `p` as of `now`, in the order the page lists them, each warning
+/// of a check `blocking` names raised to a block.
 pub async fn of(
     conn: &mut SqliteConnection,
     p: &Provision,
     now: UnixMillis,
+    blocking: &BlockingChecks,
 ) -> Result<Vec<PlanCheck>, OpError> {
     let max_restore_machines = match db::fleets::get(conn, &p.fleet).await? {
         Some(r) => Some(
@@ -31,22 +36,7 @@ pub async fn of(
         ),
         None => None,
     };
-    let version = versions::one(
-        conn,
-        Family::MachineConfig,
-        &p.machine_config,
-        versions::Pick::Exact(p.config_version),
-    )
-    .await?
-    .ok_or_else(|| {
-        OpError::Internal(anyhow::anyhow!(
-            "provision {}: machine config {} v{} is gone",
-            p.id,
-            p.machine_config,
-            p.config_version
-        ))
-    })?;
-    let spec = config_version(version)?.spec;
+    let spec = config_spec(conn, p).await?;
     let (url, sha256) = (
         spec.yubaba_url.as_str().to_owned(),
         spec.yubaba_sha256.as_str(),
@@ -82,7 +72,7 @@ pub async fn of(
             fetched_at,
         }
     });
-    Ok(plan_check::decide(&CheckFacts {
+    let checks = plan_check::decide(&CheckFacts {
         count: p.count,
         proposal: p.requester == crate::domain::Actor::System.name(),
         max_restore_machines,
@@ -95,5 +85,53 @@ pub async fn of(
         image: p.plan.image.clone(),
         offer,
         now,
-    }))
+    });
+    Ok(plan_check_blocking::escalate(checks, blocking))
+}
+
+/// The exact config version request `p` was planned from.
+async fn config_spec(conn: &mut SqliteConnection, p: &Provision) -> Result<MachineSpec, OpError> {
+    let version = versions::one(
+        conn,
+        Family::MachineConfig,
+        &p.machine_config,
+        versions::Pick::Exact(p.config_version),
+    )
+    .await?
+    .ok_or_else(|| {
+        OpError::Internal(anyhow::anyhow!(
+            "provision {}: machine config {} v{} is gone",
+            p.id,
+            p.machine_config,
+            p.config_version
+        ))
+    })?;
+    Ok(config_version(version)?.spec)
+}
+
+/// The (url, sha256) pin of the config version request `p` uses.
+pub async fn pin_of(
+    conn: &mut SqliteConnection,
+    p: &Provision,
+) -> Result<(String, String), OpError> {
+    let spec = config_spec(conn, p).await?;
+    Ok((
+        spec.yubaba_url.as_str().to_owned(),
+        spec.yubaba_sha256.as_str().to_owned(),
+    ))
+}
+
+/// A just-filed request's pin check, run apart from the filing (a slow download never holds
+/// the person filing); its verdict is stored and audited like any other. A failure to store
+/// it is logged: the plan check then still says "not checked".
+pub async fn check_pin(ctx: Ctx, url: String, sha256: String) {
+    match pins::check_for_request(&ctx, &url, &sha256).await {
+        Ok(Some(outcome)) if !outcome.ok() => {
+            tracing::warn!(%url, message = %outcome.check.message, "a new request's pin did not verify");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::error!(%url, error = %e, "a new request's pin check could not be stored")
+        }
+    }
 }

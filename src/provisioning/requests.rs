@@ -24,6 +24,7 @@ use crate::db::versions;
 use crate::domain::field_error::reject_control_chars;
 use crate::domain::fleet::{FleetSpec, APPROVAL_TTL_HOURS_DEFAULT};
 use crate::domain::plan_check;
+use crate::domain::plan_check_blocking::BlockingChecks;
 use crate::domain::provision::MachineRecord;
 use crate::domain::provision::PlanHash;
 use crate::domain::{Actor, FieldError, ProvisionState, Role, UnixMillis};
@@ -213,10 +214,14 @@ async fn insert_request(
     // A new open request changes its fleet's open-request count on the board.
     ctx.board.invalidate();
     let mut conn = ctx.pool.acquire().await?;
-    load(&mut conn, id)
+    let p = load(&mut conn, id)
         .await?
-        .map(|p| Filing::Filed(Box::new(p)))
-        .ok_or_else(|| anyhow::anyhow!("provision {id} vanished after insert").into())
+        .ok_or_else(|| anyhow::anyhow!("provision {id} vanished after insert"))?;
+    if ctx.settings.pin_check_on_request {
+        let (url, sha256) = checks::pin_of(&mut conn, &p).await?;
+        tokio::spawn(checks::check_pin(ctx.clone(), url, sha256));
+    }
+    Ok(Filing::Filed(Box::new(p)))
 }
 
 /// Records, for request `id`, who last changed each of [`PROPOSAL_CAUSES`] of its fleet, read
@@ -441,7 +446,7 @@ pub async fn approve_with(
         tx.commit().await?;
         return Err(conflict);
     }
-    no_blocking_check(&mut tx, &p, now).await?;
+    no_blocking_check(&mut tx, &p, now, &ctx.settings.plan_checks_blocking).await?;
     if !db::provisions::insert_approval(&mut tx, id, me, &p.plan_hash, now).await? {
         return Err(OpError::Conflict(format!(
             "you already approved provision {id}; it needs another approver"
@@ -540,8 +545,9 @@ async fn no_blocking_check(
     conn: &mut SqliteConnection,
     p: &Provision,
     now: UnixMillis,
+    blocking: &BlockingChecks,
 ) -> Result<(), OpError> {
-    let checks = checks::of(conn, p, now).await?;
+    let checks = checks::of(conn, p, now, blocking).await?;
     match plan_check::first_block(&checks) {
         Some(c) => Err(OpError::Conflict(format!(
             "the plan check {} blocks approval: {}",
@@ -584,7 +590,7 @@ pub async fn review_approval(
             "provision {id} can no longer be approved: {why}"
         )));
     }
-    no_blocking_check(&mut conn, &p, now).await?;
+    no_blocking_check(&mut conn, &p, now, &ctx.settings.plan_checks_blocking).await?;
     if p.approvers.iter().any(|a| a == me) {
         return Err(OpError::Conflict(format!(
             "you already approved provision {id}; it needs another approver"
@@ -711,7 +717,13 @@ pub async fn get(ctx: &Ctx, caller: &Caller, id: i64) -> Result<ProvisionDetail,
     }
     // Checks speak to the approval decision, so they are made while one is awaited.
     let checks = if provision.state == ProvisionState::PendingApproval {
-        checks::of(&mut conn, &provision, ctx.clock.now()).await?
+        checks::of(
+            &mut conn,
+            &provision,
+            ctx.clock.now(),
+            &ctx.settings.plan_checks_blocking,
+        )
+        .await?
     } else {
         Vec::new()
     };

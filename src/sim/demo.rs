@@ -18,6 +18,7 @@ use crate::context::Ctx;
 use crate::domain::fleet::{FleetInput, FleetSpec};
 use crate::domain::Role;
 use crate::error::OpError;
+use crate::sim::release::ReleaseServer;
 use crate::state::AppState;
 
 /// The demo's accounts: one per role a newcomer wants to try.
@@ -46,11 +47,17 @@ pub fn default_settings() -> PartialSettings {
 
 /// The settings `headroom demo` runs with: the simulated cloud and no other. A Hetzner token
 /// in the environment (or its file) is dropped, so no catalogue fetch, server or cost at a
-/// real provider can come from trying the demo; the Hetzner URL is then never used.
-pub fn simulated_only(mut settings: Settings) -> Settings {
+/// real provider can come from trying the demo; the Hetzner URL is then never used. The
+/// demo's release server (`release`) is allow-listed, that one address and port only, so its
+/// tarball's pin can be checked; the simulated mode also trusts its CA.
+pub fn simulated_only(mut settings: Settings, release: &ReleaseServer) -> anyhow::Result<Settings> {
     settings.simulated_provider = true;
     settings.hetzner_api_token = None;
-    settings
+    settings.outbound_allow = settings
+        .outbound_allow
+        .with(&release.allow_entry())
+        .map_err(|e| anyhow::anyhow!(e))?;
+    Ok(settings)
 }
 
 /// One seeded account and its new password.
@@ -64,15 +71,17 @@ pub struct Credential {
     pub password: String,
 }
 
-/// Seeds the machine config, starts the simulated fleets and points the stored fleets at
-/// them, seeds the accounts, then prints the credentials and what will happen to stdout once.
-/// Returns the fleets' loops, which end when `shutdown` turns true.
+/// Starts the release server, seeds the machine config pinned to its tarball and checks
+/// that pin (as `system`, like any request filed later would), starts the simulated fleets
+/// and points the stored fleets at them, seeds the accounts, then prints the credentials and
+/// what will happen to stdout once. Returns the loops, which end when `shutdown` turns true.
 pub async fn seed(
     state: &AppState,
     address: &str,
+    release: ReleaseServer,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    seed_config(state).await?;
+    let mut loops = vec![seed_release(state, release, shutdown.clone()).await?];
     let fleets = start_fleets(&state.ctx, &demo_fleets()).await?;
     let credentials = seed_users(&state.ctx).await?;
     let mut out = std::io::stdout().lock();
@@ -85,10 +94,39 @@ pub async fn seed(
             "the simulated provider is off: restored servers will not join the demo fleets"
         );
     }
-    Ok(fleets
-        .into_iter()
-        .map(|fleet| tokio::spawn(fleet.run_until_stopped(cloud.clone(), shutdown.clone())))
-        .collect())
+    loops.extend(
+        fleets
+            .into_iter()
+            .map(|fleet| tokio::spawn(fleet.run_until_stopped(cloud.clone(), shutdown.clone()))),
+    );
+    Ok(loops)
+}
+
+/// Starts the release server, seeds the demo config pinned to its tarball and checks that
+/// pin as `system`, so the first proposal's plan checks find it verified. Returns the
+/// server's loop, which ends when `shutdown` turns true.
+pub async fn seed_release(
+    state: &AppState,
+    release: ReleaseServer,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<JoinHandle<()>> {
+    let (url, sha256) = (release.tarball_url(), ReleaseServer::tarball_sha256());
+    let server = tokio::spawn(async move {
+        if let Err(e) = release.run_until_stopped(shutdown).await {
+            tracing::error!(error = %e, "the demo's release server stopped");
+        }
+    });
+    seed_config_pinned(state, &url, &sha256).await?;
+    let pin = crate::machine_setup::pins::check(&state.ctx, &Caller::system(), DEMO_CONFIG)
+        .await
+        .map_err(|e| anyhow::anyhow!("checking the demo tarball's pin: {e}"))?;
+    if !pin.ok() {
+        tracing::warn!(
+            message = %pin.check.message,
+            "the demo tarball's pin did not verify: approvals will be blocked"
+        );
+    }
+    Ok(server)
 }
 
 /// The second demo fleet's name: a yubaba build without the `headroom` section.
@@ -210,10 +248,25 @@ pub fn print_timeline(out: &mut dyn Write, address: &str) -> std::io::Result<()>
     out.flush()
 }
 
-/// The demo's ready machine config (simulated provider), created once.
+/// The demo's ready machine config (simulated provider), created once, pinned to a tarball
+/// nobody can download (`.invalid`): for tests that never check its pin. `headroom demo`
+/// pins its own release server's tarball instead ([`seed_config_pinned`]).
 pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
+    seed_config_pinned(
+        state,
+        "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz",
+        "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10",
+    )
+    .await
+}
+
+/// The demo config pinned to `url` and `sha256`: created once; on a later start (the demo's
+/// database kept, its release server on a new port) only the pin moves to the new address,
+/// so whatever else an operator changed is kept.
+pub async fn seed_config_pinned(state: &AppState, url: &str, sha256: &str) -> anyhow::Result<()> {
+    use crate::machine_setup::configs;
     let input = crate::domain::machine::MachineInput {
-        name: "spare-fsn1".into(),
+        name: DEMO_CONFIG.into(),
         provider: "simulated".into(),
         location: "fsn1".into(),
         server_type: "cx22".into(),
@@ -225,20 +278,32 @@ pub async fn seed_config(state: &AppState) -> anyhow::Result<()> {
             .into_iter()
             .collect(),
         yubaba_channel: "stable".into(),
-        yubaba_url: "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz".into(),
-        yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
+        yubaba_url: url.into(),
+        yubaba_sha256: sha256.into(),
         ..Default::default()
     };
-    match crate::machine_setup::configs::create(&state.ctx, &Caller::system(), &input).await {
+    let ctx = &state.ctx;
+    let system = Caller::system();
+    let seeded = match configs::create(ctx, &system, &input).await {
         Ok(_) => Ok(()),
-        Err(crate::error::OpError::Invalid(e))
-            if e.for_field("name") == Some("is already taken") =>
-        {
-            Ok(())
+        Err(OpError::Invalid(e)) if e.for_field("name") == Some("is already taken") => {
+            let mut kept = configs::latest(ctx, &system, DEMO_CONFIG)
+                .await?
+                .spec
+                .to_input();
+            kept.yubaba_url = input.yubaba_url;
+            kept.yubaba_sha256 = input.yubaba_sha256;
+            configs::update(ctx, &system, DEMO_CONFIG, &kept)
+                .await
+                .map(|_| ())
         }
-        Err(e) => Err(anyhow::anyhow!("seeding the demo machine config: {e}")),
-    }
+        Err(e) => Err(e),
+    };
+    seeded.map_err(|e| anyhow::anyhow!("seeding the demo machine config: {e}"))
 }
+
+/// The demo machine config's name.
+pub const DEMO_CONFIG: &str = "spare-fsn1";
 
 /// The demo fleet's name.
 pub const DEMO_FLEET: &str = "demo";
@@ -370,14 +435,21 @@ mod tests {
         assert_eq!(seen.len(), PASSWORD_ALPHABET.len());
     }
 
-    #[test]
-    fn the_demo_keeps_no_provider_token() {
+    #[tokio::test]
+    async fn the_demo_keeps_no_provider_token() {
+        use crate::outbound::AllowList;
         let settings = Settings {
             hetzner_api_token: Some(secrecy::SecretString::from("t".to_owned())),
             ..Settings::default()
         };
-        let demo = simulated_only(settings);
+        let release = ReleaseServer::bind().await.unwrap();
+        let demo = simulated_only(settings, &release).unwrap();
         assert!(demo.hetzner_api_token.is_none() && demo.simulated_provider);
+        assert_eq!(
+            demo.outbound_allow,
+            AllowList::parse(&[release.allow_entry()]).unwrap(),
+            "the release server, that port only, is the one address added"
+        );
     }
 
     #[tokio::test]

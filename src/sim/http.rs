@@ -10,8 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 /// Bounds on what one client may cost the server.
@@ -211,7 +211,32 @@ pub async fn serve<H>(
     listener: TcpListener,
     limits: Limits,
     handler: Arc<H>,
+    stop: watch::Receiver<bool>,
+) where
+    H: Fn(&Request) -> Response + Send + Sync + 'static,
+{
+    serve_with(listener, limits, handler, stop, None).await
+}
+
+/// [`serve`] over TLS: each connection's handshake must finish within `limits.io_timeout`.
+pub async fn serve_tls<H>(
+    listener: TcpListener,
+    limits: Limits,
+    handler: Arc<H>,
+    stop: watch::Receiver<bool>,
+    tls: tokio_rustls::TlsAcceptor,
+) where
+    H: Fn(&Request) -> Response + Send + Sync + 'static,
+{
+    serve_with(listener, limits, handler, stop, Some(tls)).await
+}
+
+async fn serve_with<H>(
+    listener: TcpListener,
+    limits: Limits,
+    handler: Arc<H>,
     mut stop: watch::Receiver<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) where
     H: Fn(&Request) -> Response + Send + Sync + 'static,
 {
@@ -237,8 +262,18 @@ pub async fn serve<H>(
         };
         let handler = handler.clone();
         let stop = stop.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            connection(stream, limits, &*handler, stop).await;
+            match tls {
+                None => connection(stream, limits, &*handler, stop).await,
+                Some(acceptor) => {
+                    if let Ok(Ok(stream)) =
+                        tokio::time::timeout(limits.io_timeout, acceptor.accept(stream)).await
+                    {
+                        connection(stream, limits, &*handler, stop).await;
+                    }
+                }
+            }
             drop(permit);
         });
     }
@@ -258,12 +293,13 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-async fn connection<H>(
-    mut stream: TcpStream,
+async fn connection<S, H>(
+    mut stream: S,
     limits: Limits,
     handler: &H,
     mut stop: watch::Receiver<bool>,
 ) where
+    S: AsyncRead + AsyncWrite + Unpin,
     H: Fn(&Request) -> Response,
 {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
@@ -307,7 +343,11 @@ async fn connection<H>(
     }
 }
 
-async fn write(stream: &mut TcpStream, bytes: &[u8], limits: Limits) -> std::io::Result<()> {
+async fn write<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    limits: Limits,
+) -> std::io::Result<()> {
     tokio::time::timeout(limits.io_timeout, stream.write_all(bytes))
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
@@ -315,6 +355,8 @@ async fn write(stream: &mut TcpStream, bytes: &[u8], limits: Limits) -> std::io:
 
 #[cfg(test)]
 mod tests {
+    use tokio::net::TcpStream;
+
     use super::*;
 
     #[test]

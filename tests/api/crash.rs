@@ -50,6 +50,9 @@ pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
     let pool = headroom::db::connect(db).await.expect("database");
     let settings = headroom::config::Settings {
         render_worker: Some(BIN.into()),
+        // The config's tarball is never downloaded here: its pin is left unchecked.
+        pin_check_on_request: false,
+        plan_checks_blocking: crate::helpers::no_blocking_checks(),
         ..headroom::config::Settings::default()
     };
     let mut ctx = Ctx::build(settings, pool, Arc::new(SystemClock)).expect("context");

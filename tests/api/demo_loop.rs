@@ -14,6 +14,7 @@ use headroom::auth::Caller;
 use headroom::config::Settings;
 use headroom::domain::capacity::{DeficitPolicy, Source};
 use headroom::domain::SystemClock;
+use headroom::sim::release::ReleaseServer;
 use headroom::sim::yubaba::{SimFleet, SimFleetOptions};
 use headroom::startup::Application;
 use serde_json::Value;
@@ -33,6 +34,8 @@ struct DemoApp {
     client: reqwest::Client,
     token: String,
     pool: sqlx::SqlitePool,
+    /// The release server serves while this lives.
+    _stop_release: tokio::sync::watch::Sender<bool>,
     _dir: tempfile::TempDir,
 }
 
@@ -40,6 +43,8 @@ impl DemoApp {
     async fn spawn() -> DemoApp {
         let dir = tempfile::tempdir().unwrap();
         let db_path = dir.path().join("headroom.db");
+        // As `headroom demo`: its release server allow-listed, the simulated cloud only.
+        let release = ReleaseServer::bind().await.unwrap();
         let settings = Settings {
             bind: "127.0.0.1:0".into(),
             database_url: format!("sqlite:{}", db_path.display()),
@@ -57,6 +62,7 @@ impl DemoApp {
             runner_action_poll: Duration::from_millis(250),
             ..Settings::default()
         };
+        let settings = headroom::sim::demo::simulated_only(settings, &release).unwrap();
         let pool = headroom::db::connect(&settings.database_url).await.unwrap();
         // The real clock: samples, deficits and the series are read back by time.
         let app = Application::bind(settings, pool.clone(), Arc::new(SystemClock))
@@ -65,7 +71,12 @@ impl DemoApp {
         let address = format!("http://127.0.0.1:{}", app.port());
         let state = app.state().clone();
         tokio::spawn(app.run_until_stopped());
-        headroom::sim::demo::seed_config(&state).await.unwrap();
+        // The demo config pins the release server's tarball, checked as the demo does: the
+        // default `plan_checks_blocking` would refuse approval of an unverified pin.
+        let (stop_release, stopped) = tokio::sync::watch::channel(false);
+        headroom::sim::demo::seed_release(&state, release, stopped)
+            .await
+            .unwrap();
         let ctx = state.ctx.clone();
         users::create_user(
             &ctx,
@@ -97,6 +108,7 @@ impl DemoApp {
                 .unwrap(),
             token,
             pool,
+            _stop_release: stop_release,
             _dir: dir,
         }
     }
@@ -196,6 +208,16 @@ async fn one_loop(app: &DemoApp, sim: &SimFleet, started: Instant) {
     assert_eq!(app.get(&detail).await["status"], "deficit");
 
     let id = proposal["id"].as_i64().unwrap();
+    // The demo's pin was downloaded from its release server and matched: under the default
+    // plan_checks_blocking an unverified pin would refuse the approval below.
+    let checks = app.get(&format!("/api/v1/provisions/{id}")).await["checks"].clone();
+    let pin = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "pin")
+        .unwrap_or_else(|| panic!("a pin check: {checks}"));
+    assert_eq!(pin["verdict"], "pass", "{pin}");
     let res = app
         .client
         .post(format!("{}/api/v1/provisions/{id}/approve", app.address))

@@ -101,6 +101,11 @@ impl TestApp {
             // Nothing joins a fleet here unless a test feeds members itself: requests end
             // when their servers run, unless the test turns joins on (`joins.rs`).
             join_timeout: None,
+            // Tests' configs pin tarballs nobody may download (`.invalid`, example.com): no
+            // pin is fetched on filing, and no warning blocks approval unless a test turns
+            // the instance's defaults back on (`plan_checks.rs`).
+            pin_check_on_request: false,
+            plan_checks_blocking: no_blocking_checks(),
             ..Settings::default()
         };
         adjust(&mut settings);
@@ -438,6 +443,8 @@ pub fn ctx_for(pool: SqlitePool) -> headroom::context::Ctx {
     headroom::context::Ctx::build(
         Settings {
             render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
+            pin_check_on_request: false,
+            plan_checks_blocking: no_blocking_checks(),
             ..Settings::default()
         },
         pool,
@@ -465,4 +472,9 @@ impl DeadPort {
     pub fn port(&self) -> u16 {
         self.0.local_addr().expect("bound").port()
     }
+}
+
+/// `plan_checks_blocking` naming no check: warnings are shown and none refuses approval.
+pub fn no_blocking_checks() -> headroom::domain::plan_check_blocking::BlockingChecks {
+    headroom::domain::plan_check_blocking::BlockingChecks::parse::<&str>(&[]).expect("empty list")
 }

@@ -34,6 +34,7 @@ mod openapi;
 mod operations;
 mod outbound;
 mod page_responses;
+mod plan_checks;
 mod provision_pages;
 mod provisions;
 mod roles;

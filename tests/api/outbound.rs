@@ -183,7 +183,7 @@ async fn app_allowing(allow: &[String]) -> TestApp {
 }
 
 /// Points `spare-fsn1` at a tarball URL and pin (as an operator's edit would).
-async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
+pub(crate) async fn set_tarball(app: &TestApp, url: &str, sha256: &str) {
     let mut input = headroom::machine_setup::configs::latest(
         &app.state.ctx,
         &headroom::auth::Caller::system(),
@@ -225,13 +225,13 @@ async fn api_pin_check(app: &TestApp, token: &str) -> serde_json::Value {
 
 const ANY_SHA: &str = "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10";
 
-fn tarball() -> (Vec<u8>, String) {
+pub(crate) fn tarball() -> (Vec<u8>, String) {
     let bytes = vec![7_u8; 4096];
     let sha = headroom::domain::digest::hex(&Sha256::digest(&bytes));
     (bytes, sha)
 }
 
-async fn serve_tarball(server: &MockServer, at: &str, bytes: Vec<u8>) {
+pub(crate) async fn serve_tarball(server: &MockServer, at: &str, bytes: Vec<u8>) {
     Mock::given(method("GET"))
         .and(path(at))
         .respond_with(ResponseTemplate::new(200).set_body_bytes(bytes))
