@@ -1,5 +1,6 @@
 //! Newtypes and rules. No I/O: holding one of these types proves the value is valid.
 
+pub mod absorption;
 pub mod caller;
 pub mod capacity;
 pub mod clock;
