@@ -14,6 +14,7 @@ pub mod status;
 pub mod supervisor;
 pub mod text;
 pub mod urls;
+pub mod workloads;
 
 use std::time::Duration;
 

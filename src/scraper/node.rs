@@ -5,9 +5,15 @@
 use serde_json::{Map, Value};
 
 use super::status::StatusError;
+use crate::domain::absorption::Resources;
 
 /// The key of published allocatable memory on `/node`.
 pub const ALLOCATABLE_MEMORY: &str = "yah.allocatable.memory_mb";
+/// The key of published allocatable CPU on `/node` (absent when not measured).
+pub const ALLOCATABLE_CPU: &str = "yah.allocatable.cpu_millis";
+/// The keys of committed totals on `/node/usage` (a lower bound: reset when yubaba restarts).
+pub const COMMITTED_MEMORY: &str = "yah.committed.memory_mb";
+pub const COMMITTED_CPU: &str = "yah.committed.cpu_millis";
 /// The key of the host name on `/node` (cloud-init sets it to the machine's name).
 pub const HOST_NAME: &str = "host.name";
 /// The key of running workloads on `/node/usage`.
@@ -18,6 +24,20 @@ pub const WORKLOADS: &str = "yah.workloads.count";
 pub struct NodeCapacity {
     /// Allocatable memory in MB; `None` when the node has not published it.
     pub allocatable_memory_mb: Option<f64>,
+    /// Allocatable CPU in millicores; `None` when the node has not measured it.
+    pub allocatable_cpu_millis: Option<f64>,
+}
+
+impl NodeCapacity {
+    /// Both allocatable resources, whole, when both are published (what absorption packs
+    /// into); `None` otherwise.
+    pub fn allocatable(&self) -> Option<Resources> {
+        match (self.allocatable_memory_mb, self.allocatable_cpu_millis) {
+            // Checked finite and ≥ 0 when read; fractions of a MB or millicore are dropped.
+            (Some(m), Some(c)) if self.published() => Some(Resources::new(m as u64, c as u64)),
+            _ => None,
+        }
+    }
 }
 
 impl NodeCapacity {
@@ -32,22 +52,41 @@ impl NodeCapacity {
 pub struct NodeUsage {
     /// Live workloads (tenants) on the node.
     pub workloads: u64,
+    /// Committed memory and CPU, when the node reports both.
+    pub committed: Option<Resources>,
 }
 
 /// Reads a `/node` answer (2xx only).
 pub fn parse_node(http_status: u16, body: &[u8]) -> Result<NodeCapacity, StatusError> {
     let top = object(http_status, body)?;
-    let allocatable_memory_mb = match top.get(ALLOCATABLE_MEMORY) {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(v) if v.is_finite() && v >= 0.0 => Some(v),
-            _ => return Err(field(ALLOCATABLE_MEMORY, "must be a number ≥ 0")),
-        },
-        Some(_) => return Err(field(ALLOCATABLE_MEMORY, "must be a number ≥ 0")),
-    };
     Ok(NodeCapacity {
-        allocatable_memory_mb,
+        allocatable_memory_mb: non_negative(&top, ALLOCATABLE_MEMORY)?,
+        allocatable_cpu_millis: non_negative(&top, ALLOCATABLE_CPU)?,
     })
+}
+
+/// An optional number ≥ 0 (absent or null: `None`).
+fn non_negative(top: &Map<String, Value>, key: &str) -> Result<Option<f64>, StatusError> {
+    match top.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+            _ => Err(field(key, "must be a number ≥ 0")),
+        },
+        Some(_) => Err(field(key, "must be a number ≥ 0")),
+    }
+}
+
+/// An optional whole number ≥ 0 (absent or null: `None`).
+fn whole(top: &Map<String, Value>, key: &str) -> Result<Option<u64>, StatusError> {
+    match top.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| field(key, "must be a whole number ≥ 0")),
+        Some(_) => Err(field(key, "must be a whole number ≥ 0")),
+    }
 }
 
 /// Reads the host name from a `/node` answer (2xx only): an RFC 1123 name of at most 253
@@ -76,14 +115,15 @@ pub fn parse_host_name(http_status: u16, body: &[u8]) -> Result<String, StatusEr
 /// does not report it cannot be shown to be empty.
 pub fn parse_usage(http_status: u16, body: &[u8]) -> Result<NodeUsage, StatusError> {
     let top = object(http_status, body)?;
-    let workloads = match top.get(WORKLOADS) {
-        None | Some(Value::Null) => return Err(field(WORKLOADS, "is missing")),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| field(WORKLOADS, "must be a whole number ≥ 0"))?,
-        Some(_) => return Err(field(WORKLOADS, "must be a whole number ≥ 0")),
+    let workloads = whole(&top, WORKLOADS)?.ok_or_else(|| field(WORKLOADS, "is missing"))?;
+    let committed = match (whole(&top, COMMITTED_MEMORY)?, whole(&top, COMMITTED_CPU)?) {
+        (Some(m), Some(c)) => Some(Resources::new(m, c)),
+        _ => None,
     };
-    Ok(NodeUsage { workloads })
+    Ok(NodeUsage {
+        workloads,
+        committed,
+    })
 }
 
 /// The spare rule of derived mode (yubaba's own, deliberately coarse): capacity published and
@@ -133,6 +173,13 @@ mod tests {
         let c = parse_node(200, &fixture("node.json")).unwrap();
         assert_eq!(c.allocatable_memory_mb, Some(7807.0));
         assert!(c.published());
+        assert_eq!(c.allocatable(), Some(Resources::new(7807, 4000)));
+        let no_cpu = parse_node(200, br#"{"yah.allocatable.memory_mb": 7807}"#).unwrap();
+        assert_eq!(
+            no_cpu.allocatable(),
+            None,
+            "CPU not measured: nothing to pack into"
+        );
     }
 
     #[test]
@@ -140,6 +187,7 @@ mod tests {
         let idle = parse_usage(200, &fixture("node-usage-idle.json")).unwrap();
         let busy = parse_usage(200, &fixture("node-usage-busy.json")).unwrap();
         assert_eq!((idle.workloads, busy.workloads), (0, 3));
+        assert_eq!(busy.committed, Some(Resources::new(3072, 1500)));
         let cap = parse_node(200, &fixture("node.json")).unwrap();
         assert!(is_spare(&cap, &idle));
         assert!(!is_spare(&cap, &busy));
@@ -149,7 +197,10 @@ mod tests {
     fn a_node_without_published_capacity_is_never_spare() {
         let absent = parse_node(200, br#"{"host.name": "n"}"#).unwrap();
         let zero = parse_node(200, br#"{"yah.allocatable.memory_mb": 0}"#).unwrap();
-        let idle = NodeUsage { workloads: 0 };
+        let idle = NodeUsage {
+            workloads: 0,
+            committed: None,
+        };
         assert!(!is_spare(&absent, &idle));
         assert!(!is_spare(&zero, &idle));
     }
@@ -160,6 +211,18 @@ mod tests {
         assert!(parse_node(200, br#"{"yah.allocatable.memory_mb": -1}"#).is_err());
         assert!(parse_usage(200, br#"{"yah.workloads.count": -1}"#).is_err());
         assert!(parse_usage(200, br#"{"yah.workloads.count": 0.5}"#).is_err());
+        assert!(parse_node(200, br#"{"yah.allocatable.cpu_millis": "4000"}"#).is_err());
+        assert!(parse_usage(
+            200,
+            br#"{"yah.workloads.count": 1, "yah.committed.memory_mb": -5}"#
+        )
+        .is_err());
+        let half = parse_usage(
+            200,
+            br#"{"yah.workloads.count": 1, "yah.committed.memory_mb": 5}"#,
+        )
+        .unwrap();
+        assert_eq!(half.committed, None, "both totals or none");
         assert_eq!(
             parse_usage(200, br#"{"system.cpu.utilization": 0.1}"#)
                 .unwrap_err()
