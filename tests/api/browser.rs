@@ -11,7 +11,7 @@ use headroom::domain::Role;
 
 use crate::helpers::{TestApp, PASSWORD};
 
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     port: u16,
 }
@@ -31,7 +31,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn start_driver() -> Driver {
+pub(crate) async fn start_driver() -> Driver {
     let bin = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
     let port = free_port();
     // Killed and waited for in Driver's Drop (also when the port never opens).
@@ -51,7 +51,7 @@ async fn start_driver() -> Driver {
     panic!("chromedriver did not start listening");
 }
 
-async fn browser(driver: &Driver) -> fantoccini::Client {
+pub(crate) async fn browser(driver: &Driver) -> fantoccini::Client {
     // fantoccini and reqwest pull different rustls back-ends; pick one for the process.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let profile = tempfile::tempdir().unwrap().keep();
@@ -117,7 +117,7 @@ async fn browser_log(c: &fantoccini::Client) -> Vec<String> {
 }
 
 /// Fails on any Content-Security-Policy message in the console since the last read.
-async fn assert_no_csp_violation(c: &fantoccini::Client, when: &str) {
+pub(crate) async fn assert_no_csp_violation(c: &fantoccini::Client, when: &str) {
     let violations: Vec<String> = browser_log(c)
         .await
         .into_iter()
@@ -272,7 +272,7 @@ async fn an_admin_changes_a_role_inline_through_htmx() {
     c.close().await.unwrap();
 }
 
-async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+pub(crate) async fn text_of(c: &fantoccini::Client, css: &str) -> String {
     match c.find(Locator::Css(css)).await {
         Ok(e) => e.text().await.unwrap_or_default(),
         Err(_) => String::new(),
@@ -491,7 +491,7 @@ async fn every_page_loads_under_the_policy_with_htmx_adding_no_inline_style() {
 const AXE_JS: &str = include_str!("fixtures/axe-core-4.10.2.min.js");
 
 /// Runs axe-core on the current page and fails on any serious or critical violation.
-async fn assert_accessible(c: &fantoccini::Client, what: &str) {
+pub(crate) async fn assert_accessible(c: &fantoccini::Client, what: &str) {
     if let Err(found) = axe_violations(c).await {
         panic!("{what}: axe-core finds\n{found}");
     }
@@ -740,7 +740,7 @@ async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
 }
 
 /// Saves a screenshot under the test build's temporary directory and says where.
-async fn screenshot(c: &fantoccini::Client, name: &str) {
+pub(crate) async fn screenshot(c: &fantoccini::Client, name: &str) {
     let png = c.screenshot().await.expect("screenshot");
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
     std::fs::create_dir_all(&dir).unwrap();

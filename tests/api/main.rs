@@ -16,6 +16,7 @@ mod csrf;
 mod deficit;
 mod demo_loop;
 mod demo_provider;
+mod demo_walk;
 mod docs;
 mod fake_hetzner;
 mod fleet_metrics;
