@@ -139,14 +139,33 @@ pub fn assess(members: &[MemberLoad], restore: Option<&RestoreMachine>) -> Optio
     }
     let mut sorted: Vec<MemberLoad> = members.to_vec();
     sorted.sort_by_key(|m| m.id);
-    let basis = if sorted.iter().all(|m| pieces(m).1) {
+    let members = &sorted[..];
+    let basis = if members.iter().all(|m| pieces(m).1) {
         Basis::Workloads
     } else {
         Basis::Committed
     };
-    let (node_loss, region_loss) = losses(&sorted);
+    let unit = fleet_allocatable(members);
+    let nodes: Vec<Judged> = members
+        .iter()
+        .map(|m| Judged::new(members, Lost::Node(m.id)))
+        .collect();
+    let regions = regions(members);
+    let region_losses: Vec<Judged> = if regions.len() >= 2 {
+        regions
+            .iter()
+            .map(|r| Judged::new(members, Lost::Region(r.clone())))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let node_loss = worst_of(&nodes, unit).expect("members is not empty");
+    let region_loss = worst_of(&region_losses, unit);
     let restore = restore.filter(|r| !r.allocatable.is_zero());
-    let machines_needed = restore.and_then(|r| machines_needed(&sorted, r));
+    let machines_needed = restore.and_then(|r| {
+        let judged: Vec<&Judged> = nodes.iter().chain(&region_losses).collect();
+        machines_needed(members, &regions, &judged, r)
+    });
     Some(Absorption {
         node_loss,
         region_loss,
@@ -155,49 +174,77 @@ pub fn assess(members: &[MemberLoad], restore: Option<&RestoreMachine>) -> Optio
     })
 }
 
-/// The worst node loss and, across two or more regions, the worst region loss.
-fn losses(members: &[MemberLoad]) -> (Loss, Option<Loss>) {
-    let unit = fleet_allocatable(members);
-    let node_loss = worst_of(
-        members.iter().map(|m| {
-            let lost = |x: &MemberLoad| x.id == m.id;
-            loss(members, &lost, format!("node {}", m.id))
-        }),
-        unit,
-    )
-    .expect("members is not empty");
-    let regions = regions(members);
-    let region_loss = (regions.len() >= 2).then(|| {
-        worst_of(
-            regions.iter().map(|r| {
-                let lost = |x: &MemberLoad| x.region.as_deref() == Some(r.as_str());
-                loss(members, &lost, format!("region {r}"))
-            }),
-            unit,
-        )
-        .expect("two or more regions")
-    });
-    (node_loss, region_loss)
+/// One failure: a member, or every member of a region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Lost {
+    Node(u64),
+    Region(String),
 }
 
-/// The most severe loss; the first of equals, so the answer does not move between samples.
-fn worst_of(losses: impl Iterator<Item = Loss>, unit: Resources) -> Option<Loss> {
-    losses.reduce(|worst, l| {
-        if severity(&l, unit) > severity(&worst, unit) {
-            l
-        } else {
-            worst
+impl Lost {
+    fn takes(&self, m: &MemberLoad) -> bool {
+        match self {
+            Lost::Node(id) => m.id == *id,
+            Lost::Region(r) => m.region.as_deref() == Some(r.as_str()),
         }
-    })
+    }
+
+    /// Whether machines of `restore` are lost with it.
+    fn takes_restore(&self, restore: &RestoreMachine) -> bool {
+        matches!(self, Lost::Region(r) if restore.region.as_deref() == Some(r.as_str()))
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Lost::Node(id) => format!("node {id}"),
+            Lost::Region(r) => format!("region {r}"),
+        }
+    }
 }
 
-/// How bad a loss is: any shortfall above none, larger shortfalls (as a share of the fleet)
-/// above smaller.
-fn severity(l: &Loss, unit: Resources) -> f64 {
-    if l.absorbed {
+/// A failure and what it leaves short with no machine added.
+struct Judged {
+    lost: Lost,
+    short: Resources,
+}
+
+impl Judged {
+    fn new(members: &[MemberLoad], lost: Lost) -> Self {
+        let short = pack(members, &lost, &[]);
+        Judged { lost, short }
+    }
+
+    fn loss(&self) -> Loss {
+        Loss {
+            worst: self.lost.name(),
+            absorbed: self.short.is_zero(),
+            short_memory_mb: self.short.memory_mb,
+            short_cpu_millis: self.short.cpu_millis,
+        }
+    }
+}
+
+/// The most severe failure as a `Loss`; the first of equals, so the answer does not move
+/// between samples.
+fn worst_of(judged: &[Judged], unit: Resources) -> Option<Loss> {
+    judged
+        .iter()
+        .reduce(|worst, j| {
+            if severity(j.short, unit) > severity(worst.short, unit) {
+                j
+            } else {
+                worst
+            }
+        })
+        .map(Judged::loss)
+}
+
+/// How bad a shortfall is: any above none, larger (as a share of the fleet) above smaller.
+fn severity(short: Resources, unit: Resources) -> f64 {
+    if short.is_zero() {
         0.0
     } else {
-        1.0 + Resources::new(l.short_memory_mb, l.short_cpu_millis).dominant_share(unit)
+        1.0 + short.dominant_share(unit)
     }
 }
 
@@ -235,20 +282,19 @@ fn pieces(m: &MemberLoad) -> (Vec<Resources>, bool) {
     }
 }
 
-/// Packs what the members matching `lost` ran onto the others (and `extra` machines, tried
-/// after them), first-fit decreasing by each piece's dominant share of what is moved; returns
-/// what did not fit.
-fn pack(
-    members: &[MemberLoad],
-    lost: &dyn Fn(&MemberLoad) -> bool,
-    extra: &[Resources],
-) -> Resources {
+/// Packs what `lost` took onto the members left (and `extra` machines, tried after them),
+/// first-fit decreasing by each piece's dominant share of what is moved; returns what did not
+/// fit.
+fn pack(members: &[MemberLoad], lost: &Lost, extra: &[Resources]) -> Resources {
     let mut items: Vec<Resources> = members
         .iter()
-        .filter(|m| lost(m))
+        .filter(|m| lost.takes(m))
         .flat_map(|m| pieces(m).0)
         .filter(|r| !r.is_zero())
         .collect();
+    if items.is_empty() {
+        return Resources::default();
+    }
     let unit = items
         .iter()
         .copied()
@@ -262,7 +308,7 @@ fn pack(
     });
     let mut bins: Vec<Resources> = members
         .iter()
-        .filter(|m| !lost(m))
+        .filter(|m| !lost.takes(m))
         .filter_map(room)
         .chain(extra.iter().copied())
         .collect();
@@ -276,65 +322,73 @@ fn pack(
     short
 }
 
-fn loss(members: &[MemberLoad], lost: &dyn Fn(&MemberLoad) -> bool, worst: String) -> Loss {
-    let short = pack(members, lost, &[]);
-    Loss {
-        worst,
-        absorbed: short.is_zero(),
-        short_memory_mb: short.memory_mb,
-        short_cpu_millis: short.cpu_millis,
-    }
-}
-
-/// Whether every loss is absorbed with `extra` machines of `restore` added. The machines are
-/// lost with their region, and bring it into the fleet's regions if it was not there.
-fn all_absorbed(members: &[MemberLoad], restore: &RestoreMachine, extra: u32) -> bool {
-    let added = |lost_region: Option<&str>| -> Vec<Resources> {
-        let dies = lost_region.is_some() && lost_region == restore.region.as_deref();
-        if dies {
-            Vec::new()
-        } else {
-            vec![restore.allocatable; extra as usize]
-        }
+/// Whether `lost` is absorbed with `extra` machines of `restore` added after the members
+/// (none when it takes them too).
+fn absorbed_with(
+    members: &[MemberLoad],
+    lost: &Lost,
+    restore: &RestoreMachine,
+    extra: u32,
+) -> bool {
+    let added = if lost.takes_restore(restore) {
+        Vec::new()
+    } else {
+        vec![restore.allocatable; extra as usize]
     };
-    let nodes_ok = members.iter().all(|m| {
-        let lost = |x: &MemberLoad| x.id == m.id;
-        pack(members, &lost, &added(None)).is_zero()
-    });
-    let mut regions = regions(members);
-    if let Some(r) = restore.region.as_ref().filter(|_| extra > 0) {
-        if !regions.contains(r) {
-            regions.push(r.clone());
-        }
-    }
-    let regions_ok = regions.len() < 2
-        || regions.iter().all(|r| {
-            let lost = |x: &MemberLoad| x.region.as_deref() == Some(r.as_str());
-            pack(members, &lost, &added(Some(r))).is_zero()
-        });
-    nodes_ok && regions_ok
+    pack(members, lost, &added).is_zero()
 }
 
-/// The fewest machines of `restore` that make every loss absorbable. From one machine on,
-/// absorption only grows with machines added after the members (the set of regions no longer
-/// changes), so the answer is found by bisection over 1..=`MACHINES_NEEDED_MAX`.
-fn machines_needed(members: &[MemberLoad], restore: &RestoreMachine) -> Option<u32> {
-    if all_absorbed(members, restore, 0) {
+/// The fewest machines of `restore` that make every failure absorbable. Each failure's
+/// absorption only grows with machines added after the members, so the fleet needs the
+/// largest of the failures' own answers; those are checked worst first against the largest
+/// answer so far, and only a failure that does not fit it is bisected. Machines in a region
+/// the fleet does not span yet bring that region in: then every region's loss counts.
+fn machines_needed(
+    members: &[MemberLoad],
+    regions: &[String],
+    judged: &[&Judged],
+    restore: &RestoreMachine,
+) -> Option<u32> {
+    if judged.iter().all(|j| j.short.is_zero()) {
         return Some(0);
     }
-    if !all_absorbed(members, restore, MACHINES_NEEDED_MAX) {
-        return None;
-    }
-    let (mut lo, mut hi) = (0, MACHINES_NEEDED_MAX); // lo fails, hi suffices
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if all_absorbed(members, restore, mid) {
-            hi = mid;
-        } else {
-            lo = mid;
+    let mut failures: Vec<(Lost, Resources)> =
+        judged.iter().map(|j| (j.lost.clone(), j.short)).collect();
+    if let Some(r) = restore.region.as_ref() {
+        let mut with_new = regions.to_vec();
+        if !with_new.contains(r) {
+            with_new.push(r.clone());
+        }
+        if with_new.len() >= 2 && regions.len() < 2 {
+            for r in with_new {
+                let lost = Lost::Region(r);
+                let short = pack(members, &lost, &[]);
+                failures.push((lost, short));
+            }
         }
     }
-    Some(hi)
+    let unit = fleet_allocatable(members);
+    failures.sort_by(|a, b| severity(b.1, unit).total_cmp(&severity(a.1, unit)));
+    let mut needed = 1;
+    for (lost, short) in &failures {
+        if short.is_zero() || absorbed_with(members, lost, restore, needed) {
+            continue;
+        }
+        if !absorbed_with(members, lost, restore, MACHINES_NEEDED_MAX) {
+            return None;
+        }
+        let (mut lo, mut hi) = (needed, MACHINES_NEEDED_MAX); // lo fails, hi suffices
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if absorbed_with(members, lost, restore, mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        needed = hi;
+    }
+    Some(needed)
 }
 
 #[cfg(test)]
@@ -521,7 +575,7 @@ mod tests {
             // can only be an old one, and every old one has at least the room it had.
             prop_assert!(after.node_loss.absorbed || !before.node_loss.absorbed);
             for m in &fleet {
-                let lost = |x: &MemberLoad| x.id == m.id;
+                let lost = Lost::Node(m.id);
                 let was = pack(&fleet, &lost, &[]);
                 let now = pack(&fleet, &lost, &[Resources::new(16 * GIB, 8000)]);
                 prop_assert!(now.memory_mb <= was.memory_mb && now.cpu_millis <= was.cpu_millis);

@@ -17,6 +17,7 @@ use headroom::auth::Caller;
 use headroom::config::Settings;
 use headroom::domain::capacity::DeficitPolicy;
 use headroom::domain::SystemClock;
+use headroom::sim::release::ReleaseServer;
 use headroom::sim::yubaba::{SimFleet, SimFleetOptions};
 use headroom::startup::Application;
 use serde_json::{json, Value};
@@ -58,6 +59,8 @@ async fn demo_with_browser() -> Walk {
     let driver = crate::browser::start_driver().await;
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("headroom.db");
+    // As `headroom demo`: its release server allow-listed, the simulated cloud only.
+    let release = ReleaseServer::bind().await.unwrap();
     let settings = Settings {
         bind: "127.0.0.1:0".into(),
         database_url: format!("sqlite:{}", db_path.display()),
@@ -74,6 +77,7 @@ async fn demo_with_browser() -> Walk {
         runner_action_poll: Duration::from_millis(250),
         ..Settings::default()
     };
+    let settings = headroom::sim::demo::simulated_only(settings, &release).unwrap();
     let pool = headroom::db::connect(&settings.database_url).await.unwrap();
     let app = Application::bind(settings, pool, Arc::new(SystemClock))
         .await
@@ -81,7 +85,12 @@ async fn demo_with_browser() -> Walk {
     let address = format!("http://127.0.0.1:{}", app.port());
     let state = app.state().clone();
     tokio::spawn(app.run_until_stopped());
-    headroom::sim::demo::seed_config(&state).await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // The demo config pins the release server's tarball and its pin is checked, as the demo
+    // does at start: the default plan_checks_blocking refuses an unverified pin.
+    headroom::sim::demo::seed_release(&state, release, stopped.clone())
+        .await
+        .unwrap();
     let ctx = state.ctx.clone();
     let mut bearer = Vec::new();
     for (name, role) in [("approver", "approver"), ("olga", "operator")] {
@@ -112,7 +121,6 @@ async fn demo_with_browser() -> Walk {
     let approver_token = bearer.pop().unwrap();
 
     let cloud = ctx.providers.simulated().expect("the simulated cloud");
-    let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut sims = Vec::new();
     for (name, native) in [(SHORT, true), (SPARED, false)] {
         let sim = SimFleet::start(SimFleetOptions {
@@ -444,6 +452,10 @@ async fn an_approver_walks_the_demo_from_deficit_to_a_joined_spare_in_the_browse
     assert!(
         checks.iter().all(|(_, v)| v != "block"),
         "nothing blocks the demo's restore: {page}"
+    );
+    assert!(
+        checks.iter().any(|(n, v)| n == "pin" && v == "pass"),
+        "the demo's tarball was downloaded and matched its pin: {page}"
     );
     assert_eq!(
         page["checks_before_approve"], true,
