@@ -62,20 +62,6 @@ impl Amount {
         (self >= other).then(|| Amount(self.0 - other.0))
     }
 
-    /// Decimal places written after the point when shown exactly (trailing zeros dropped).
-    pub fn places(self) -> u32 {
-        let mut frac = self.0 % SCALE;
-        if frac == 0 {
-            return 0;
-        }
-        let mut places = SCALE_PLACES;
-        while frac % 10 == 0 {
-            frac /= 10;
-            places -= 1;
-        }
-        places
-    }
-
     /// Decimal text rounded half-up to `places` (≤ 12) decimal places.
     pub fn to_places(self, places: u32) -> String {
         let places = places.min(SCALE_PLACES);
@@ -139,7 +125,7 @@ mod tests {
     }
 
     #[test]
-    fn sums_are_exact_and_places_count_only_significant_digits() {
+    fn sums_and_differences_are_exact_and_never_negative() {
         let a = Amount::parse("249.50").unwrap();
         let b = Amount::parse("0.0072").unwrap();
         assert_eq!(a.plus(b).unwrap().to_places(4), "249.5072");
@@ -148,10 +134,6 @@ mod tests {
         assert_eq!(a.minus(b).unwrap().to_places(4), "249.4928");
         assert_eq!(b.minus(a), None);
         assert_eq!(a.minus(a), Some(Amount::ZERO));
-        assert_eq!(a.places(), 1);
-        assert_eq!(b.places(), 4);
-        assert_eq!(Amount::parse("250").unwrap().places(), 0);
-        assert_eq!(Amount::parse("0.000000000001").unwrap().places(), 12);
     }
 
     #[test]

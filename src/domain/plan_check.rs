@@ -341,7 +341,7 @@ fn budget(f: &CheckFacts) -> PlanCheck {
         "machines"
     };
     let parts = format!(
-        "this request {} plus {} for {} {word} headroom created for the fleet that still run",
+        "this request {}, plus {} for {} {word} still running from the fleet's earlier requests",
         cents(plan),
         cents(running.monthly),
         running.machines
@@ -654,7 +654,7 @@ mod tests {
         assert_eq!(v, Verdict::Pass);
         assert!(d.starts_with("12.34 of 250.00 EUR a month ("), "{d}");
         assert!(
-            d.contains("this request 9.02 plus 3.32 for 1 machine headroom created"),
+            d.contains("this request 9.02, plus 3.32 for 1 machine still running from the fleet's"),
             "{d}"
         );
     }
