@@ -157,6 +157,8 @@ fn rules_of(commands: &[Command]) -> FirewallRules {
 #[derive(Default)]
 struct Ufw {
     open: Vec<String>,
+    /// `open` as a set: a hostile payload may list thousands of ports in one rule.
+    seen: std::collections::HashSet<String>,
     enabled: bool,
     other_firewalls: bool,
 }
@@ -218,6 +220,7 @@ impl Ufw {
             ["reset", ..] => {
                 self.enabled = false;
                 self.open.clear();
+                self.seen.clear();
             }
             ["default", "allow"] | ["default", "allow", "incoming", ..] => {
                 self.add(vec![EVERY_PORT.to_owned()]);
@@ -243,14 +246,16 @@ impl Ufw {
 
     fn add(&mut self, ports: Vec<String>) {
         for p in ports {
-            if !self.open.contains(&p) {
+            if self.seen.insert(p.clone()) {
                 self.open.push(p);
             }
         }
     }
 
     fn remove(&mut self, ports: &[String]) {
-        self.open.retain(|p| !ports.contains(p));
+        let gone: std::collections::HashSet<&String> = ports.iter().collect();
+        self.open.retain(|p| !gone.contains(p));
+        self.seen.retain(|p| !gone.contains(p));
     }
 }
 
@@ -554,6 +559,17 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_rule_listing_thousands_of_ports_is_read_once_each() {
+        let ports: Vec<String> = (1..=6000).map(|p| p.to_string()).collect();
+        let list = ports.join(",");
+        let r = rules(&format!(
+            "#cloud-config\nruncmd:\n  - ufw allow {list}/tcp\n  - ufw allow {list}/tcp\n"
+        ));
+        assert_eq!(r.world_open.len(), 6000);
+        assert_eq!(r.world_open[5999], "6000/tcp");
+    }
+
     fn restricted_rule() -> impl Strategy<Value = String> {
         let port = "[0-9]{1,5}(/(tcp|udp))?";
         prop_oneof![
@@ -570,6 +586,20 @@ mod tests {
         #[test]
         fn reading_never_panics_on_arbitrary_text(text in "\\PC*") {
             let _ = read(&text);
+        }
+
+        #[test]
+        fn ports_are_listed_once_in_the_order_first_opened(ports in proptest::collection::vec(1u16..40, 0..60)) {
+            let items: String = ports.iter().map(|p| format!("  - ufw allow {p}/tcp\n")).collect();
+            let r = rules(&format!("#cloud-config\nruncmd:\n{items}"));
+            let mut want: Vec<String> = Vec::new();
+            for p in &ports {
+                let p = format!("{p}/tcp");
+                if !want.contains(&p) {
+                    want.push(p);
+                }
+            }
+            prop_assert_eq!(r.world_open, want);
         }
 
         #[test]

@@ -390,6 +390,7 @@ fn firewall(payloads: &[FirewallFacts]) -> PlanCheck {
     let mut unreadable: Vec<(usize, &str)> = Vec::new();
     let mut disabled = Vec::new();
     let mut open: Vec<&str> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut other = false;
     for (i, p) in payloads.iter().enumerate() {
         match p {
@@ -400,7 +401,7 @@ fn firewall(payloads: &[FirewallFacts]) -> PlanCheck {
                 }
                 other |= r.other_firewalls;
                 for port in &r.world_open {
-                    if !open.contains(&port.as_str()) {
+                    if seen.insert(port.as_str()) {
                         open.push(port);
                     }
                 }
