@@ -57,6 +57,8 @@ pub struct FleetRequest {
     pub secrets: FleetSecretsRequest,
     #[schema(value_type = rules::MaxRestoreMachinesRule, inline)]
     pub max_restore_machines: Option<serde_json::Value>,
+    #[schema(value_type = rules::MonthlyBudgetRule, inline)]
+    pub monthly_budget: Option<serde_json::Value>,
 }
 
 impl From<FleetRequest> for FleetInput {
@@ -79,6 +81,7 @@ impl From<FleetRequest> for FleetInput {
             required_override: r.required_override,
             secrets,
             max_restore_machines: r.max_restore_machines,
+            monthly_budget: r.monthly_budget,
         }
     }
 }
@@ -123,6 +126,9 @@ pub struct FleetJson {
     pub secrets: FleetSecretsJson,
     /// Most machines one restore proposal of headroom's asks for.
     pub max_restore_machines: u32,
+    /// What the fleet's machines may cost a month, in the catalogue's currency, as decimal
+    /// text with 2 places (`"250.00"`); null when no budget is set.
+    pub monthly_budget: Option<String>,
     /// RFC 3339, UTC.
     pub created_at: String,
     /// RFC 3339, UTC.
@@ -149,6 +155,7 @@ impl From<Fleet> for FleetJson {
             required_override: s.required_override(),
             secrets,
             max_restore_machines: s.max_restore_machines(),
+            monthly_budget: s.monthly_budget().map(|b| b.to_string()),
             created_at: format_utc(f.created_at),
             updated_at: format_utc(f.updated_at),
             updated_by: f.updated_by,

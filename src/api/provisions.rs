@@ -183,7 +183,8 @@ pub struct ProvisionEventJson {
 /// One named check of a plan awaiting approval.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PlanCheckJson {
-    /// `pin`, `max_restore_machines`, `ssh_keys`, `server_type` or `image`.
+    /// `pin`, `max_restore_machines`, `ssh_keys`, `server_type`, `image`, `monthly_budget` or
+    /// `firewall`, in that order.
     pub name: String,
     /// `pass`, `warn` or `block` (refuses approval).
     #[schema(pattern = "^(pass|warn|block)$")]

@@ -34,6 +34,11 @@ const SECRET: &str = "^([A-Za-z0-9+/=_.-]{8,1024})?$";
 const VISIBLE_TEXT: &str =
     "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$";
 
+/// A monthly budget as text (`domain::fleet::MonthlyBudget::parse`, after trimming): empty,
+/// or above 0 and at most 10000000 with at most 2 significant decimal places.
+const MONTHLY_BUDGET: &str =
+    "^(|0*([1-9][0-9]{0,6}(\\.[0-9]{1,2}0*)?|0\\.(0[1-9]|[1-9][0-9]?)0*|10000000(\\.0+)?))$";
+
 fn string(pattern: &str, max: Option<usize>, description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(SchemaType::Type(Type::String))
@@ -247,6 +252,15 @@ rule!(
 rule!(
     /// Most machines one restore proposal asks for.
     MaxRestoreMachinesRule => integer(1, Some(u64::from(crate::domain::fleet::MAX_RESTORE_MACHINES_MAX)), true, "Most machines one restore proposal of headroom's asks for (1-20); null or absent means 2. A larger deficit gets follow-up proposals.")
+);
+rule!(
+    /// A fleet's monthly budget: decimal text or a number.
+    MonthlyBudgetRule => ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Null]))
+        .pattern(Some(MONTHLY_BUDGET))
+        .minimum(Some(0.01))
+        .maximum(Some(crate::domain::fleet::MONTHLY_BUDGET_MAX))
+        .description(Some("What the fleet's machines may cost a month, in the catalogue's currency: above 0, at most 10000000, at most 2 decimal places, as decimal text (\"249.50\") or a number. Empty, null or absent sets no budget. Answered as text with 2 places."))
 );
 rule!(
     /// Which declared secret a render-time secret is.

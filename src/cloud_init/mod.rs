@@ -4,6 +4,7 @@
 //! pin pre-flight.
 
 pub mod filters;
+pub mod firewall;
 pub mod identifiers;
 pub mod known_keys;
 pub mod lint;

@@ -412,6 +412,27 @@ pub async fn due_for_expiry(
     .await
 }
 
+/// The machines of fleet `fleet`'s requests other than `except` that still have a server (one
+/// was created and not destroyed: booting, created, or failed after creation), as (how many,
+/// the request's per-machine `monthly_price`) per request. Seeks `provisions_by_fleet`, then
+/// each request's machines by primary key.
+pub async fn running_machines_of_fleet(
+    conn: &mut SqliteConnection,
+    fleet: &str,
+    except: i64,
+) -> sqlx::Result<Vec<(i64, Option<String>)>> {
+    sqlx::query_as(
+        "SELECT COUNT(*), json_extract(p.plan, '$.monthly_price')
+         FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
+         WHERE p.fleet = ? AND p.id != ? AND m.server_id IS NOT NULL AND m.status != 'destroyed'
+         GROUP BY p.id",
+    )
+    .bind(fleet)
+    .bind(except)
+    .fetch_all(conn)
+    .await
+}
+
 /// Every machine's redacted payload of request `id`, in machine order.
 pub async fn redacted_payloads(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::machine::{document_name, ConfigName};
+use super::money::Amount;
 use super::secret::{DeclaredSecrets, SecretRef};
 use super::text::text_value;
 
@@ -30,6 +31,78 @@ pub const SCRAPE_TIMEOUT_SECS_DEFAULT: u32 = 5;
 pub const MAX_RESTORE_MACHINES_DEFAULT: u32 = 2;
 /// Most machines a fleet may let one restore proposal ask for (a request's own maximum).
 pub const MAX_RESTORE_MACHINES_MAX: u32 = 20;
+
+/// Largest monthly budget a fleet may set, in the catalogue's currency: far above what one
+/// fleet of spares costs, so a slip of extra zeros (or a hostile 10^18) is refused, not stored.
+pub const MONTHLY_BUDGET_MAX: u32 = 10_000_000;
+
+/// What a monthly budget must look like, for the messages that do not say more.
+const MONTHLY_BUDGET_SHAPE: &str =
+    "must be a decimal amount such as 250 or 249.50 (digits, an optional point, no sign or unit)";
+
+/// A fleet's monthly budget in the catalogue's currency: above 0, at most
+/// [`MONTHLY_BUDGET_MAX`], at most 2 decimal places. Stored and shown with 2 places (`250.00`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct MonthlyBudget(Amount);
+
+impl MonthlyBudget {
+    /// Parses decimal text (`250`, `249.50`), naming `field` and the broken rule.
+    pub fn parse(field: &str, raw: &str) -> Result<MonthlyBudget, super::FieldError> {
+        let err = |m: &str| Err(super::FieldError::new(field, m));
+        let v = raw.trim();
+        if let Some(rest) = v.strip_prefix('-') {
+            if Amount::parse(rest).is_ok() {
+                return err("must not be negative; leave it empty for no budget");
+            }
+        }
+        // Counted on the text, before the amount's own 12-place limit could answer vaguer.
+        if let Some((int, frac)) = v.split_once('.') {
+            let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+            if !int.is_empty()
+                && digits(int)
+                && digits(frac)
+                && frac.trim_end_matches('0').len() > 2
+            {
+                return err("must have at most 2 decimal places");
+            }
+        }
+        let Ok(amount) = Amount::parse(v) else {
+            return err(MONTHLY_BUDGET_SHAPE);
+        };
+        if amount == Amount::ZERO {
+            return err("must be more than 0; leave it empty for no budget");
+        }
+        if amount > Amount::parse(&MONTHLY_BUDGET_MAX.to_string()).unwrap_or(Amount::ZERO) {
+            return err(&format!("must be at most {MONTHLY_BUDGET_MAX}"));
+        }
+        Ok(MonthlyBudget(amount))
+    }
+
+    /// The amount, for exact sums and comparisons.
+    pub fn amount(self) -> Amount {
+        self.0
+    }
+}
+
+impl std::fmt::Display for MonthlyBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.to_places(2))
+    }
+}
+
+impl From<MonthlyBudget> for String {
+    fn from(b: MonthlyBudget) -> String {
+        b.to_string()
+    }
+}
+
+impl TryFrom<String> for MonthlyBudget {
+    type Error = String;
+    fn try_from(raw: String) -> Result<Self, String> {
+        MonthlyBudget::parse("monthly_budget", &raw).map_err(|e| e.message)
+    }
+}
 
 /// Specs stored before `max_restore_machines` existed load with the default.
 fn max_restore_machines_default() -> u32 {
@@ -169,6 +242,9 @@ pub struct FleetSpec {
     secrets: BTreeMap<SecretName, SecretRef>,
     #[serde(default = "max_restore_machines_default")]
     max_restore_machines: u32,
+    /// Specs stored before budgets existed load without one.
+    #[serde(default)]
+    monthly_budget: Option<MonthlyBudget>,
 }
 
 /// A stored fleet's spec that no longer reads back: a stored-data fault, never the caller's.
@@ -241,6 +317,12 @@ impl FleetSpec {
     pub fn max_restore_machines(&self) -> u32 {
         self.max_restore_machines
     }
+
+    /// What the fleet's machines may cost a month, in the catalogue's currency; `None` sets
+    /// no budget. Approvers see a plan checked against it.
+    pub fn monthly_budget(&self) -> Option<MonthlyBudget> {
+        self.monthly_budget
+    }
 }
 
 /// Base URLs a fleet may list, at most.
@@ -274,6 +356,36 @@ pub struct FleetInput {
     /// Secret name → the declared secret's name; empty means none.
     pub secrets: BTreeMap<String, String>,
     pub max_restore_machines: Option<serde_json::Value>,
+    /// Decimal text or a JSON number; absent, null or empty means no budget.
+    pub monthly_budget: Option<serde_json::Value>,
+}
+
+/// An optional monthly budget: `Some(None)` when absent or empty, `None` after an error.
+fn budget(
+    errors: &mut super::FieldErrors,
+    raw: &Option<serde_json::Value>,
+) -> Option<Option<MonthlyBudget>> {
+    use serde_json::Value;
+    let field = "monthly_budget";
+    let text = match raw {
+        None | Some(Value::Null) => return Some(None),
+        Some(Value::String(s)) if s.trim().is_empty() => return Some(None),
+        Some(Value::String(s)) => s.clone(),
+        // serde_json writes a number as its shortest decimal (`249.5`, `1e21`): the text
+        // rules then apply to it alike.
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => {
+            errors.push(field, MONTHLY_BUDGET_SHAPE);
+            return None;
+        }
+    };
+    match MonthlyBudget::parse(field, &text) {
+        Ok(b) => Some(Some(b)),
+        Err(e) => {
+            errors.0.push(e);
+            None
+        }
+    }
 }
 
 /// A whole number from `min` to `max`, `default` when absent or empty.
@@ -517,6 +629,7 @@ impl FleetSpec {
             (1, MAX_RESTORE_MACHINES_MAX),
             Some(MAX_RESTORE_MACHINES_DEFAULT),
         );
+        let monthly_budget = budget(&mut e, &input.monthly_budget);
         match (
             name,
             endpoints,
@@ -527,7 +640,7 @@ impl FleetSpec {
             timeout,
             required_override,
             secrets,
-            max_restore,
+            (max_restore, monthly_budget),
         ) {
             (
                 Some(name),
@@ -539,7 +652,7 @@ impl FleetSpec {
                 Some(Some(scrape_timeout_secs)),
                 Some(required_override),
                 Some(secrets),
-                Some(Some(max_restore_machines)),
+                (Some(Some(max_restore_machines)), Some(monthly_budget)),
             ) if e.is_empty() => Ok(FleetSpec {
                 name,
                 endpoints,
@@ -551,6 +664,7 @@ impl FleetSpec {
                 required_override,
                 secrets,
                 max_restore_machines,
+                monthly_budget,
             }),
             _ => Err(e),
         }
@@ -574,6 +688,7 @@ impl FleetSpec {
                 .map(|(k, v)| (k.as_str().to_owned(), v.to_string()))
                 .collect(),
             max_restore_machines: Some(Value::from(self.max_restore_machines)),
+            monthly_budget: self.monthly_budget.map(|b| Value::String(b.to_string())),
         }
     }
 }
@@ -974,6 +1089,87 @@ mod tests {
             .remove("max_restore_machines");
         let s = FleetSpec::from_stored("eu-prod", &stored.to_string()).unwrap();
         assert_eq!(s.max_restore_machines(), MAX_RESTORE_MACHINES_DEFAULT);
+    }
+
+    #[test]
+    fn a_monthly_budget_takes_up_to_two_places_and_refuses_everything_else_by_rule() {
+        let parsed = |v: serde_json::Value| {
+            let mut i = input();
+            i.monthly_budget = Some(v);
+            FleetSpec::parse(&i, &declared()).map(|s| s.monthly_budget().map(|b| b.to_string()))
+        };
+        for (raw, want) in [
+            (json!("250"), Some("250.00")),
+            (json!(" 249.50 "), Some("249.50")),
+            (json!(249.5), Some("249.50")),
+            (json!(12), Some("12.00")),
+            (json!("0.01"), Some("0.01")),
+            (json!("1.500"), Some("1.50")),
+            (json!("10000000"), Some("10000000.00")),
+            (json!(""), None),
+            (json!("   "), None),
+            (serde_json::Value::Null, None),
+        ] {
+            assert_eq!(parsed(raw.clone()).unwrap().as_deref(), want, "{raw}");
+        }
+        let message = |v: serde_json::Value| {
+            let e = parsed(v).unwrap_err();
+            assert_eq!(e.0.len(), 1);
+            assert_eq!(e.0[0].field, "monthly_budget");
+            e.0[0].message.clone()
+        };
+        let huge = "9".repeat(10_000);
+        for (raw, rule) in [
+            (json!("-5"), "must not be negative"),
+            (json!(-0.5), "must not be negative"),
+            (json!("0"), "must be more than 0"),
+            (json!(0), "must be more than 0"),
+            (json!("0.00"), "must be more than 0"),
+            (json!("249.505"), "at most 2 decimal places"),
+            (json!(0.001), "at most 2 decimal places"),
+            (json!("10000000.01"), "must be at most 10000000"),
+            (json!(1e9), "must be at most 10000000"),
+            (json!(huge), "must be a decimal amount"),
+            (json!(1e300), "must be a decimal amount"),
+            (json!("1e3"), "must be a decimal amount"),
+            (json!("250 EUR"), "must be a decimal amount"),
+            (json!("€250"), "must be a decimal amount"),
+            (json!("1,000"), "must be a decimal amount"),
+            (json!("NaN"), "must be a decimal amount"),
+            (json!(".5"), "must be a decimal amount"),
+            (
+                json!("<script>alert(1)</script>"),
+                "must be a decimal amount",
+            ),
+            (json!("25\u{0}0"), "must be a decimal amount"),
+            (json!("١٢"), "must be a decimal amount"),
+            (json!(true), "must be a decimal amount"),
+            (json!([250]), "must be a decimal amount"),
+            (json!({"amount": 250}), "must be a decimal amount"),
+        ] {
+            let m = message(raw.clone());
+            assert!(m.contains(rule), "{raw:.40}: {m}");
+        }
+    }
+
+    #[test]
+    fn a_spec_stored_before_budgets_loads_without_one_and_a_budget_round_trips() {
+        let mut i = input();
+        i.monthly_budget = Some(json!("249.5"));
+        let s = FleetSpec::parse(&i, &declared()).unwrap();
+        let mut stored = serde_json::to_value(&s).unwrap();
+        assert_eq!(stored["monthly_budget"], "249.50");
+        assert_eq!(
+            FleetSpec::from_stored("eu-prod", &stored.to_string()).unwrap(),
+            s
+        );
+        assert_eq!(FleetSpec::parse(&s.to_input(), &declared()).unwrap(), s);
+        stored.as_object_mut().unwrap().remove("monthly_budget");
+        let old = FleetSpec::from_stored("eu-prod", &stored.to_string()).unwrap();
+        assert_eq!(old.monthly_budget(), None);
+        // A stored budget that breaks the rules is a stored-data fault, not a silent None.
+        stored["monthly_budget"] = json!("-1");
+        assert!(FleetSpec::from_stored("eu-prod", &stored.to_string()).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod digest;
 pub mod field_error;
 pub mod fleet;
 pub mod machine;
+pub mod money;
 pub mod password;
 pub mod plan_check;
 pub mod plan_check_blocking;

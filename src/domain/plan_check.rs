@@ -1,10 +1,13 @@
 //! The named checks shown beside a request's Approve button: what is risky about this plan,
 //! decided from facts headroom already holds (the config's ssh keys, the fleet's
-//! `max_restore_machines`, the remembered pin verdict, the cached catalogue). Pure: the
-//! provisioning layer gathers the facts, this decides each verdict and says why.
+//! `max_restore_machines` and `monthly_budget`, the remembered pin verdict, the cached
+//! catalogue, the machines it already runs for the fleet, the firewall each payload sets up).
+//! Pure: the provisioning layer gathers the facts, this decides each verdict and says why.
 
 use serde::Serialize;
 
+use super::fleet::MonthlyBudget;
+use super::money::Amount;
 use super::UnixMillis;
 
 /// How a check came out. `Block` refuses approval; `Warn` is shown and left to the approver.
@@ -72,6 +75,35 @@ pub struct OfferFacts {
     pub fetched_at: UnixMillis,
 }
 
+/// What the machines headroom already created for the fleet cost while they run: those with
+/// a server that was not destroyed, of every other request of the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunningFacts {
+    pub machines: u32,
+    /// Their monthly prices summed (each request's `monthly_price` per machine).
+    pub monthly: Amount,
+}
+
+/// What one machine's payload (as shown to the approver) does with ufw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirewallFacts {
+    Read(FirewallRules),
+    /// Not YAML, or not a cloud-config mapping: why.
+    Unreadable(String),
+}
+
+/// The ufw rules a payload's `runcmd`/`bootcmd` write.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FirewallRules {
+    /// Ports allowed from anywhere on any interface (`22/tcp`, `80`, `every port`), in the
+    /// order the payload opens them.
+    pub world_open: Vec<String>,
+    /// ufw ends up enabled (`ufw enable`, `ufw --force enable`).
+    pub enabled: bool,
+    /// Commands of other firewalls (nft, iptables, firewall-cmd) appear: not read.
+    pub other_firewalls: bool,
+}
+
 /// Everything the checks are decided from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckFacts {
@@ -90,12 +122,28 @@ pub struct CheckFacts {
     pub image: String,
     /// `None` when the provider's catalogue was never fetched.
     pub offer: Option<OfferFacts>,
+    /// The plan's `monthly_cost` (decimal text) and the currency of every price.
+    pub monthly_cost: String,
+    pub currency: String,
+    /// The fleet's budget; `None` when it sets none or no longer exists.
+    pub monthly_budget: Option<MonthlyBudget>,
+    pub running: RunningFacts,
+    /// One per machine, in machine order.
+    pub firewall: Vec<FirewallFacts>,
     pub now: UnixMillis,
 }
 
 /// Every check, in the order the page lists them.
 pub fn decide(f: &CheckFacts) -> Vec<PlanCheck> {
-    vec![pin(f), machines(f), ssh_keys(f), server_type(f), image(f)]
+    vec![
+        pin(f),
+        machines(f),
+        ssh_keys(f),
+        server_type(f),
+        image(f),
+        budget(f),
+        firewall(&f.firewall),
+    ]
 }
 
 /// The first check that refuses approval, if any.
@@ -256,6 +304,162 @@ fn image(f: &CheckFacts) -> PlanCheck {
     }
 }
 
+/// An amount as the budget check shows it: 2 places, rounded half-up.
+fn cents(a: Amount) -> String {
+    a.to_places(2)
+}
+
+/// The plan's monthly cost plus what the fleet's running machines cost, against its budget.
+fn budget(f: &CheckFacts) -> PlanCheck {
+    let name = "monthly_budget";
+    let Some(budget) = f.monthly_budget else {
+        return PlanCheck::new(name, Verdict::Pass, "no monthly_budget set for the fleet");
+    };
+    let Ok(plan) = Amount::parse(&f.monthly_cost) else {
+        return PlanCheck::new(
+            name,
+            Verdict::Warn,
+            format!(
+                "the plan's monthly cost {:?} is not a decimal amount, so it cannot be compared with the budget",
+                f.monthly_cost
+            ),
+        );
+    };
+    let cur = &f.currency;
+    let running = f.running;
+    let Some(total) = plan.plus(running.monthly) else {
+        return PlanCheck::new(
+            name,
+            Verdict::Warn,
+            "the monthly cost is too large to add up",
+        );
+    };
+    let limit = budget.amount();
+    let word = if running.machines == 1 {
+        "machine"
+    } else {
+        "machines"
+    };
+    let parts = format!(
+        "this request {}, plus {} for {} {word} still running from the fleet's earlier requests",
+        cents(plan),
+        cents(running.monthly),
+        running.machines
+    );
+    if total > limit {
+        // `total > limit`, so the difference is positive (`Amount` holds no negatives).
+        let over = total.minus(limit).unwrap_or(Amount::ZERO);
+        let over = match cents(over) {
+            zero if zero == "0.00" => "less than 0.01".to_owned(),
+            shown => shown,
+        };
+        PlanCheck::new(
+            name,
+            Verdict::Warn,
+            format!(
+                "{} of {budget} {cur} a month, {over} {cur} over the fleet's monthly_budget ({parts})",
+                cents(total),
+            ),
+        )
+    } else {
+        PlanCheck::new(
+            name,
+            Verdict::Pass,
+            format!("{} of {budget} {cur} a month ({parts})", cents(total)),
+        )
+    }
+}
+
+/// Ports listed in a firewall detail, at most; the rest are counted.
+const PORTS_SHOWN_MAX: usize = 12;
+
+/// The firewall each machine's payload sets up: only ssh open to the world passes.
+fn firewall(payloads: &[FirewallFacts]) -> PlanCheck {
+    let name = "firewall";
+    let total = payloads.len();
+    let which = |idx: &[usize]| -> String {
+        if total == 1 {
+            "the payload".to_owned()
+        } else if idx.len() == total {
+            "every payload".to_owned()
+        } else {
+            let list: Vec<String> = idx.iter().map(|i| (i + 1).to_string()).collect();
+            format!("the payload of machine {}", list.join(", "))
+        }
+    };
+    let mut unreadable: Vec<(usize, &str)> = Vec::new();
+    let mut disabled = Vec::new();
+    let mut open: Vec<&str> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut other = false;
+    for (i, p) in payloads.iter().enumerate() {
+        match p {
+            FirewallFacts::Unreadable(why) => unreadable.push((i, why)),
+            FirewallFacts::Read(r) => {
+                if !r.enabled {
+                    disabled.push(i);
+                }
+                other |= r.other_firewalls;
+                for port in &r.world_open {
+                    if seen.insert(port.as_str()) {
+                        open.push(port);
+                    }
+                }
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    if total == 0 {
+        problems.push("no payload to read".to_owned());
+    }
+    if let Some((_, why)) = unreadable.first() {
+        let idx: Vec<usize> = unreadable.iter().map(|(i, _)| *i).collect();
+        problems.push(format!(
+            "{} could not be read as YAML ({why}), so its firewall is unknown",
+            which(&idx)
+        ));
+    }
+    if !disabled.is_empty() {
+        problems.push(format!(
+            "{} never enables ufw (no `ufw enable`): every listening port is reachable",
+            which(&disabled)
+        ));
+    }
+    let ssh = "22/tcp";
+    let risky: Vec<&str> = open.iter().copied().filter(|p| *p != ssh).collect();
+    if !risky.is_empty() {
+        let mut shown = risky[..risky.len().min(PORTS_SHOWN_MAX)].join(", ");
+        if risky.len() > PORTS_SHOWN_MAX {
+            shown.push_str(&format!(" and {} more", risky.len() - PORTS_SHOWN_MAX));
+        }
+        let besides = if open.contains(&ssh) {
+            " (besides 22/tcp for ssh)"
+        } else {
+            ""
+        };
+        problems.push(format!("{shown} open to the world{besides}"));
+    }
+    let note = if other {
+        "; rules not written with ufw (nft/iptables) are not read"
+    } else {
+        ""
+    };
+    if problems.is_empty() {
+        let what = if open.is_empty() {
+            "no port open to the world"
+        } else {
+            "only 22/tcp (ssh) open to the world"
+        };
+        PlanCheck::new(name, Verdict::Pass, format!("{what}; ufw enabled{note}"))
+    } else {
+        PlanCheck::new(
+            name,
+            Verdict::Warn,
+            format!("{}{note}", problems.join("; ")),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,8 +484,32 @@ mod tests {
                 image_listed: true,
                 fetched_at: NOW - 7_200_000,
             }),
+            monthly_cost: "9.0200".into(),
+            currency: "EUR".into(),
+            monthly_budget: None,
+            running: RunningFacts {
+                machines: 0,
+                monthly: Amount::ZERO,
+            },
+            firewall: vec![FirewallFacts::Read(FirewallRules {
+                world_open: vec!["22/tcp".into()],
+                enabled: true,
+                other_firewalls: false,
+            })],
             now: NOW,
         }
+    }
+
+    fn budget_of(raw: &str) -> Option<MonthlyBudget> {
+        Some(MonthlyBudget::parse("monthly_budget", raw).unwrap())
+    }
+
+    fn rules(open: &[&str], enabled: bool) -> FirewallFacts {
+        FirewallFacts::Read(FirewallRules {
+            world_open: open.iter().map(|p| (*p).to_owned()).collect(),
+            enabled,
+            other_firewalls: false,
+        })
     }
 
     fn verdict_of(f: &CheckFacts, name: &str) -> (Verdict, String) {
@@ -300,7 +528,9 @@ mod tests {
                 "max_restore_machines",
                 "ssh_keys",
                 "server_type",
-                "image"
+                "image",
+                "monthly_budget",
+                "firewall"
             ]
         );
         assert!(
@@ -404,6 +634,139 @@ mod tests {
         f.offer = None;
         assert_eq!(verdict_of(&f, "server_type").0, Verdict::Warn);
         assert_eq!(verdict_of(&f, "image").0, Verdict::Warn);
+    }
+
+    #[test]
+    fn without_a_budget_the_budget_check_passes_saying_so() {
+        let (v, d) = verdict_of(&facts(), "monthly_budget");
+        assert_eq!(v, Verdict::Pass);
+        assert_eq!(d, "no monthly_budget set for the fleet");
+    }
+
+    #[test]
+    fn the_plan_plus_the_running_machines_within_the_budget_passes_with_both_numbers() {
+        let mut f = facts();
+        f.monthly_budget = budget_of("250");
+        f.running = RunningFacts {
+            machines: 1,
+            monthly: Amount::parse("3.3150000000").unwrap(),
+        };
+        let (v, d) = verdict_of(&f, "monthly_budget");
+        assert_eq!(v, Verdict::Pass);
+        assert!(d.starts_with("12.34 of 250.00 EUR a month ("), "{d}");
+        assert!(
+            d.contains("this request 9.02, plus 3.32 for 1 machine still running from the fleet's"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn exactly_the_budget_passes_and_one_hundredth_of_a_cent_over_warns() {
+        let mut f = facts();
+        f.monthly_budget = budget_of("12.34");
+        f.running.machines = 2;
+        f.running.monthly = Amount::parse("3.32").unwrap();
+        assert_eq!(verdict_of(&f, "monthly_budget").0, Verdict::Pass);
+        // Exact decimals: 9.0200 + 3.3201 is over 12.34, though both read 12.34 rounded.
+        f.running.monthly = Amount::parse("3.3201").unwrap();
+        let (v, d) = verdict_of(&f, "monthly_budget");
+        assert_eq!(v, Verdict::Warn);
+        assert!(
+            d.starts_with(
+                "12.34 of 12.34 EUR a month, less than 0.01 EUR over the fleet's monthly_budget"
+            ),
+            "{d}"
+        );
+        f.monthly_budget = budget_of("5");
+        let (v, d) = verdict_of(&f, "monthly_budget");
+        assert_eq!(v, Verdict::Warn);
+        assert!(
+            d.contains("12.34 of 5.00 EUR a month, 7.34 EUR over"),
+            "{d}"
+        );
+        assert!(d.contains("for 2 machines"), "{d}");
+    }
+
+    #[test]
+    fn a_plan_cost_that_is_not_a_decimal_warns_rather_than_guessing() {
+        let mut f = facts();
+        f.monthly_budget = budget_of("250");
+        f.monthly_cost = "4,59".into();
+        let (v, d) = verdict_of(&f, "monthly_budget");
+        assert_eq!(v, Verdict::Warn);
+        assert!(d.contains("not a decimal amount"), "{d}");
+    }
+
+    #[test]
+    fn only_ssh_open_to_the_world_passes_and_any_other_port_warns_listing_it() {
+        let (v, d) = verdict_of(&facts(), "firewall");
+        assert_eq!(v, Verdict::Pass);
+        assert_eq!(d, "only 22/tcp (ssh) open to the world; ufw enabled");
+        let mut f = facts();
+        f.firewall = vec![rules(&[], true)];
+        assert_eq!(
+            verdict_of(&f, "firewall"),
+            (
+                Verdict::Pass,
+                "no port open to the world; ufw enabled".into()
+            )
+        );
+        f.firewall = vec![rules(&["22/tcp", "7443/tcp", "80/tcp", "443/tcp"], true)];
+        let (v, d) = verdict_of(&f, "firewall");
+        assert_eq!(v, Verdict::Warn);
+        assert_eq!(
+            d,
+            "7443/tcp, 80/tcp, 443/tcp open to the world (besides 22/tcp for ssh)"
+        );
+        // 22 without a protocol opens udp too: not only ssh.
+        f.firewall = vec![rules(&["22"], true)];
+        assert_eq!(verdict_of(&f, "firewall").0, Verdict::Warn);
+    }
+
+    #[test]
+    fn no_firewall_enabled_unreadable_payloads_and_other_tools_are_said() {
+        let mut f = facts();
+        f.firewall = vec![rules(&["22/tcp"], false)];
+        let (v, d) = verdict_of(&f, "firewall");
+        assert_eq!(v, Verdict::Warn);
+        assert!(d.starts_with("the payload never enables ufw"), "{d}");
+        f.firewall = vec![
+            rules(&["22/tcp"], true),
+            FirewallFacts::Unreadable("not valid YAML at line 3: x".into()),
+        ];
+        let (v, d) = verdict_of(&f, "firewall");
+        assert_eq!(v, Verdict::Warn);
+        assert!(
+            d.starts_with(
+                "the payload of machine 2 could not be read as YAML (not valid YAML at line 3: x)"
+            ),
+            "{d}"
+        );
+        f.firewall = vec![FirewallFacts::Read(FirewallRules {
+            world_open: vec!["22/tcp".into()],
+            enabled: true,
+            other_firewalls: true,
+        })];
+        let (v, d) = verdict_of(&f, "firewall");
+        assert_eq!(v, Verdict::Pass);
+        assert!(
+            d.ends_with("; rules not written with ufw (nft/iptables) are not read"),
+            "{d}"
+        );
+        f.firewall = vec![rules(&["80/tcp"], false), rules(&["80/tcp"], false)];
+        let (_, d) = verdict_of(&f, "firewall");
+        assert!(d.starts_with("every payload never enables ufw"), "{d}");
+        assert!(d.ends_with("80/tcp open to the world"), "{d}");
+        let many: Vec<String> = (1..=30).map(|n| format!("{n}/tcp")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        f.firewall = vec![rules(&many, true)];
+        let (_, d) = verdict_of(&f, "firewall");
+        assert!(
+            d.ends_with("12/tcp and 17 more open to the world (besides 22/tcp for ssh)"),
+            "{d}"
+        );
+        f.firewall = vec![];
+        assert_eq!(verdict_of(&f, "firewall").0, Verdict::Warn);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The plan checks of a stored request: the facts gathered from what headroom holds (the
 //! fleet, the exact config version the plan uses, the remembered pin verdict, the cached
-//! catalogue), decided by `domain::plan_check`. Read on the caller's connection, so approval
+//! catalogue, the fleet's machines that still run, each payload as shown to the approver),
+//! decided by `domain::plan_check`. Read on the caller's connection, so approval
 //! decides inside its own write transaction from what it commits against.
 
 use sqlx::SqliteConnection;
@@ -13,7 +14,8 @@ use crate::db;
 use crate::db::versions::{self, Family};
 use crate::domain::fleet::FleetSpec;
 use crate::domain::machine::MachineSpec;
-use crate::domain::plan_check::{self, CheckFacts, OfferFacts, PinFacts, PlanCheck};
+use crate::domain::money::Amount;
+use crate::domain::plan_check::{self, CheckFacts, OfferFacts, PinFacts, PlanCheck, RunningFacts};
 use crate::domain::plan_check_blocking::{self, BlockingChecks};
 use crate::domain::UnixMillis;
 use crate::error::OpError;
@@ -28,14 +30,18 @@ pub async fn of(
     now: UnixMillis,
     blocking: &BlockingChecks,
 ) -> Result<Vec<PlanCheck>, OpError> {
-    let max_restore_machines = match db::fleets::get(conn, &p.fleet).await? {
-        Some(r) => Some(
-            FleetSpec::from_stored(&r.name, &r.spec)
-                .map_err(anyhow::Error::from)?
-                .max_restore_machines(),
-        ),
+    let fleet = match db::fleets::get(conn, &p.fleet).await? {
+        Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec).map_err(anyhow::Error::from)?),
         None => None,
     };
+    let max_restore_machines = fleet.as_ref().map(FleetSpec::max_restore_machines);
+    let monthly_budget = fleet.as_ref().and_then(FleetSpec::monthly_budget);
+    let running = running(conn, p).await?;
+    let firewall = db::provisions::redacted_payloads(conn, p.id)
+        .await?
+        .iter()
+        .map(|payload| crate::cloud_init::firewall::read(payload))
+        .collect();
     let spec = config_spec(conn, p).await?;
     let (url, sha256) = (
         spec.yubaba_url.as_str().to_owned(),
@@ -84,6 +90,11 @@ pub async fn of(
         server_type: p.plan.server_type.clone(),
         image: p.plan.image.clone(),
         offer,
+        monthly_cost: p.plan.monthly_cost.clone(),
+        currency: p.plan.currency.clone(),
+        monthly_budget,
+        running,
+        firewall,
         now,
     });
     Ok(plan_check_blocking::escalate(checks, blocking))
@@ -134,4 +145,26 @@ pub async fn check_pin(ctx: Ctx, url: String, sha256: String) {
             tracing::error!(%url, error = %e, "a new request's pin check could not be stored")
         }
     }
+}
+
+/// What the fleet's machines from its other requests cost a month while they still run.
+async fn running(conn: &mut SqliteConnection, p: &Provision) -> Result<RunningFacts, OpError> {
+    let rows = db::provisions::running_machines_of_fleet(conn, p.fleet.as_ref(), p.id).await?;
+    let mut facts = RunningFacts {
+        machines: 0,
+        monthly: Amount::ZERO,
+    };
+    for (count, price) in rows {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        let price = price.as_deref().unwrap_or_default();
+        let each = Amount::parse(price).map_err(|e| {
+            OpError::Internal(anyhow::anyhow!("a stored plan of fleet {}: {e}", p.fleet))
+        })?;
+        facts.machines = facts.machines.saturating_add(count);
+        facts.monthly = facts
+            .monthly
+            .plus(each.times(count))
+            .ok_or_else(|| OpError::Internal(anyhow::anyhow!("monthly costs overflow")))?;
+    }
+    Ok(facts)
 }

@@ -11,7 +11,8 @@
 //! - `notify`: the webhook outbox and its delivery loop.
 
 pub mod checks;
-pub mod cost;
+/// Prices are domain values now (a fleet's budget is one too); the old path stays.
+pub use crate::domain::money as cost;
 pub mod history;
 pub mod joins;
 pub mod notify;

@@ -231,6 +231,7 @@ fn input_of(spec: &FleetSpec) -> FleetInput {
             .map(|(name, source)| (name.as_str().to_owned(), source.to_string()))
             .collect(),
         max_restore_machines: Some(json!(spec.max_restore_machines())),
+        monthly_budget: spec.monthly_budget().map(|b| json!(b.to_string())),
     }
 }
 

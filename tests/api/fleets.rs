@@ -113,6 +113,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         ("scrape_timeout_secs", json!(5)),
         ("required_override", Value::Null),
         ("max_restore_machines", json!(2)),
+        ("monthly_budget", Value::Null),
         ("secrets", json!({})),
         ("updated_by", json!("alice")),
     ] {
@@ -1095,6 +1096,137 @@ async fn hostile_restore_caps_are_refused_by_field_in_the_api_and_the_form() {
         );
     }
     assert_eq!(app.count("fleets").await, 1);
+}
+
+#[tokio::test]
+async fn a_monthly_budget_is_set_shown_cleared_and_refused_by_rule_in_the_api_and_the_form() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    let huge = "9".repeat(100_000);
+    for (v, rule) in [
+        (json!(0), "must be more than 0"),
+        (json!("0.00"), "must be more than 0"),
+        (json!(-5), "must not be negative"),
+        (json!("-0.5"), "must not be negative"),
+        (json!("249.999"), "must have at most 2 decimal places"),
+        (json!(10_000_001), "must be at most 10000000"),
+        (json!(1e300), "must be a decimal amount"),
+        (json!("250 EUR"), "must be a decimal amount"),
+        (
+            json!("<script>alert(1)</script>"),
+            "must be a decimal amount",
+        ),
+        (json!(huge), "must be a decimal amount"),
+        (json!([250]), "must be a decimal amount"),
+        (json!(true), "must be a decimal amount"),
+    ] {
+        let mut b = body("budgeted");
+        b["monthly_budget"] = v.clone();
+        let (status, problem) = api.post("/api/v1/fleets", &b).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v:.40}");
+        assert_eq!(fields(&problem), ["monthly_budget"], "{v:.40}");
+        let message = problem["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains(rule), "{v:.40}: {message}");
+        assert!(!message.contains("<script>"), "not echoed");
+    }
+    assert_eq!(app.count("fleets").await, 0);
+    let mut b = body("budgeted");
+    b["monthly_budget"] = json!(249.5);
+    let (status, created) = api.post("/api/v1/fleets", &b).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["monthly_budget"], "249.50");
+    let (_, got) = api.get("/api/v1/fleets/budgeted").await;
+    assert_eq!(got["monthly_budget"], "249.50");
+    // The change history records it like every other field.
+    let changes: String = sqlx::query_scalar(
+        "SELECT changes FROM fleet_changes WHERE fleet = 'budgeted' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let changes: Value = serde_json::from_str(&changes).unwrap();
+    assert_eq!(changes["monthly_budget"]["after"], "249.50", "{changes}");
+    let mut update = body("budgeted");
+    update["monthly_budget"] = json!("  1000 ");
+    let (status, put) = api.put("/api/v1/fleets/budgeted", &update).await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(put["monthly_budget"], "1000.00");
+    update["monthly_budget"] = Value::Null;
+    let (_, put) = api.put("/api/v1/fleets/budgeted", &update).await;
+    assert_eq!(put["monthly_budget"], Value::Null, "null clears it");
+
+    // The form: a labelled text field with its hint, the rule named beside it.
+    let s = operator(&app).await;
+    let html = app.get("/fleets/new", &s).await.text().await.unwrap();
+    let doc = scraper::Html::parse_document(&html);
+    let input = scraper::Selector::parse("input#f-monthly_budget").unwrap();
+    let input = doc.select(&input).next().expect("the budget field");
+    assert_eq!(
+        input.value().attr("aria-describedby"),
+        Some("f-monthly_budget-help")
+    );
+    assert!(
+        texts(&html, "label[for=f-monthly_budget]")[0].contains("Monthly budget (EUR, optional)")
+    );
+    assert!(texts(&html, "#f-monthly_budget-help")[0].contains("Empty sets no budget"));
+    let post = |budget: &'static str| {
+        let s = &s;
+        let app = &app;
+        async move {
+            app.post_form(
+                "/fleets",
+                s,
+                &[
+                    ("name", "formed"),
+                    ("endpoints", "http://127.0.0.1:7603"),
+                    ("restore_machine_config", "spare-fsn1"),
+                    ("monthly_budget", budget),
+                ],
+            )
+            .await
+        }
+    };
+    for (v, rule) in [
+        ("-1", "must not be negative"),
+        ("0", "must be more than 0"),
+        ("12.345", "must have at most 2 decimal places"),
+        ("1e3", "must be a decimal amount"),
+        ("\"><b>x</b>", "must be a decimal amount"),
+    ] {
+        let res = post(v).await;
+        assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let html = res.text().await.unwrap();
+        let shown = texts(&html, "#f-monthly_budget-error").join("");
+        assert!(shown.contains(rule), "{v}: {shown}");
+        assert!(!html.contains("<b>x</b>"), "the typed value is escaped");
+    }
+    let res = post("250").await;
+    assert_eq!(
+        res.status(),
+        StatusCode::SEE_OTHER,
+        "{}",
+        res.text().await.unwrap()
+    );
+    let html = app.get("/fleets/formed", &s).await.text().await.unwrap();
+    assert!(
+        texts(&html, "#settings dd")
+            .iter()
+            .any(|t| t == "250.00 EUR a month"),
+        "{:?}",
+        texts(&html, "#settings dd")
+    );
+    let edit = app
+        .get("/fleets/formed/edit", &s)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::helpers::input_value(&edit, "monthly_budget").as_deref(),
+        Some("250.00")
+    );
+    let html = app.get("/fleets/budgeted", &s).await.text().await.unwrap();
+    assert!(texts(&html, "#settings dd").iter().any(|t| t == "none"));
 }
 
 #[tokio::test]

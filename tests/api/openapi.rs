@@ -125,6 +125,7 @@ const VALIDATED: &[(&str, &[&str])] = &[
             "required_override",
             "secrets.mesh_preauth_key",
             "secrets.tunnel_token",
+            "monthly_budget",
         ],
     ),
 ];
@@ -175,7 +176,8 @@ fn base_bodies() -> BTreeMap<&'static str, Value> {
         "name": "probe-fleet", "endpoints": ["http://yubaba-1.example.com:8080"],
         "restore_machine_config": "fixture-cfg", "approvals_required": 2, "approval_ttl_hours": 4,
         "scrape_interval_secs": 15, "scrape_timeout_secs": 2, "required_override": 1,
-        "max_restore_machines": 3, "secrets": {"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"},
+        "max_restore_machines": 3, "monthly_budget": "249.50",
+        "secrets": {"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"},
     });
     let mut fleet_update = fleet.clone();
     fleet_update.as_object_mut().unwrap().remove("name");

@@ -17,6 +17,7 @@ pub struct FleetForm {
     pub scrape_timeout_secs: String,
     pub required_override: String,
     pub max_restore_machines: String,
+    pub monthly_budget: String,
     #[serde(rename = "secrets.mesh_preauth_key")]
     pub mesh_preauth_key: String,
     #[serde(rename = "secrets.tunnel_token")]
@@ -55,6 +56,7 @@ impl FleetForm {
             scrape_timeout_secs: num(&i.scrape_timeout_secs),
             required_override: num(&i.required_override),
             max_restore_machines: num(&i.max_restore_machines),
+            monthly_budget: num(&i.monthly_budget),
             mesh_preauth_key: secret(SecretName::MeshPreauthKey),
             tunnel_token: secret(SecretName::TunnelToken),
         }
@@ -82,6 +84,7 @@ impl From<&FleetForm> for FleetInput {
             scrape_timeout_secs: opt(&f.scrape_timeout_secs),
             required_override: opt(&f.required_override),
             max_restore_machines: opt(&f.max_restore_machines),
+            monthly_budget: opt(&f.monthly_budget),
             secrets: [
                 (SecretName::MeshPreauthKey, &f.mesh_preauth_key),
                 (SecretName::TunnelToken, &f.tunnel_token),

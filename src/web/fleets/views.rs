@@ -120,6 +120,7 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
                 dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs()) } }
                 dt { "required_override" } dd { @match s.required_override() { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
                 dt { "max_restore_machines" } dd { code { (s.max_restore_machines()) } }
+                dt { "monthly_budget" } dd { @match s.monthly_budget() { Some(b) => { code { (b) " " (crate::provider::CURRENCY) } " a month" }, None => span.muted { "none" } } }
                 @for n in SecretName::ALL {
                     dt { "secrets." (n.as_str()) }
                     dd { @match s.secrets().get(&n) { Some(src) => code { (src) }, None => span.muted { "none" } } }
@@ -204,6 +205,24 @@ fn area(name: &str, label: &str, value: &str, errors: &FieldErrors, help: &str) 
             textarea id=(id) name=(name) rows="3" required
                 aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby] { (value) }
             p.help id={ (id) "-help" } { (help) }
+            @if let (Some(e), Some(eid)) = (errors.for_field(name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
+        }
+    }
+}
+
+/// The optional monthly budget: free decimal text (a number input would drop what the
+/// browser cannot parse before the server could name the rule), with a hint.
+fn budget(value: &str, errors: &FieldErrors) -> Markup {
+    let name = "monthly_budget";
+    let id = format!("f-{name}");
+    let (describedby, err_id) = described(name, errors, Some("help"));
+    let currency = crate::provider::CURRENCY;
+    html! {
+        div.field.invalid[err_id.is_some()] {
+            label for=(id) { "Monthly budget (" (currency) ", optional)" }
+            input id=(id) name=(name) type="text" inputmode="decimal" value=(value) autocomplete="off" maxlength="32"
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby];
+            p.help id={ (id) "-help" } { "What this fleet's machines may cost a month, e.g. 250 or 249.50 (at most 2 decimal places). Approvers see a request's cost plus the machines already running for the fleet checked against it. Empty sets no budget." }
             @if let (Some(e), Some(eid)) = (errors.for_field(name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
         }
     }
@@ -301,6 +320,7 @@ pub fn form_page(
             (num("scrape_timeout_secs", "Scrape timeout (seconds, 1–60, below the interval)", &f.scrape_timeout_secs))
             (num("required_override", "Required spares override (0–100, empty derives N+1 / N+2)", &f.required_override))
             (num("max_restore_machines", "Most machines one restore proposal asks for (1–20)", &f.max_restore_machines))
+            (budget(&f.monthly_budget, errors))
             (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key", &f.mesh_preauth_key, errors, declared))
             (secret(SecretName::TunnelToken, "Tunnel token", &f.tunnel_token, errors, declared))
             div.field.actions { button.primary type="submit" { @if editing.is_some() { "Save fleet" } @else { "Create fleet" } } }

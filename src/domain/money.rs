@@ -1,6 +1,7 @@
-//! Exact decimal arithmetic for prices: the catalogue states prices as decimal text (Hetzner
-//! sends ten places, `"0.0080000000"`), and a plan's cost must equal count × price to the cent
-//! and beyond, so prices become fixed-point integers, never `f64`.
+//! Exact decimal arithmetic for money: the catalogue states prices as decimal text (Hetzner
+//! sends ten places, `"0.0080000000"`), a plan's cost must equal count × price to the cent
+//! and beyond, and a fleet's `monthly_budget` is compared with sums of them, so amounts are
+//! fixed-point integers, never `f64`.
 
 use std::fmt;
 
@@ -20,6 +21,9 @@ pub struct Amount(i128);
 pub struct BadPrice(pub String);
 
 impl Amount {
+    /// Nothing.
+    pub const ZERO: Amount = Amount(0);
+
     /// Parses decimal text such as `12`, `0.0072` or `3.5700000000` (no sign, no exponent).
     pub fn parse(raw: &str) -> Result<Amount, BadPrice> {
         let bad = || BadPrice(raw.to_owned());
@@ -45,6 +49,17 @@ impl Amount {
     /// This amount `count` times (exact: 18 integer digits × 20 fit an `i128` easily).
     pub fn times(self, count: u32) -> Amount {
         Amount(self.0 * i128::from(count))
+    }
+
+    /// The sum of two amounts, `None` past the largest (`i128` holds 10^26 units of 10^-12:
+    /// sums of catalogue prices never get near it).
+    pub fn plus(self, other: Amount) -> Option<Amount> {
+        self.0.checked_add(other.0).map(Amount)
+    }
+
+    /// `self − other`; `None` when it would be negative (amounts are never).
+    pub fn minus(self, other: Amount) -> Option<Amount> {
+        (self >= other).then(|| Amount(self.0 - other.0))
     }
 
     /// Decimal text rounded half-up to `places` (≤ 12) decimal places.
@@ -107,6 +122,18 @@ mod tests {
             a.times(20).to_places(12),
             "19999999999999999999.999999999980"
         );
+    }
+
+    #[test]
+    fn sums_and_differences_are_exact_and_never_negative() {
+        let a = Amount::parse("249.50").unwrap();
+        let b = Amount::parse("0.0072").unwrap();
+        assert_eq!(a.plus(b).unwrap().to_places(4), "249.5072");
+        assert_eq!(Amount::ZERO.plus(a), Some(a));
+        assert_eq!(Amount(i128::MAX).plus(b), None);
+        assert_eq!(a.minus(b).unwrap().to_places(4), "249.4928");
+        assert_eq!(b.minus(a), None);
+        assert_eq!(a.minus(a), Some(Amount::ZERO));
     }
 
     #[test]
