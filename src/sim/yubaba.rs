@@ -1,5 +1,6 @@
 //! A simulated yubaba fleet on loopback: every node is a real HTTP listener on
-//! `127.0.0.1:<port>` answering `/raft/status`, `/node`, `/node/usage` and `/health` in the
+//! `127.0.0.1:<port>` answering `/raft/status`, `/node`, `/node/usage`, `/workloads` and
+//! `/health` in the
 //! shapes of `tests/fixtures/yubaba/`, so the scraper, its leader following and its derived
 //! mode run against sockets exactly as they would against a fleet.
 //!
@@ -28,6 +29,10 @@ pub const MAX_NODES: usize = 256;
 
 /// The raft term every simulated node reports (the leader never changes).
 const TERM: u64 = 3;
+
+/// What one simulated tenant reserves: 1 GiB and half a core.
+pub const TENANT_MEMORY_MB: u32 = 1024;
+pub const TENANT_CPU_MILLIS: u32 = 500;
 
 /// How a simulated fleet starts and how fast it lives.
 #[derive(Debug, Clone)]
@@ -241,7 +246,8 @@ impl FleetState {
         body
     }
 
-    /// `/node/usage`: load and workloads over `window_ms`.
+    /// `/node/usage`: load and workloads over `window_ms` (each tenant commits
+    /// [`TENANT_MEMORY_MB`] and [`TENANT_CPU_MILLIS`]).
     fn node_usage(&self, id: u64, window_ms: u64) -> Value {
         let Some(node) = self.nodes.get(&id) else {
             return Value::Null;
@@ -261,12 +267,32 @@ impl FleetState {
             "yah.load.5m": round(0.02 + 1.8 * busy),
             "yah.load.15m": round(1.5 * busy),
             "yah.workloads.count": tenants,
-            "yah.committed.memory_mb": tenants * 1024,
-            "yah.committed.cpu_millis": tenants * 500,
+            "yah.committed.memory_mb": tenants * TENANT_MEMORY_MB,
+            "yah.committed.cpu_millis": tenants * TENANT_CPU_MILLIS,
             "yah.sample.window_ms": window_ms,
             "yah.collector": "procfs",
             "yah.collected_at_unix_ms": unix_ms(),
         })
+    }
+
+    /// `/workloads`: each tenant with its reserved size (the same sizes `/node/usage`
+    /// commits), as a node with a workload runtime lists them.
+    fn workloads(&self, id: u64) -> Value {
+        let Some(node) = self.nodes.get(&id) else {
+            return Value::Null;
+        };
+        let list: Vec<Value> = (1..=node.info.tenants)
+            .map(|n| {
+                json!({
+                    "ident": format!("tenant-{id}-{n}"),
+                    "state": "running",
+                    "image": "registry.example/tenant:sim",
+                    "memory_mb": TENANT_MEMORY_MB,
+                    "cpu_millis": TENANT_CPU_MILLIS,
+                })
+            })
+            .collect();
+        json!({ "workloads": list })
     }
 
     fn health(&self, id: u64) -> Value {
@@ -290,6 +316,7 @@ impl FleetState {
                 Ok(ms) => Response::json(200, &self.node_usage(id, ms)),
                 Err(rule) => Response::text(400, rule),
             },
+            "/workloads" => Response::json(200, &self.workloads(id)),
             "/health" => Response::json(200, &self.health(id)),
             _ => Response::text(404, "no such endpoint"),
         }

@@ -237,6 +237,22 @@ async fn node_and_usage_answers_carry_the_fixture_keys_and_the_tenants() {
         assert!(keys(&usage).is_superset(&keys(&busy)));
         assert_eq!(usage["yah.workloads.count"], node.tenants);
         assert_eq!(usage["yah.sample.window_ms"], 500);
+        // The workloads add up to what /node/usage commits, and the reader takes them.
+        let (status, workloads) = get(&node.addr, "/workloads").await;
+        assert_eq!(status, 200);
+        let read =
+            crate::scraper::workloads::parse_workloads(200, workloads.to_string().as_bytes())
+                .unwrap();
+        assert_eq!(read.count, node.tenants as usize);
+        let sizes = read.sizes.unwrap();
+        assert_eq!(
+            sizes.iter().map(|w| w.memory_mb).sum::<u64>(),
+            usage["yah.committed.memory_mb"].as_u64().unwrap()
+        );
+        assert_eq!(
+            sizes.iter().map(|w| w.cpu_millis).sum::<u64>(),
+            usage["yah.committed.cpu_millis"].as_u64().unwrap()
+        );
         let (status, health) = get(&node.addr, "/health").await;
         assert_eq!(status, 200);
         assert_eq!(health["mode"], "clustered");
