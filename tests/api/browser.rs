@@ -1047,3 +1047,74 @@ async fn every_page_an_on_call_uses_fits_a_420_px_window_and_passes_axe() {
     }
     assert!(wide.is_empty(), "{}", wide.join("\n"));
 }
+
+/// Issue 16 item 6: the fleet page's chart refreshes itself. A sample recorded after the page
+/// loaded appears in the chart's summary without a navigation, while keyboard focus stays on
+/// the range button that had it; the refreshed page passes axe.
+#[tokio::test]
+#[cfg_attr(
+    headroom_skip_browser,
+    ignore = "HEADROOM_SKIP_BROWSER was set when the tests were built"
+)]
+async fn the_fleet_pages_chart_refreshes_itself_and_keeps_focus_on_the_range_button() {
+    let driver = start_driver().await;
+    let app = TestApp::spawn_with_config().await;
+    // A 5 s scrape interval: the chart polls every 5 s.
+    let input = headroom::domain::fleet::FleetInput {
+        name: "prod".into(),
+        endpoints: vec!["http://127.0.0.1:7443/prod".into()],
+        restore_machine_config: "spare-fsn1".into(),
+        scrape_interval_secs: Some(serde_json::json!(5)),
+        scrape_timeout_secs: Some(serde_json::json!(2)),
+        ..Default::default()
+    };
+    headroom::fleets::create(
+        &app.state.ctx,
+        &headroom::domain::Caller::system(),
+        &input,
+    )
+    .await
+    .expect("fleet");
+    feed_headroom(&app, "prod", "GGGG").await;
+    app.clock.advance(Duration::from_secs(1));
+    app.create_user("vera", Role::Viewer).await;
+    let c = browser(&driver).await;
+    sign_in(&c, &app, "vera").await;
+    c.goto(&app.url("/fleets/prod?range=15m")).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#chart-live svg"))
+        .await
+        .unwrap();
+    let summary_js = "var s = document.querySelector('.chart-summary'); \
+         return [s ? s.textContent : null, window.__marker === 1, \
+                 document.activeElement ? document.activeElement.id : null, location.search];";
+    let before = c.execute(summary_js, vec![]).await.unwrap();
+    let before_text = before[0].as_str().unwrap_or_default().to_owned();
+    assert!(before_text.starts_with("Spare min 3, max 3"), "{before}");
+    // A marker that only a page load would clear, and focus on a range button.
+    c.execute(
+        "window.__marker = 1; document.querySelector('#range-15m').focus();",
+        vec![],
+    )
+    .await
+    .unwrap();
+
+    // A dip recorded now: the next poll shows it.
+    feed_headroom(&app, "prod", "B").await;
+    app.clock.advance(Duration::from_secs(1));
+    let after = poll_js(&c, summary_js, "the chart summary shows the new sample", |v| {
+        v[0].as_str().is_some_and(|s| s.starts_with("Spare min 1, max 3"))
+    })
+    .await;
+    assert_eq!(after[1], true, "no navigation: {after}");
+    assert_eq!(after[2], "range-15m", "focus stays on the range button: {after}");
+    assert_eq!(after[3], "?range=15m", "the address did not change: {after}");
+    assert_ne!(after[0].as_str().unwrap_or_default(), before_text);
+    assert!(
+        after[0].as_str().unwrap_or_default().contains(" Updated "),
+        "{after}"
+    );
+    assert_accessible(&c, "the fleet page after its chart refreshed").await;
+    assert_no_csp_violation(&c, "the live fleet page").await;
+    c.close().await.unwrap();
+}

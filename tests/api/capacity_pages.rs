@@ -413,6 +413,7 @@ async fn reading_the_pages_and_partials_writes_nothing() {
         "/fleets/prod",
         "/fleets/prod?range=90d",
         "/fleets/prod/chart?range=30d",
+        "/fleets/prod/chart/live?range=30d",
     ] {
         let (status, _) = page(&app, path, &viewer).await;
         assert_eq!(status, 200, "{path}");
@@ -445,6 +446,89 @@ async fn the_fleet_pages_now_section_polls_itself_and_shows_the_next_sample_with
         texts(&part, "#now .age[data-since][data-rendered]"),
         ["0 s ago", "0 s ago"]
     );
+}
+
+/// The `hx-get` of the live chart figure in `html`, and its trigger.
+fn live_chart_poll(html: &str) -> (String, String) {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse("#chart #chart-live[data-live][hx-swap=outerHTML]").unwrap();
+    let live = doc.select(&sel).next().expect("a live chart");
+    let attr = |name| live.value().attr(name).unwrap().to_owned();
+    (attr("hx-get"), attr("hx-trigger"))
+}
+
+#[tokio::test]
+async fn the_chart_polls_its_own_window_and_shows_a_sample_recorded_after_the_page_loaded() {
+    let (app, ctx, viewer) = setup().await;
+    let fmt = headroom::domain::clock::format_utc;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    let (_, html) = page(&app, "/fleets/prod?range=15m", &viewer).await;
+    // Only the figure polls, every scrape interval, for the window shown; the range buttons
+    // and the window form stay outside it (a refresh never takes their focus or a typed time).
+    let (poll, trigger) = live_chart_poll(&html);
+    assert_eq!(poll, "/fleets/prod/chart/live?range=15m");
+    assert_eq!(trigger, "every 15s, live-refresh");
+    let doc = Html::parse_document(&html);
+    let inside = Selector::parse("#chart-live .range-buttons, #chart-live form").unwrap();
+    assert_eq!(doc.select(&inside).count(), 0);
+    let before = texts(&html, "#chart-prod-summary")[0].clone();
+    assert!(before.starts_with("Spare min 3, max 3"), "{before}");
+    assert!(
+        before.ends_with(&format!("Updated {} UTC.", fmt(ctx.now()).replace('T', " ").trim_end_matches('Z'))),
+        "{before}"
+    );
+
+    // A dip recorded after the page loaded: the poll shows it, its window moved forward, and
+    // the answer is the same live element, without pushing an address.
+    feed(&app, &ctx, "prod", "B", "").await;
+    app.clock.advance(Duration::from_secs(1));
+    let res = app
+        .client
+        .get(app.url(&poll))
+        .header("Cookie", &viewer.cookie)
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.headers().get("hx-push-url").is_none(), "a poll is no navigation");
+    let part = res.text().await.unwrap();
+    assert!(part.starts_with("<div id=\"chart-live\""), "{part}");
+    assert!(!part.contains("<html"), "a fragment");
+    assert_eq!(live_chart_poll(&format!("<div id=chart>{part}</div>")).0, poll);
+    let after = texts(&part, "#chart-prod-summary")[0].clone();
+    assert!(after.starts_with("Spare min 1, max 3"), "{after}");
+    assert_eq!(drawn_window(&part).1, fmt(ctx.now()), "ends at now again");
+    assert_ne!(after, before);
+
+    // A custom window polls the same window; one given without `to` keeps ending at now.
+    let from = ctx.now() - 10 * 60_000;
+    let fixed = format!("from={}&to={}", fmt(from), fmt(ctx.now() - 60_000));
+    let (_, html) = page(&app, &format!("/fleets/prod?{fixed}"), &viewer).await;
+    let (poll, _) = live_chart_poll(&html);
+    let (_, part) = htmx_get(&app, &poll, &viewer).await;
+    assert_eq!(drawn_window(&part), drawn_window(&html));
+    let (_, html) = page(&app, &format!("/fleets/prod?from={}", fmt(from)), &viewer).await;
+    assert_eq!(input_value(&html, "chart-to"), "", "ending now: `to` left empty");
+    let (poll, _) = live_chart_poll(&html);
+    assert!(!poll.contains("to="), "{poll}");
+    app.clock.advance(INTERVAL);
+    let (_, part) = htmx_get(&app, &poll, &viewer).await;
+    assert_eq!(drawn_window(&part).1, fmt(ctx.now()), "moved forward");
+
+    // Values only the page's own markup sends: a bad one is 400 naming the field.
+    for (query, said) in [
+        ("range=2h", "range:"),
+        ("from=yesterday", "from: must be a time like"),
+        ("from=2099-01-01T00:00", "from: must be earlier than now"),
+    ] {
+        let (status, html) =
+            htmx_get(&app, &format!("/fleets/prod/chart/live?{query}"), &viewer).await;
+        assert_eq!(status, 400, "{query}");
+        assert!(html.contains(said), "{query}: {html}");
+    }
+    let (status, _) = htmx_get(&app, "/fleets/nope/chart/live?range=1h", &viewer).await;
+    assert_eq!(status, 404);
 }
 
 // ---- The chart for incidents: windows ending now, custom windows, the fleet's start, requests.
@@ -705,7 +789,7 @@ async fn each_request_is_one_bar_worded_by_its_outcome_however_many_events_it_ha
     assert_eq!(texts(&html, "svg.chart g.request").len(), 2);
     let summary = texts(&html, "#chart-prod-summary")[0].clone();
     assert!(
-        summary.ends_with("2 provision requests: 1 cancelled, 1 open."),
+        summary.contains("2 provision requests: 1 cancelled, 1 open. Updated "),
         "{summary}"
     );
     let list = texts(&html, "ul.chart-requests li");

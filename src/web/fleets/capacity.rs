@@ -22,6 +22,16 @@ pub fn chart_path(fleet: &str, window: ChartWindow) -> String {
     )
 }
 
+/// The live chart's path for a window (what `#chart-live` polls): the same window, so a
+/// window ending now moves forward and a fixed one stays put.
+pub fn live_path(fleet: &str, window: ChartWindow) -> String {
+    format!(
+        "{}?{}",
+        paths::fill(paths::FLEET_CHART_LIVE, &[("name", fleet)]),
+        window.query()
+    )
+}
+
 /// The fleet page's own URL for a window (the buttons' `href`, so they work without JS, and
 /// the address a chart swap pushes, so a link shows the same window).
 pub fn page_path(fleet: &str, window: ChartWindow) -> String {
@@ -193,6 +203,37 @@ pub struct ChartPanel<'a> {
     pub refused: Option<Refused<'a>>,
     pub series: &'a Series,
     pub annotations: &'a [Annotation],
+    /// When the chart was read (its summary says so).
+    pub updated: UnixMillis,
+    /// The fleet's scrape interval, in seconds: new points come no faster.
+    pub scrape_interval_secs: u32,
+}
+
+/// How often a live chart asks for itself again, in seconds: every scrape interval (5 s to
+/// 1 min, like the "now" section: the last point, partial, changes with every sample), and
+/// once a minute at most for a chart whose points are 10 minutes or wider (7 d and longer),
+/// which a sample barely moves.
+pub fn chart_poll_secs(scrape_interval_secs: u32, step_ms: i64) -> u32 {
+    let every = scrape_interval_secs.clamp(5, 60);
+    if step_ms >= 10 * 60_000 {
+        every.max(60)
+    } else {
+        every
+    }
+}
+
+/// The chart figure, refreshing itself: `GET /fleets/{name}/chart/live` answers this same
+/// element for the same window (swapped in place, paused while the tab is hidden and while
+/// focus is inside it; see `app.js`). Range buttons and the window form stay outside it, so a
+/// refresh never takes focus from them or a half-typed time.
+pub fn chart_live(p: &ChartPanel<'_>) -> Markup {
+    let every = chart_poll_secs(p.scrape_interval_secs, p.series.step);
+    html! {
+        div #chart-live data-live hx-get=(live_path(p.fleet, p.window))
+            hx-trigger={ "every " (every) "s, live-refresh" } hx-swap="outerHTML" {
+            (headroom_chart(p.series, p.window.range(), p.annotations, p.updated))
+        }
+    }
 }
 
 /// The chart panel: range buttons, the from/to form, and the chart. This is what `GET
@@ -216,7 +257,7 @@ pub fn chart_panel(p: &ChartPanel<'_>) -> Markup {
                 }
             }
             (window_form(p))
-            (headroom_chart(p.series, range, p.annotations))
+            (chart_live(p))
         }
     }
 }
@@ -229,6 +270,10 @@ fn window_form(p: &ChartPanel<'_>) -> Markup {
     let chart = paths::fill(paths::FLEET_CHART, &[("name", p.fleet)]);
     let (from, to) = match &p.refused {
         Some(r) => (r.from.to_owned(), r.to.to_owned()),
+        // A window ending now leaves `to` empty, so sending the form again keeps it live.
+        None if matches!(p.window, ChartWindow::Since { .. }) => {
+            (input_value(p.series.from), String::new())
+        }
         None => {
             let (from, to) = (p.series.from, p.series.to);
             (input_value(from), input_value(to))
@@ -244,7 +289,7 @@ fn window_form(p: &ChartPanel<'_>) -> Markup {
         }
         form.chart-window method="get" action=(page) hx-get=(chart) hx-target="#chart"
             hx-swap="outerHTML" hx-push-url="true" aria-label="Custom chart window" {
-            @for (field, label, value) in [("from", "From (UTC)", &from), ("to", "To (UTC)", &to)] {
+            @for (field, label, value) in [("from", "From (UTC)", &from), ("to", "To (UTC; empty: now)", &to)] {
                 @let id = format!("chart-{field}");
                 @let err = error(field);
                 div.field.invalid[err.is_some()] {
@@ -435,6 +480,14 @@ mod tests {
         assert_eq!(n_plus_k(Some(1), Some(1)), "N+1 of N+1 required");
         assert_eq!(n_plus_k(Some(0), Some(2)), "N+0 of N+2 required");
         assert_eq!(n_plus_k(None, Some(2)), "—");
+    }
+
+    #[test]
+    fn a_live_chart_polls_every_scrape_and_wide_charts_once_a_minute() {
+        assert_eq!(chart_poll_secs(15, 30_000), 15);
+        assert_eq!(chart_poll_secs(1, 10_000), 5);
+        assert_eq!(chart_poll_secs(3600, 10_000), 60);
+        assert_eq!(chart_poll_secs(15, 6 * 3_600_000), 60);
     }
 
     #[test]
