@@ -556,13 +556,36 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
     let op = browser(&driver).await;
     sign_in(&op, &app, "olga").await;
     op.goto(&app.url("/provisions/new")).await.unwrap();
-    poll_js(
+    // Nothing typed yet: the plan and its cost, and no error anywhere.
+    let fresh = poll_js(
         &op,
-        "return document.querySelector('#plan .plan-problems') ? true : document.querySelector('main').innerHTML;",
-        "the plan pane naming the missing reason",
-        |v| v == true,
+        "return document.querySelector('#hourly-cost') ?            document.querySelectorAll('main [aria-invalid], main .field-error, main .plan-problems').length : null;",
+        "the plan of a fresh form",
+        |v| v.is_number(),
     )
     .await;
+    assert_eq!(fresh, 0, "a fresh form shows no error");
+    // Filed without a reason: the error is named at its field, and the field says so to a
+    // screen reader (invalid, described by the message).
+    op.find(Locator::Css("#file-request"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = poll_js(
+        &op,
+        "var r = document.querySelector('#f-reason[aria-invalid=true]');          var d = r ? r.getAttribute('aria-describedby') || '' : '';          var e = document.getElementById('f-reason-error');          return r && e ? [d.split(' ').indexOf('f-reason-error') >= 0, e.textContent] : null;",
+        "the reason named after the submit",
+        |v| v.is_array(),
+    )
+    .await;
+    assert_eq!(refused[0], true, "described by its message: {refused}");
+    assert!(
+        refused[1].as_str().unwrap().contains("is required"),
+        "{refused}"
+    );
+    assert_accessible(&op, "the request form refused").await;
     let count = op.find(Locator::Css("#f-count")).await.unwrap();
     count.clear().await.unwrap();
     count.send_keys("2").await.unwrap();
