@@ -731,21 +731,9 @@ async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
                 leader_url: Some("http://127.0.0.1:7443".into()),
                 term: Some(3),
                 members: vec![
-                    Member {
-                        id: 1,
-                        addr: "127.0.0.1:7443".into(),
-                        voter: true,
-                    },
-                    Member {
-                        id: 2,
-                        addr: "127.0.0.2:7443".into(),
-                        voter: true,
-                    },
-                    Member {
-                        id: 3,
-                        addr: "127.0.0.3:7443".into(),
-                        voter: false,
-                    },
+                    Member::listed(1, "127.0.0.1:7443", true),
+                    Member::listed(2, "127.0.0.2:7443", true),
+                    Member::listed(3, "127.0.0.3:7443", false),
                 ],
                 evidence: serde_json::json!({"headroom": {"spare": spare, "required": required}}),
             }),

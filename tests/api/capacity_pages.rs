@@ -41,16 +41,8 @@ fn observation(spare: u32, required: u32, leader: &str, addr: &str) -> Observati
         leader_url: Some(leader.into()),
         term: Some(7),
         members: vec![
-            Member {
-                id: 1,
-                addr: addr.into(),
-                voter: true,
-            },
-            Member {
-                id: 4,
-                addr: "127.0.0.4:7443".into(),
-                voter: false,
-            },
+            Member::listed(1, addr, true),
+            Member::listed(4, "127.0.0.4:7443", false),
         ],
         evidence: json!({ "headroom": { "spare": spare, "required": required } }),
     }
@@ -139,12 +131,12 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
         html.contains("<code>http://127.0.0.1:7443</code> (id 1)"),
         "{html}"
     );
-    let members = texts(&html, "#now ul.members li");
-    assert_eq!(members.len(), 2, "{members:?}");
-    assert!(
-        members[0].ends_with("voter") && members[1].ends_with("learner"),
-        "{members:?}"
+    // Native mode: yubaba does not say which members are its spares, and the page says so.
+    assert_eq!(
+        texts(&html, "#now table.members td.role"),
+        ["voter (load not read)", "learner"]
     );
+    assert_eq!(texts(&html, "#now .members-note").len(), 1);
     assert_eq!(
         texts(&html, "#now a[href='/provisions?fleet=prod']").len(),
         1
@@ -803,4 +795,81 @@ async fn each_request_is_one_bar_worded_by_its_outcome_however_many_events_it_ha
             && list[1].contains("still open"),
         "{list:?}"
     );
+}
+
+/// Issue 16 item 8: each member's role, on the fleet page's member table and in the API's
+/// fleet detail, from a derived-mode sample whose members carry their readings (and one
+/// that did not answer).
+#[tokio::test]
+async fn members_say_their_role_on_the_page_and_in_the_api() {
+    let (app, ctx, viewer) = setup().await;
+    let read = |id: u64, voter: bool, tenants: Option<u64>, capacity: Option<bool>| Member {
+        tenants,
+        capacity_published: capacity,
+        ..Member::listed(id, format!("127.0.0.{id}:7443"), voter)
+    };
+    let mut o = observation(1, 2, "http://127.0.0.1:7443", "127.0.0.1:7443");
+    o.source = Source::Derived;
+    o.members = vec![
+        read(1, true, Some(1), Some(true)),
+        read(2, true, Some(3), Some(true)),
+        read(3, true, None, None),
+        read(4, false, Some(0), Some(true)),
+        read(5, false, Some(0), Some(false)),
+    ];
+    app.clock.advance(INTERVAL);
+    let sample = Sample {
+        at: ctx.now(),
+        latency_ms: 12,
+        outcome: Ok(o),
+    };
+    record(&ctx, "prod", &sample).await.expect("record");
+
+    let (_, html) = page(&app, "/fleets/prod", &viewer).await;
+    let doc = Html::parse_document(&html);
+    let heads = Selector::parse("#now table.members th[scope=col]").unwrap();
+    let heads: Vec<String> = doc.select(&heads).map(|h| h.text().collect()).collect();
+    assert_eq!(heads, ["Address", "Id", "Raft", "Role"]);
+    assert_eq!(
+        texts(&html, "#now table.members td.role"),
+        [
+            "carrying 1 tenant",
+            "carrying 3 tenants",
+            "voter (load not read)",
+            "spare",
+            "learner"
+        ]
+    );
+    assert!(texts(&html, "#now .members-note").is_empty(), "derived: read");
+    // The polled section says the same.
+    let (_, part) = htmx_get(&app, "/fleets/prod/now", &viewer).await;
+    assert_eq!(texts(&part, "#now table.members td.role").len(), 5);
+
+    app.create_user("vic", Role::Viewer).await;
+    let token = app.token_for("vic").await;
+    let detail = app.api_json("/api/v1/fleets/prod", &token).await;
+    let roles: Vec<(u64, &str, Option<u64>)> = detail["members"]
+        .as_array()
+        .expect("members listed")
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_u64().unwrap(),
+                m["role"].as_str().unwrap(),
+                m["tenants"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (1, "carrying", Some(1)),
+            (2, "carrying", Some(3)),
+            (3, "voter", None),
+            (4, "spare", Some(0)),
+            (5, "learner", Some(0)),
+        ]
+    );
+    assert_eq!(detail["members"][0]["addr"], "127.0.0.1:7443");
+    assert_eq!(detail["members"][0]["voter"], true);
 }

@@ -7,7 +7,7 @@ use maud::{html, Markup};
 use super::chart::headroom_chart;
 use super::window::{input_value, ChartWindow};
 use crate::domain::capacity::{
-    n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
+    n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series, Source,
 };
 use crate::domain::{FieldErrors, UnixMillis};
 use crate::web::components::time;
@@ -155,17 +155,7 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
                         _ => span.muted { "unknown" },
                     }
                 }
-                dt { "members" } dd {
-                    @if f.members.is_empty() { span.muted { "unknown" } }
-                    @else {
-                        ul.plain.members {
-                            @for m in &f.members {
-                                li { code { (m.addr) } " (id " (m.id) ") "
-                                    span.badge { @if m.voter { "voter" } @else { "learner" } } }
-                            }
-                        }
-                    }
-                }
+                dt { "members" } dd { (members_table(f)) }
                 dt { "last scrape" } dd {
                     (when(now, f.last_scrape_at))
                     @if let Some(ms) = f.latency_ms { " in " (ms) " ms" }
@@ -182,6 +172,35 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
                     }
                 }
                 dt { "requests" } dd { (requests_link(&f.fleet, f.open_requests)) }
+            }
+        }
+    }
+}
+
+/// The members with each one's role (spare, carrying N tenants, learner), in a focusable
+/// scroll pane; in native mode, why no member is named spare.
+fn members_table(f: &FleetNow) -> Markup {
+    let unread = f.members.iter().all(|m| m.tenants.is_none());
+    html! {
+        @if f.members.is_empty() { span.muted { "unknown" } }
+        @else {
+            div.scroll-pane tabindex="0" role="region" aria-label="Members and their roles" {
+                table.data.members {
+                    thead { tr { th scope="col" { "Address" } th scope="col" { "Id" } th scope="col" { "Raft" } th scope="col" { "Role" } } }
+                    tbody {
+                        @for m in &f.members {
+                            tr data-role=(m.role().as_str()) {
+                                td { code { (m.addr) } }
+                                td { (m.id) }
+                                td { @if m.voter { "voter" } @else { "learner" } }
+                                td.role { (m.role_words()) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if unread && f.source == Source::Native {
+                p.muted.members-note { "yubaba counts this fleet's spares itself and does not say which members they are; headroom reads each member's load in derived mode only." }
             }
         }
     }
