@@ -777,7 +777,10 @@ mod tests {
             assert_eq!(one.role(), MemberRole::Carrying(1));
             assert_eq!(one.role_words(), "carrying 1 tenant");
             // Tenants decide even without published capacity.
-            assert_eq!(read(voter, Some(3), None).role_words(), "carrying 3 tenants");
+            assert_eq!(
+                read(voter, Some(3), None).role_words(),
+                "carrying 3 tenants"
+            );
         }
         assert_eq!(read(false, None, None).role_words(), "learner");
         assert_eq!(read(true, None, None).role_words(), "voter (load not read)");
@@ -785,7 +788,10 @@ mod tests {
             read(true, Some(0), Some(false)).role_words(),
             "voter, no capacity published"
         );
-        assert_eq!(read(false, Some(0), Some(false)).role(), MemberRole::Learner);
+        assert_eq!(
+            read(false, Some(0), Some(false)).role(),
+            MemberRole::Learner
+        );
     }
 
     #[test]

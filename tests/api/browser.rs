@@ -1079,13 +1079,9 @@ async fn the_fleet_pages_chart_refreshes_itself_and_keeps_focus_on_the_range_but
         scrape_timeout_secs: Some(serde_json::json!(2)),
         ..Default::default()
     };
-    headroom::fleets::create(
-        &app.state.ctx,
-        &headroom::domain::Caller::system(),
-        &input,
-    )
-    .await
-    .expect("fleet");
+    headroom::fleets::create(&app.state.ctx, &headroom::domain::Caller::system(), &input)
+        .await
+        .expect("fleet");
     feed_headroom(&app, "prod", "GGGG").await;
     app.clock.advance(Duration::from_secs(1));
     app.create_user("vera", Role::Viewer).await;
@@ -1113,13 +1109,25 @@ async fn the_fleet_pages_chart_refreshes_itself_and_keeps_focus_on_the_range_but
     // A dip recorded now: the next poll shows it.
     feed_headroom(&app, "prod", "B").await;
     app.clock.advance(Duration::from_secs(1));
-    let after = poll_js(&c, summary_js, "the chart summary shows the new sample", |v| {
-        v[0].as_str().is_some_and(|s| s.starts_with("Spare min 1, max 3"))
-    })
+    let after = poll_js(
+        &c,
+        summary_js,
+        "the chart summary shows the new sample",
+        |v| {
+            v[0].as_str()
+                .is_some_and(|s| s.starts_with("Spare min 1, max 3"))
+        },
+    )
     .await;
     assert_eq!(after[1], true, "no navigation: {after}");
-    assert_eq!(after[2], "range-15m", "focus stays on the range button: {after}");
-    assert_eq!(after[3], "?range=15m", "the address did not change: {after}");
+    assert_eq!(
+        after[2], "range-15m",
+        "focus stays on the range button: {after}"
+    );
+    assert_eq!(
+        after[3], "?range=15m",
+        "the address did not change: {after}"
+    );
     assert_ne!(after[0].as_str().unwrap_or_default(), before_text);
     assert!(
         after[0].as_str().unwrap_or_default().contains(" Updated "),

@@ -466,7 +466,10 @@ async fn the_chart_polls_its_own_window_and_shows_a_sample_recorded_after_the_pa
     let before = texts(&html, "#chart-prod-summary")[0].clone();
     assert!(before.starts_with("Spare min 3, max 3"), "{before}");
     assert!(
-        before.ends_with(&format!("Updated {} UTC.", fmt(ctx.now()).replace('T', " ").trim_end_matches('Z'))),
+        before.ends_with(&format!(
+            "Updated {} UTC.",
+            fmt(ctx.now()).replace('T', " ").trim_end_matches('Z')
+        )),
         "{before}"
     );
 
@@ -483,11 +486,17 @@ async fn the_chart_polls_its_own_window_and_shows_a_sample_recorded_after_the_pa
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    assert!(res.headers().get("hx-push-url").is_none(), "a poll is no navigation");
+    assert!(
+        res.headers().get("hx-push-url").is_none(),
+        "a poll is no navigation"
+    );
     let part = res.text().await.unwrap();
     assert!(part.starts_with("<div id=\"chart-live\""), "{part}");
     assert!(!part.contains("<html"), "a fragment");
-    assert_eq!(live_chart_poll(&format!("<div id=chart>{part}</div>")).0, poll);
+    assert_eq!(
+        live_chart_poll(&format!("<div id=chart>{part}</div>")).0,
+        poll
+    );
     let after = texts(&part, "#chart-prod-summary")[0].clone();
     assert!(after.starts_with("Spare min 1, max 3"), "{after}");
     assert_eq!(drawn_window(&part).1, fmt(ctx.now()), "ends at now again");
@@ -501,7 +510,11 @@ async fn the_chart_polls_its_own_window_and_shows_a_sample_recorded_after_the_pa
     let (_, part) = htmx_get(&app, &poll, &viewer).await;
     assert_eq!(drawn_window(&part), drawn_window(&html));
     let (_, html) = page(&app, &format!("/fleets/prod?from={}", fmt(from)), &viewer).await;
-    assert_eq!(input_value(&html, "chart-to"), "", "ending now: `to` left empty");
+    assert_eq!(
+        input_value(&html, "chart-to"),
+        "",
+        "ending now: `to` left empty"
+    );
     let (poll, _) = live_chart_poll(&html);
     assert!(!poll.contains("to="), "{poll}");
     app.clock.advance(INTERVAL);
@@ -840,7 +853,10 @@ async fn members_say_their_role_on_the_page_and_in_the_api() {
             "learner"
         ]
     );
-    assert!(texts(&html, "#now .members-note").is_empty(), "derived: read");
+    assert!(
+        texts(&html, "#now .members-note").is_empty(),
+        "derived: read"
+    );
     // The polled section says the same.
     let (_, part) = htmx_get(&app, "/fleets/prod/now", &viewer).await;
     assert_eq!(texts(&part, "#now table.members td.role").len(), 5);

@@ -192,7 +192,11 @@ async fn a_fresh_form_shows_no_error_and_a_submit_without_a_reason_names_it_for_
         .unwrap();
     let doc = Html::parse_document(&html);
     assert!(
-        select(&doc, "main [aria-invalid], main .field-error, main .error-summary").is_empty(),
+        select(
+            &doc,
+            "main [aria-invalid], main .field-error, main .error-summary"
+        )
+        .is_empty(),
         "a fresh form accuses nobody: {html}"
     );
     // The server names the rules after a submit, so the browser's own bubbles do not stop it;
@@ -228,7 +232,10 @@ async fn a_fresh_form_shows_no_error_and_a_submit_without_a_reason_names_it_for_
         )]
     );
     let summary = texts(&html, ".error-summary").join(" ");
-    assert!(summary.contains("reason"), "the summary names it: {summary}");
+    assert!(
+        summary.contains("reason"),
+        "the summary names it: {summary}"
+    );
     assert_eq!(app.count("provisions").await, 0);
 }
 

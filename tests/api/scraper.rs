@@ -353,14 +353,26 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     // keeps no reading, so it is never taken for a spare.
     let by_id = |id: u64| o.members.iter().find(|m| m.id == id).unwrap();
     assert_eq!(by_id(1).role_words(), "carrying 3 tenants");
-    assert_eq!(by_id(2).role(), headroom::domain::capacity::MemberRole::Spare);
-    assert_eq!(by_id(3).role(), headroom::domain::capacity::MemberRole::Spare);
+    assert_eq!(
+        by_id(2).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
+    assert_eq!(
+        by_id(3).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
     assert_eq!(
         (by_id(4).tenants, by_id(4).capacity_published),
         (Some(0), Some(false))
     );
-    assert_eq!((by_id(5).tenants, by_id(5).capacity_published), (None, None));
-    assert_ne!(by_id(5).role(), headroom::domain::capacity::MemberRole::Spare);
+    assert_eq!(
+        (by_id(5).tenants, by_id(5).capacity_published),
+        (None, None)
+    );
+    assert_ne!(
+        by_id(5).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
 
     // A restore that succeeded with a config in a second region makes it N+2.
     let mut second = headroom::domain::machine::MachineInput {

@@ -1051,10 +1051,9 @@ mod tests {
                 )
             })
             .collect();
-        let render =
-            |s: &Series, a: &[Annotation]| {
-                headroom_chart(s, Some(Range::D90), a, s.to).into_string()
-            };
+        let render = |s: &Series, a: &[Annotation]| {
+            headroom_chart(s, Some(Range::D90), a, s.to).into_string()
+        };
         let html = render(&s, &ann);
         let hits = html.matches("<rect class=\"hit\"").count();
         assert!(hits <= CHART_POINTS as usize, "{hits} hit areas");

@@ -15,6 +15,7 @@ use crate::domain::fleet::FleetInput;
 use crate::domain::{Caller, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 use crate::fleets::{self};
+use crate::http::html_error;
 use crate::machine_setup::configs;
 use crate::state::AppState;
 use crate::web::components::filter_query;
@@ -93,17 +94,16 @@ impl WindowQuery {
         window::custom(&self.from, &self.to, now)
     }
 
-    /// The range asked for (1 h without one), or the 400 naming `range` and the allowed
-    /// values.
-    fn range(&self) -> Result<Range, HttpResponse> {
+    /// The range asked for (1 h without one), or the message naming `range` and the allowed
+    /// values (for a 400).
+    fn range(&self) -> Result<Range, String> {
         let given = self.range.as_deref().unwrap_or(DEFAULT_RANGE.as_str());
         Range::parse(given).ok_or_else(|| {
             let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
-            let message = format!(
+            format!(
                 "range: \"{given}\" is not a chart range; use one of {}",
                 allowed.join(", ")
-            );
-            crate::http::html_error(StatusCode::BAD_REQUEST, &message)
+            )
         })
     }
 
@@ -212,7 +212,7 @@ pub async fn chart(
         Ok(None) => {
             let range = match query.range() {
                 Ok(r) => r,
-                Err(refused) => return Ok(refused),
+                Err(message) => return Ok(html_error(StatusCode::BAD_REQUEST, &message)),
             };
             let w = ChartWindow::Last(range);
             (w, page_path(&name, w))
@@ -255,7 +255,7 @@ pub async fn chart_live(
         Ok(Some(w)) => w,
         Ok(None) => match query.range() {
             Ok(r) => ChartWindow::Last(r),
-            Err(refused) => return Ok(refused),
+            Err(message) => return Ok(html_error(StatusCode::BAD_REQUEST, &message)),
         },
         Err(errors) => {
             let rules: Vec<String> = errors
@@ -263,10 +263,7 @@ pub async fn chart_live(
                 .iter()
                 .map(|e| format!("{}: {}", e.field, e.message))
                 .collect();
-            return Ok(crate::http::html_error(
-                StatusCode::BAD_REQUEST,
-                &rules.join("; "),
-            ));
+            return Ok(html_error(StatusCode::BAD_REQUEST, &rules.join("; ")));
         }
     };
     let caller = reply.caller();

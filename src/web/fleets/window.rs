@@ -58,9 +58,7 @@ impl ChartWindow {
                 None,
                 None,
             ),
-            ChartWindow::Since { from } => {
-                filter_query(&[("from", &format_utc(from))], None, None)
-            }
+            ChartWindow::Since { from } => filter_query(&[("from", &format_utc(from))], None, None),
         }
     }
 }
