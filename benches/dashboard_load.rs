@@ -55,11 +55,7 @@ fn sample(at: UnixMillis, fleet: usize) -> Sample {
             leader_url: Some("http://127.0.0.1:9".into()),
             term: Some(7),
             members: (1..=3)
-                .map(|id| Member {
-                    id,
-                    addr: format!("127.0.0.1:{}", 7440 + id),
-                    voter: true,
-                })
+                .map(|id| Member::listed(id, format!("127.0.0.1:{}", 7440 + id), true))
                 .collect(),
             evidence: serde_json::json!({"headroom": {"spare": spare, "required": required}}),
         }),

@@ -107,7 +107,7 @@ async fn time_range(ctx: &Ctx, range: Range, iterations: usize) -> anyhow::Resul
         let s = series::series(ctx, &caller, &fleet, from, to, None).await?;
         let a = series::annotations(ctx, &caller, &fleet, from, to).await?;
         let queried = Instant::now();
-        let html = headroom_chart(&s, Some(range), &a).into_string();
+        let html = headroom_chart(&s, Some(range), &a, s.to).into_string();
         let rendered = Instant::now();
         // The first rounds warm the page cache and the pool's prepared statements.
         if i < 20 {

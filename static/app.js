@@ -22,15 +22,37 @@
   });
 })();
 
-// Live sections (`data-live`: the fleet page's "now", the dashboard's cards) poll on a timer.
-// A hidden tab skips its polls, and refreshes once when it is shown again; between polls
-// each "N s ago" (`.age`) counts up from the age it was rendered with.
+// Live sections (`data-live`: the fleet page's "now" and chart, the dashboard's cards) poll
+// on a timer. A hidden tab skips its polls, and refreshes once when it is shown again; a
+// section holding keyboard focus skips them too (a swap would drop the focused element); a
+// `<details>` with an id that was open stays open across a refresh. Between polls each
+// "N s ago" (`.age`) counts up from the age it was rendered with.
 (function () {
+  var reopen = [];
+  function live(elt) {
+    return elt && elt.hasAttribute && elt.hasAttribute("data-live");
+  }
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail.elt;
-    if (document.hidden && elt && elt.hasAttribute && elt.hasAttribute("data-live")) {
+    if (!live(elt)) return;
+    var focused = document.activeElement;
+    if (document.hidden || (focused && focused !== elt && elt.contains(focused))) {
       e.preventDefault();
     }
+  });
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (!live(e.detail.target)) return;
+    reopen = [];
+    e.detail.target.querySelectorAll("details[open][id]").forEach(function (d) {
+      reopen.push(d.id);
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    reopen.forEach(function (id) {
+      var d = document.getElementById(id);
+      if (d) d.open = true;
+    });
+    reopen = [];
   });
   document.addEventListener("visibilitychange", function () {
     if (document.hidden || !window.htmx) return;

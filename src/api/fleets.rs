@@ -14,7 +14,7 @@ use super::json::ApiJson;
 use super::rules;
 use crate::auth::Principal;
 use crate::capacity::board;
-use crate::domain::capacity::{FleetNow, Health, Pending};
+use crate::domain::capacity::{FleetNow, Health, Member, MemberRole, Pending};
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
 use crate::fleets::{self, Fleet};
@@ -279,6 +279,59 @@ pub struct FleetDetailJson {
     pub last_error: Option<String>,
     /// When the open deficit began (its first sample below required); RFC 3339, UTC.
     pub deficit_since: Option<String>,
+    /// The members at the newest successful scrape, voters first, each with its role (empty
+    /// before the first).
+    pub members: Vec<FleetMemberJson>,
+}
+
+/// What a member is: `spare` (capacity published, no tenant), `carrying` (live tenants, see
+/// `tenants`), `learner` (in no voter set, and neither), `voter` (a voter, and neither: its
+/// load was not read, or it published no capacity).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberRoleJson {
+    Spare,
+    Carrying,
+    Learner,
+    Voter,
+}
+
+impl From<MemberRole> for MemberRoleJson {
+    fn from(r: MemberRole) -> Self {
+        match r {
+            MemberRole::Spare => Self::Spare,
+            MemberRole::Carrying(_) => Self::Carrying,
+            MemberRole::Learner => Self::Learner,
+            MemberRole::Voter => Self::Voter,
+        }
+    }
+}
+
+/// One member of the fleet's raft group.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FleetMemberJson {
+    /// Raft node id.
+    pub id: u64,
+    /// Its `host:port` as yubaba publishes it.
+    pub addr: String,
+    /// In a voter set; otherwise a learner.
+    pub voter: bool,
+    pub role: MemberRoleJson,
+    /// Live tenants its `/node/usage` reported; null when not read (headroom reads each
+    /// member's load in derived mode only: native yubaba counts spares without naming them).
+    pub tenants: Option<u64>,
+}
+
+impl From<&Member> for FleetMemberJson {
+    fn from(m: &Member) -> Self {
+        Self {
+            id: m.id,
+            addr: m.addr.clone(),
+            voter: m.voter,
+            role: m.role().into(),
+            tenants: m.tenants,
+        }
+    }
 }
 
 /// One fleet, with its current headroom status.
@@ -299,6 +352,7 @@ pub async fn get(
         last_scrape_at: now.last_scrape_at.map(format_utc),
         last_error: now.last_error,
         deficit_since: now.deficit_since.map(format_utc),
+        members: now.members.iter().map(FleetMemberJson::from).collect(),
     }))
 }
 

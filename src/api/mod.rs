@@ -221,7 +221,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         tokens::TokenJson, tokens::CreatedTokenJson, tokens::TokenRequest,
         catalogue::CatalogueJson, catalogue::ProviderCatalogueJson,
         audit::AuditPageJson, audit::AuditEntryJson,
-        fleets::FleetJson, fleets::FleetDetailJson, fleets::FleetStateJson, fleets::FleetItemJson, crate::domain::capacity::Health, crate::domain::capacity::Pending, crate::domain::capacity::PendingToward, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest, fleets::FleetChangeJson, fleets::FleetHistoryJson,
+        fleets::FleetJson, fleets::FleetDetailJson, fleets::FleetMemberJson, fleets::MemberRoleJson, fleets::FleetStateJson, fleets::FleetItemJson, crate::domain::capacity::Health, crate::domain::capacity::Pending, crate::domain::capacity::PendingToward, fleets::FleetPageJson, fleets::FleetSecretsJson, fleets::FleetRequest, fleets::FleetUpdate, fleets::FleetSecretsRequest, fleets::FleetChangeJson, fleets::FleetHistoryJson,
         secrets::SecretJson, secrets::SecretPageJson,
         fleet_series::HeadroomJson, fleet_series::HeadroomPointJson, crate::domain::capacity::Source, crate::domain::capacity::Resolution,
         provision_machines::DestroyedMachineJson,

@@ -39,7 +39,9 @@ impl Source {
     }
 }
 
-/// One member of the raft group as the leader lists it.
+/// One member of the raft group as the leader lists it, with its load where headroom read
+/// it (derived mode asks each member's `/node` and `/node/usage`; native mode reads only the
+/// leader, whose `headroom` section counts spares without naming them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Member {
     /// Raft node id.
@@ -48,6 +50,77 @@ pub struct Member {
     pub addr: String,
     /// In a voter set (joint configs: in any of them); otherwise a learner.
     pub voter: bool,
+    /// Live tenants (`yah.workloads.count` on its `/node/usage`); `None` when not read
+    /// (native mode, or the node did not answer). Absent from lists stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<u64>,
+    /// Whether its `/node` published allocatable capacity; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_published: Option<bool>,
+}
+
+/// What a member is to headroom, decided by [`Member::role`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberRole {
+    /// Capacity published and no tenant: a warm spare by yubaba's rule.
+    Spare,
+    /// Carrying this many live tenants (not spare, however small they are).
+    Carrying(u64),
+    /// In no voter set and not a spare (no capacity published, or its load was not read).
+    Learner,
+    /// A voter neither carrying tenants nor a spare as far as headroom read it (its load was
+    /// not read, or it published no capacity).
+    Voter,
+}
+
+impl MemberRole {
+    /// Its name in the API: `spare`, `carrying`, `learner` or `voter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberRole::Spare => "spare",
+            MemberRole::Carrying(_) => "carrying",
+            MemberRole::Learner => "learner",
+            MemberRole::Voter => "voter",
+        }
+    }
+}
+
+impl Member {
+    /// A member as the leader lists it, its load not read.
+    pub fn listed(id: u64, addr: impl Into<String>, voter: bool) -> Self {
+        Member {
+            id,
+            addr: addr.into(),
+            voter,
+            tenants: None,
+            capacity_published: None,
+        }
+    }
+
+    /// Its role from what was read: tenants first (a node carrying one is not spare), then
+    /// yubaba's spare rule (capacity published and no tenant), then its place in raft. A
+    /// missing reading never makes a spare.
+    pub fn role(&self) -> MemberRole {
+        match (self.tenants, self.capacity_published) {
+            (Some(n), _) if n > 0 => MemberRole::Carrying(n),
+            (Some(0), Some(true)) => MemberRole::Spare,
+            _ if !self.voter => MemberRole::Learner,
+            _ => MemberRole::Voter,
+        }
+    }
+
+    /// Its role in words: `spare`, `carrying 1 tenant`, `carrying 3 tenants`, `learner`,
+    /// or `voter` with why nothing more is known.
+    pub fn role_words(&self) -> String {
+        match self.role() {
+            MemberRole::Spare => "spare".to_owned(),
+            MemberRole::Carrying(1) => "carrying 1 tenant".to_owned(),
+            MemberRole::Carrying(n) => format!("carrying {n} tenants"),
+            MemberRole::Learner => "learner".to_owned(),
+            MemberRole::Voter if self.tenants.is_none() => "voter (load not read)".to_owned(),
+            MemberRole::Voter => "voter, no capacity published".to_owned(),
+        }
+    }
 }
 
 /// What a successful scrape saw.
@@ -686,6 +759,59 @@ pub struct SampleRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(voter: bool, tenants: Option<u64>, capacity: Option<bool>) -> Member {
+        Member {
+            tenants,
+            capacity_published: capacity,
+            ..Member::listed(7, "127.0.0.7:7443", voter)
+        }
+    }
+
+    #[test]
+    fn a_members_role_follows_its_tenants_then_the_spare_rule_then_raft() {
+        for voter in [true, false] {
+            assert_eq!(read(voter, Some(0), Some(true)).role(), MemberRole::Spare);
+            assert_eq!(read(voter, Some(0), Some(true)).role_words(), "spare");
+            let one = read(voter, Some(1), Some(true));
+            assert_eq!(one.role(), MemberRole::Carrying(1));
+            assert_eq!(one.role_words(), "carrying 1 tenant");
+            // Tenants decide even without published capacity.
+            assert_eq!(
+                read(voter, Some(3), None).role_words(),
+                "carrying 3 tenants"
+            );
+        }
+        assert_eq!(read(false, None, None).role_words(), "learner");
+        assert_eq!(read(true, None, None).role_words(), "voter (load not read)");
+        assert_eq!(
+            read(true, Some(0), Some(false)).role_words(),
+            "voter, no capacity published"
+        );
+        assert_eq!(
+            read(false, Some(0), Some(false)).role(),
+            MemberRole::Learner
+        );
+    }
+
+    #[test]
+    fn missing_readings_of_a_derived_fleets_member_never_make_a_spare() {
+        // `/node` answered (capacity) but `/node/usage` did not, and the other way round.
+        assert_eq!(read(false, None, Some(true)).role(), MemberRole::Learner);
+        assert_eq!(read(true, None, Some(true)).role(), MemberRole::Voter);
+        assert_eq!(read(false, Some(0), None).role(), MemberRole::Learner);
+        assert_eq!(read(true, Some(0), None).role(), MemberRole::Voter);
+        // A list stored before the readings existed reads them as not read.
+        let old: Member =
+            serde_json::from_str(r#"{"id":2,"addr":"127.0.0.2:7443","voter":true}"#).unwrap();
+        assert_eq!(old, Member::listed(2, "127.0.0.2:7443", true));
+        assert_eq!(old.role_words(), "voter (load not read)");
+        // And a list without readings stores as it did.
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"id":2,"addr":"127.0.0.2:7443","voter":true}"#
+        );
+    }
 
     const POLICY: DeficitPolicy = DeficitPolicy {
         enter_after: 3,

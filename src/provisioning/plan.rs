@@ -103,8 +103,17 @@ struct Parsed {
     reason: String,
 }
 
+/// What a plan is made for: filing (every rule), or the form's live preview, which shows cost
+/// and machines before the person has written why. An empty reason is a preview's only
+/// relief: a reason typed is held to its rules either way (it is never filed from here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Filing,
+    Preview,
+}
+
 /// Parses a request's fields, every broken rule named by its field.
-fn parse(req: &NewRequest) -> Result<Parsed, FieldErrors> {
+fn parse(req: &NewRequest, purpose: Purpose) -> Result<Parsed, FieldErrors> {
     let mut errors = FieldErrors::default();
     // The same types the fleet and machine-config operations parse names into, so a page, the
     // API and storage all hold one rule per name.
@@ -125,7 +134,9 @@ fn parse(req: &NewRequest) -> Result<Parsed, FieldErrors> {
     // Limits count the text as sent, like the API document's maxLength; it is stored trimmed.
     let reason_len = req.reason.chars().count();
     if reason.is_empty() {
-        errors.push("reason", "is required: say why these machines are needed");
+        if purpose == Purpose::Filing {
+            errors.push("reason", "is required: say why these machines are needed");
+        }
     } else if reason_len > REASON_MAX {
         errors.push(
             "reason",
@@ -391,10 +402,21 @@ fn hash_of(
 }
 
 /// Plans a request without storing anything (operator and up: it renders with the fleet's
-/// secrets). Field errors come back as `Invalid`; error findings stay in the plan.
+/// secrets), by every rule a filing is held to. Field errors come back as `Invalid`; error
+/// findings stay in the plan.
 pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftPlan, OpError> {
+    plan_for(ctx, caller, req, Purpose::Filing).await
+}
+
+/// [`plan`] for `purpose`: a preview plans without a reason.
+pub async fn plan_for(
+    ctx: &Ctx,
+    caller: &Caller,
+    req: &NewRequest,
+    purpose: Purpose,
+) -> Result<DraftPlan, OpError> {
     caller.require(Role::Operator)?;
-    let parsed = parse(req)?;
+    let parsed = parse(req, purpose)?;
     let mut errors = FieldErrors::default();
     let fleet = fleet_spec(ctx, caller, &parsed.fleet).await?;
     if fleet.is_none() {
@@ -723,7 +745,7 @@ mod tests {
             count: 21,
             reason: "a\nb".into(),
         };
-        let errors = parse(&req).err().unwrap();
+        let errors = parse(&req, Purpose::Filing).err().unwrap();
         for field in ["fleet", "machine_config", "template", "count", "reason"] {
             assert!(errors.for_field(field).is_some(), "{field}: {errors}");
         }
@@ -732,8 +754,32 @@ mod tests {
             count: 0,
             ..req
         };
-        let errors = parse(&long).err().unwrap();
+        let errors = parse(&long, Purpose::Preview).err().unwrap();
         assert!(errors.for_field("reason").unwrap().contains("at most 500"));
         assert!(errors.for_field("count").is_some());
+    }
+
+    #[test]
+    fn only_a_preview_plans_without_a_reason() {
+        let req = NewRequest {
+            fleet: "prod".into(),
+            machine_config: "spare-fsn1".into(),
+            template: None,
+            count: 1,
+            reason: "  ".into(),
+        };
+        let errors = parse(&req, Purpose::Filing).err().unwrap();
+        assert_eq!(
+            errors.for_field("reason"),
+            Some("is required: say why these machines are needed")
+        );
+        let parsed = parse(&req, Purpose::Preview).expect("a preview needs no reason");
+        assert_eq!(parsed.reason, "");
+        // A reason typed is held to its rules in a preview too.
+        let bad = NewRequest {
+            reason: "a\u{7}b".into(),
+            ..req
+        };
+        assert!(parse(&bad, Purpose::Preview).is_err());
     }
 }

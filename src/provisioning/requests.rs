@@ -53,9 +53,10 @@ pub const PROPOSAL_CAUSES: [&str; 7] = [
 ];
 
 /// Plans a request for the form's live preview: the plan, its cost and findings; nothing
-/// stored (operator and up).
+/// stored (operator and up). An empty reason is no error here: the form says it is required
+/// when the request is filed, not before the person has written anything.
 pub async fn plan(ctx: &Ctx, caller: &Caller, req: &NewRequest) -> Result<DraftPlan, OpError> {
-    plan::plan(ctx, caller, req).await
+    plan::plan_for(ctx, caller, req, plan::Purpose::Preview).await
 }
 
 /// Files a request in `pending_approval` (operator and up). A plan with an error finding is

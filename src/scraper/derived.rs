@@ -60,13 +60,15 @@ pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
 }
 
 /// Counts the spare nodes: each distinct node (`node_bases`) asked for `/node` and
-/// `/node/usage` (at most `NODE_CONCURRENCY` at once, all before `deadline`). A node that
-/// fails to answer, or answers something unreadable, is not spare, and the sample stays ok:
-/// an unreachable node cannot take a tenant, so counting it out is the truth about headroom,
-/// while failing the whole sample would hide a real deficit behind a gap.
+/// `/node/usage` (at most `NODE_CONCURRENCY` at once, all before `deadline`), and writes what
+/// each answered into its member (`tenants`, `capacity_published`: what the member list's
+/// roles are read from). A node that fails to answer, or answers something unreadable, is not
+/// spare, and the sample stays ok: an unreachable node cannot take a tenant, so counting it
+/// out is the truth about headroom, while failing the whole sample would hide a real deficit
+/// behind a gap. Members not asked (an unusable or shared address) keep no reading.
 pub async fn count_spares(
     ctx: &Ctx,
-    members: &[Member],
+    members: &mut [Member],
     given_base: &str,
     deadline: Instant,
 ) -> u32 {
@@ -78,38 +80,65 @@ pub async fn count_spares(
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring only waits.
             let _permit = permits.acquire_owned().await.ok()?;
-            let spare = member_is_spare(&client, &base, deadline).await;
-            if let Err(reason) = &spare {
+            let load = member_load(&client, &base, deadline).await;
+            if let Some(reason) = &load.problem {
                 tracing::info!(node.id = id, reason = %reason, "member not counted as spare");
             }
-            spare.ok()
+            Some((id, load))
         });
     }
     let mut spare = 0;
     while let Some(done) = tasks.join_next().await {
-        if let Ok(Some(true)) = done {
+        let Ok(Some((id, load))) = done else { continue };
+        if load.is_spare() {
             spare += 1;
+        }
+        // The first member at a base is the one asked (`node_bases` keeps the first id).
+        if let Some(m) = members.iter_mut().find(|m| m.id == id) {
+            m.tenants = load.usage.map(|u| u.workloads);
+            m.capacity_published = load.capacity.map(|c| c.published());
         }
     }
     spare
 }
 
-async fn member_is_spare(
+/// What one node answered: each reading that came back, and the first problem, if any.
+struct NodeLoad {
+    capacity: Option<node::NodeCapacity>,
+    usage: Option<node::NodeUsage>,
+    problem: Option<String>,
+}
+
+impl NodeLoad {
+    /// yubaba's rule, on readings that all came back.
+    fn is_spare(&self) -> bool {
+        matches!((&self.capacity, &self.usage), (Some(c), Some(u)) if node::is_spare(c, u))
+    }
+}
+
+async fn member_load(
     client: &crate::outbound::OutboundClient,
     base: &str,
     deadline: Instant,
-) -> Result<bool, String> {
+) -> NodeLoad {
     let node_url = format!("{base}/node");
     let usage_url = format!("{base}/node/usage?window_ms={USAGE_WINDOW_MS}");
     let (cap, usage) = tokio::join!(
         fetch::get(client, &node_url, deadline),
         fetch::get(client, &usage_url, deadline)
     );
-    let cap = cap.map_err(|e| e.to_string())?;
-    let usage = usage.map_err(|e| e.to_string())?;
-    let cap = node::parse_node(cap.status, &cap.body).map_err(|e| e.to_string())?;
-    let usage = node::parse_usage(usage.status, &usage.body).map_err(|e| e.to_string())?;
-    Ok(node::is_spare(&cap, &usage))
+    let cap = cap
+        .map_err(|e| e.to_string())
+        .and_then(|a| node::parse_node(a.status, &a.body).map_err(|e| e.to_string()));
+    let usage = usage
+        .map_err(|e| e.to_string())
+        .and_then(|a| node::parse_usage(a.status, &a.body).map_err(|e| e.to_string()));
+    let problem = cap.as_ref().err().or(usage.as_ref().err()).cloned();
+    NodeLoad {
+        capacity: cap.ok(),
+        usage: usage.ok(),
+        problem,
+    }
 }
 
 /// The regions of a fleet's machine configs, kept by its loop between refreshes.
@@ -194,11 +223,7 @@ mod tests {
     use super::*;
 
     fn member(id: u64, addr: &str) -> Member {
-        Member {
-            id,
-            addr: addr.into(),
-            voter: true,
-        }
+        Member::listed(id, addr, true)
     }
 
     #[test]

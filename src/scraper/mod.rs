@@ -70,6 +70,7 @@ async fn observe(
     regions: &mut derived::Regions,
 ) -> Result<Observation, String> {
     let (leader, leader_url) = find_leader(ctx, fleet, deadline).await?;
+    let mut members = leader.members.clone();
     let (source, spare, required) = match &leader.headroom {
         HeadroomSection::Present {
             spare, required, ..
@@ -95,8 +96,7 @@ async fn observe(
                 .checked_sub(margin)
                 .unwrap_or(deadline)
                 .max(Instant::now());
-            let spare =
-                derived::count_spares(ctx, &leader.members, &leader_url, node_deadline).await;
+            let spare = derived::count_spares(ctx, &mut members, &leader_url, node_deadline).await;
             (Source::Derived, spare, required)
         }
     };
@@ -108,7 +108,7 @@ async fn observe(
         leader_url: Some(leader_url),
         term: leader.current_term,
         evidence: evidence::bounded(&leader),
-        members: leader.members,
+        members,
     })
 }
 

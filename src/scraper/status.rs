@@ -347,11 +347,7 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
                     },
                     _ => return Err(field_err(&field, RULE_OBJECT)),
                 };
-                members.push(Member {
-                    id,
-                    addr,
-                    voter: voters.contains(&id),
-                });
+                members.push(Member::listed(id, addr, voters.contains(&id)));
             }
         }
         Some(_) => return Err(field_err("membership_config.membership.nodes", RULE_OBJECT)),

@@ -59,6 +59,8 @@ pub mod paths {
     pub const FLEET_DELETE: &str = "/fleets/{name}/delete";
     /// A fleet's chart panel for `?range=` (htmx partial of the fleet page).
     pub const FLEET_CHART: &str = "/fleets/{name}/chart";
+    /// A fleet's chart figure for the same window (htmx partial of the fleet page, polled).
+    pub const FLEET_CHART_LIVE: &str = "/fleets/{name}/chart/live";
     /// A fleet's "now" section (htmx partial of the fleet page, polled).
     pub const FLEET_NOW: &str = "/fleets/{name}/now";
     /// The dashboard's fleet cards (htmx partial of `/`, polled).
@@ -284,6 +286,9 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         Endpoint::new(Method::GET, FLEET_CHART, viewer, || {
             web::route().to(fleets::handlers::chart)
+        }),
+        Endpoint::new(Method::GET, FLEET_CHART_LIVE, viewer, || {
+            web::route().to(fleets::handlers::chart_live)
         }),
         Endpoint::new(Method::GET, FLEET_NOW, viewer, || {
             web::route().to(fleets::handlers::now)

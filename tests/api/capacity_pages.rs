@@ -41,16 +41,8 @@ fn observation(spare: u32, required: u32, leader: &str, addr: &str) -> Observati
         leader_url: Some(leader.into()),
         term: Some(7),
         members: vec![
-            Member {
-                id: 1,
-                addr: addr.into(),
-                voter: true,
-            },
-            Member {
-                id: 4,
-                addr: "127.0.0.4:7443".into(),
-                voter: false,
-            },
+            Member::listed(1, addr, true),
+            Member::listed(4, "127.0.0.4:7443", false),
         ],
         evidence: json!({ "headroom": { "spare": spare, "required": required } }),
     }
@@ -139,12 +131,12 @@ async fn a_viewer_sees_now_the_chart_samples_and_time_to_restore_without_any_act
         html.contains("<code>http://127.0.0.1:7443</code> (id 1)"),
         "{html}"
     );
-    let members = texts(&html, "#now ul.members li");
-    assert_eq!(members.len(), 2, "{members:?}");
-    assert!(
-        members[0].ends_with("voter") && members[1].ends_with("learner"),
-        "{members:?}"
+    // Native mode: yubaba does not say which members are its spares, and the page says so.
+    assert_eq!(
+        texts(&html, "#now table.members td.role"),
+        ["voter (load not read)", "learner"]
     );
+    assert_eq!(texts(&html, "#now .members-note").len(), 1);
     assert_eq!(
         texts(&html, "#now a[href='/provisions?fleet=prod']").len(),
         1
@@ -413,6 +405,7 @@ async fn reading_the_pages_and_partials_writes_nothing() {
         "/fleets/prod",
         "/fleets/prod?range=90d",
         "/fleets/prod/chart?range=30d",
+        "/fleets/prod/chart/live?range=30d",
     ] {
         let (status, _) = page(&app, path, &viewer).await;
         assert_eq!(status, 200, "{path}");
@@ -445,6 +438,102 @@ async fn the_fleet_pages_now_section_polls_itself_and_shows_the_next_sample_with
         texts(&part, "#now .age[data-since][data-rendered]"),
         ["0 s ago", "0 s ago"]
     );
+}
+
+/// The `hx-get` of the live chart figure in `html`, and its trigger.
+fn live_chart_poll(html: &str) -> (String, String) {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse("#chart #chart-live[data-live][hx-swap=outerHTML]").unwrap();
+    let live = doc.select(&sel).next().expect("a live chart");
+    let attr = |name| live.value().attr(name).unwrap().to_owned();
+    (attr("hx-get"), attr("hx-trigger"))
+}
+
+#[tokio::test]
+async fn the_chart_polls_its_own_window_and_shows_a_sample_recorded_after_the_page_loaded() {
+    let (app, ctx, viewer) = setup().await;
+    let fmt = headroom::domain::clock::format_utc;
+    feed(&app, &ctx, "prod", "GGGG", "").await;
+    let (_, html) = page(&app, "/fleets/prod?range=15m", &viewer).await;
+    // Only the figure polls, every scrape interval, for the window shown; the range buttons
+    // and the window form stay outside it (a refresh never takes their focus or a typed time).
+    let (poll, trigger) = live_chart_poll(&html);
+    assert_eq!(poll, "/fleets/prod/chart/live?range=15m");
+    assert_eq!(trigger, "every 15s, live-refresh");
+    let doc = Html::parse_document(&html);
+    let inside = Selector::parse("#chart-live .range-buttons, #chart-live form").unwrap();
+    assert_eq!(doc.select(&inside).count(), 0);
+    let before = texts(&html, "#chart-prod-summary")[0].clone();
+    assert!(before.starts_with("Spare min 3, max 3"), "{before}");
+    assert!(
+        before.ends_with(&format!(
+            "Updated {} UTC.",
+            fmt(ctx.now()).replace('T', " ").trim_end_matches('Z')
+        )),
+        "{before}"
+    );
+
+    // A dip recorded after the page loaded: the poll shows it, its window moved forward, and
+    // the answer is the same live element, without pushing an address.
+    feed(&app, &ctx, "prod", "B", "").await;
+    app.clock.advance(Duration::from_secs(1));
+    let res = app
+        .client
+        .get(app.url(&poll))
+        .header("Cookie", &viewer.cookie)
+        .header("HX-Request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers().get("hx-push-url").is_none(),
+        "a poll is no navigation"
+    );
+    let part = res.text().await.unwrap();
+    assert!(part.starts_with("<div id=\"chart-live\""), "{part}");
+    assert!(!part.contains("<html"), "a fragment");
+    assert_eq!(
+        live_chart_poll(&format!("<div id=chart>{part}</div>")).0,
+        poll
+    );
+    let after = texts(&part, "#chart-prod-summary")[0].clone();
+    assert!(after.starts_with("Spare min 1, max 3"), "{after}");
+    assert_eq!(drawn_window(&part).1, fmt(ctx.now()), "ends at now again");
+    assert_ne!(after, before);
+
+    // A custom window polls the same window; one given without `to` keeps ending at now.
+    let from = ctx.now() - 10 * 60_000;
+    let fixed = format!("from={}&to={}", fmt(from), fmt(ctx.now() - 60_000));
+    let (_, html) = page(&app, &format!("/fleets/prod?{fixed}"), &viewer).await;
+    let (poll, _) = live_chart_poll(&html);
+    let (_, part) = htmx_get(&app, &poll, &viewer).await;
+    assert_eq!(drawn_window(&part), drawn_window(&html));
+    let (_, html) = page(&app, &format!("/fleets/prod?from={}", fmt(from)), &viewer).await;
+    assert_eq!(
+        input_value(&html, "chart-to"),
+        "",
+        "ending now: `to` left empty"
+    );
+    let (poll, _) = live_chart_poll(&html);
+    assert!(!poll.contains("to="), "{poll}");
+    app.clock.advance(INTERVAL);
+    let (_, part) = htmx_get(&app, &poll, &viewer).await;
+    assert_eq!(drawn_window(&part).1, fmt(ctx.now()), "moved forward");
+
+    // Values only the page's own markup sends: a bad one is 400 naming the field.
+    for (query, said) in [
+        ("range=2h", "range:"),
+        ("from=yesterday", "from: must be a time like"),
+        ("from=2099-01-01T00:00", "from: must be earlier than now"),
+    ] {
+        let (status, html) =
+            htmx_get(&app, &format!("/fleets/prod/chart/live?{query}"), &viewer).await;
+        assert_eq!(status, 400, "{query}");
+        assert!(html.contains(said), "{query}: {html}");
+    }
+    let (status, _) = htmx_get(&app, "/fleets/nope/chart/live?range=1h", &viewer).await;
+    assert_eq!(status, 404);
 }
 
 // ---- The chart for incidents: windows ending now, custom windows, the fleet's start, requests.
@@ -705,7 +794,7 @@ async fn each_request_is_one_bar_worded_by_its_outcome_however_many_events_it_ha
     assert_eq!(texts(&html, "svg.chart g.request").len(), 2);
     let summary = texts(&html, "#chart-prod-summary")[0].clone();
     assert!(
-        summary.ends_with("2 provision requests: 1 cancelled, 1 open."),
+        summary.contains("2 provision requests: 1 cancelled, 1 open. Updated "),
         "{summary}"
     );
     let list = texts(&html, "ul.chart-requests li");
@@ -719,4 +808,84 @@ async fn each_request_is_one_bar_worded_by_its_outcome_however_many_events_it_ha
             && list[1].contains("still open"),
         "{list:?}"
     );
+}
+
+/// Issue 16 item 8: each member's role, on the fleet page's member table and in the API's
+/// fleet detail, from a derived-mode sample whose members carry their readings (and one
+/// that did not answer).
+#[tokio::test]
+async fn members_say_their_role_on_the_page_and_in_the_api() {
+    let (app, ctx, viewer) = setup().await;
+    let read = |id: u64, voter: bool, tenants: Option<u64>, capacity: Option<bool>| Member {
+        tenants,
+        capacity_published: capacity,
+        ..Member::listed(id, format!("127.0.0.{id}:7443"), voter)
+    };
+    let mut o = observation(1, 2, "http://127.0.0.1:7443", "127.0.0.1:7443");
+    o.source = Source::Derived;
+    o.members = vec![
+        read(1, true, Some(1), Some(true)),
+        read(2, true, Some(3), Some(true)),
+        read(3, true, None, None),
+        read(4, false, Some(0), Some(true)),
+        read(5, false, Some(0), Some(false)),
+    ];
+    app.clock.advance(INTERVAL);
+    let sample = Sample {
+        at: ctx.now(),
+        latency_ms: 12,
+        outcome: Ok(o),
+    };
+    record(&ctx, "prod", &sample).await.expect("record");
+
+    let (_, html) = page(&app, "/fleets/prod", &viewer).await;
+    let doc = Html::parse_document(&html);
+    let heads = Selector::parse("#now table.members th[scope=col]").unwrap();
+    let heads: Vec<String> = doc.select(&heads).map(|h| h.text().collect()).collect();
+    assert_eq!(heads, ["Address", "Id", "Raft", "Role"]);
+    assert_eq!(
+        texts(&html, "#now table.members td.role"),
+        [
+            "carrying 1 tenant",
+            "carrying 3 tenants",
+            "voter (load not read)",
+            "spare",
+            "learner"
+        ]
+    );
+    assert!(
+        texts(&html, "#now .members-note").is_empty(),
+        "derived: read"
+    );
+    // The polled section says the same.
+    let (_, part) = htmx_get(&app, "/fleets/prod/now", &viewer).await;
+    assert_eq!(texts(&part, "#now table.members td.role").len(), 5);
+
+    app.create_user("vic", Role::Viewer).await;
+    let token = app.token_for("vic").await;
+    let detail = app.api_json("/api/v1/fleets/prod", &token).await;
+    let roles: Vec<(u64, &str, Option<u64>)> = detail["members"]
+        .as_array()
+        .expect("members listed")
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_u64().unwrap(),
+                m["role"].as_str().unwrap(),
+                m["tenants"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (1, "carrying", Some(1)),
+            (2, "carrying", Some(3)),
+            (3, "voter", None),
+            (4, "spare", Some(0)),
+            (5, "learner", Some(0)),
+        ]
+    );
+    assert_eq!(detail["members"][0]["addr"], "127.0.0.1:7443");
+    assert_eq!(detail["members"][0]["voter"], true);
 }

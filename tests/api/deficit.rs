@@ -52,16 +52,8 @@ fn observation(spare: u32, required: u32) -> Observation {
         leader_url: Some(LEADER.into()),
         term: Some(7),
         members: vec![
-            Member {
-                id: 1,
-                addr: "127.0.0.1:7443".into(),
-                voter: true,
-            },
-            Member {
-                id: 4,
-                addr: "127.0.0.4:7443".into(),
-                voter: false,
-            },
+            Member::listed(1, "127.0.0.1:7443", true),
+            Member::listed(4, "127.0.0.4:7443", false),
         ],
         evidence: json!({
             "current_leader": 1,

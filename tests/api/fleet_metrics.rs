@@ -26,11 +26,7 @@ fn ok_sample(app: &TestApp, spare: u32, required: u32, latency_ms: u64) -> Sampl
             leader_id: Some(1),
             leader_url: Some("http://127.0.0.1:7443".into()),
             term: Some(3),
-            members: vec![Member {
-                id: 1,
-                addr: "127.0.0.1:7443".into(),
-                voter: true,
-            }],
+            members: vec![Member::listed(1, "127.0.0.1:7443", true)],
             evidence: serde_json::json!({"headroom": {"spare": spare, "required": required}}),
         }),
     }

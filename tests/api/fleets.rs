@@ -134,6 +134,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         "last_scrape_at",
         "last_error",
         "deficit_since",
+        "members",
     ]
     .map(|k| {
         got.as_object_mut()
@@ -151,7 +152,8 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
             Value::Null,
             Value::Null,
             Value::Null,
-            Value::Null
+            Value::Null,
+            json!([])
         ]
     );
     assert_eq!(got, created);

@@ -60,16 +60,8 @@ fn below(at: i64, spare: u32, required: u32) -> Sample {
             leader_url: Some("http://127.0.0.1:7443".into()),
             term: Some(3),
             members: vec![
-                Member {
-                    id: 1,
-                    addr: "127.0.0.1:7443".into(),
-                    voter: true,
-                },
-                Member {
-                    id: 2,
-                    addr: "127.0.0.2:7443".into(),
-                    voter: false,
-                },
+                Member::listed(1, "127.0.0.1:7443", true),
+                Member::listed(2, "127.0.0.2:7443", false),
             ],
             evidence: json!({ "headroom": { "spare": spare, "required": required } }),
         }),

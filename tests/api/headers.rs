@@ -10,9 +10,10 @@ use scraper::{Html, Selector};
 use crate::helpers::{Session, TestApp};
 
 /// Page routes that only ever answer an htmx fragment (no page shell around it).
-pub(crate) const FRAGMENTS: [&str; 4] = [
+pub(crate) const FRAGMENTS: [&str; 5] = [
     "/approvals/badge",
     "/fleets/{name}/chart",
+    "/fleets/{name}/chart/live",
     "/fleets/{name}/now",
     "/dashboard/cards",
 ];

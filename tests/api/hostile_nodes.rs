@@ -67,11 +67,7 @@ fn obs(spare: u32, required: u32) -> Observation {
         leader_id: Some(1),
         leader_url: Some("http://127.0.0.1:7443".into()),
         term: Some(7),
-        members: vec![Member {
-            id: 1,
-            addr: "127.0.0.1:7443".into(),
-            voter: true,
-        }],
+        members: vec![Member::listed(1, "127.0.0.1:7443", true)],
         evidence: json!({ "headroom": { "spare": spare, "required": required } }),
     }
 }
@@ -812,11 +808,7 @@ async fn fleet_supplied_strings_are_escaped_on_pages() {
         "prod",
         || {
             let mut o = obs(1, 1);
-            o.members.push(Member {
-                id: 9,
-                addr: evil.into(),
-                voter: false,
-            });
+            o.members.push(Member::listed(9, evil, false));
             Ok(o)
         },
         1,

@@ -55,11 +55,7 @@ fn observation(members: &[(u64, &MockServer)]) -> Observation {
         term: Some(3),
         members: members
             .iter()
-            .map(|(id, m)| Member {
-                id: *id,
-                addr: m.address().to_string(),
-                voter: *id == 1,
-            })
+            .map(|(id, m)| Member::listed(*id, m.address().to_string(), *id == 1))
             .collect(),
         evidence: json!({}),
     }

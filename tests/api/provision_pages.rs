@@ -181,6 +181,65 @@ async fn the_form_comes_back_with_a_message_by_field_for_wrong_empty_huge_and_ho
 }
 
 #[tokio::test]
+async fn a_fresh_form_shows_no_error_and_a_submit_without_a_reason_names_it_for_a_screen_reader() {
+    let app = app().await;
+    let op = app.session_for(Role::Operator).await;
+    let html = app
+        .get("/provisions/new?fleet=demo", &op)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let doc = Html::parse_document(&html);
+    assert!(
+        select(
+            &doc,
+            "main [aria-invalid], main .field-error, main .error-summary"
+        )
+        .is_empty(),
+        "a fresh form accuses nobody: {html}"
+    );
+    // The server names the rules after a submit, so the browser's own bubbles do not stop it;
+    // the plan is asked for on load and when a field is left, never per keystroke.
+    assert_eq!(select(&doc, "form#request-form[novalidate]").len(), 1);
+    assert_eq!(
+        select(&doc, "#plan-inputs[hx-trigger='load, change']").len(),
+        1
+    );
+    assert_eq!(select(&doc, "#f-reason[required]").len(), 1);
+
+    let res = app
+        .post_form(
+            "/provisions",
+            &op,
+            &[
+                ("fleet", "demo"),
+                ("machine_config", ""),
+                ("template", ""),
+                ("count", "1"),
+                ("reason", ""),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = res.text().await.unwrap();
+    // `field_messages` checks each invalid control is described by its own message.
+    assert_eq!(
+        field_messages(&html),
+        [(
+            "reason".to_owned(),
+            "is required: say why these machines are needed".to_owned()
+        )]
+    );
+    let summary = texts(&html, ".error-summary").join(" ");
+    assert!(
+        summary.contains("reason"),
+        "the summary names it: {summary}"
+    );
+    assert_eq!(app.count("provisions").await, 0);
+}
+
+#[tokio::test]
 async fn the_live_plan_shows_each_machine_and_the_cost_and_a_blocked_plan_cannot_be_filed() {
     let app = app().await;
     let op = app.session_for(Role::Operator).await;
@@ -197,17 +256,32 @@ async fn the_live_plan_shows_each_machine_and_the_cost_and_a_blocked_plan_cannot
             ],
         )
         .await;
-    // A missing reason is named, and the plan is not offered for filing.
-    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    // Nothing written yet: the preview shows the machines and the cost, names no error, and
+    // leaves filing open (filing is what says the reason is required).
+    assert_eq!(res.status(), StatusCode::OK);
     let html = res.text().await.unwrap();
-    assert!(
-        texts(&html, ".plan-problems li")
-            .iter()
-            .any(|t| t.starts_with("reason")),
-        "{html}"
-    );
+    assert!(texts(&html, ".plan-problems li").is_empty(), "{html}");
+    assert_eq!(texts(&html, "#plan-machines tbody tr").len(), 3, "{html}");
+    assert_eq!(texts(&html, "#monthly-cost").len(), 1, "{html}");
     let doc = Html::parse_fragment(&html);
-    assert!(select(&doc, "#file-request[disabled]").len() == 1, "{html}");
+    assert!(select(&doc, "#file-request[disabled]").is_empty(), "{html}");
+    // A reason typed is held to its rules in the preview too.
+    let res = app
+        .htmx_post(
+            "/provisions/plan",
+            &op,
+            &[
+                ("fleet", "demo"),
+                ("machine_config", ""),
+                ("template", ""),
+                ("count", "3"),
+                ("reason", &"x".repeat(501)),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let said = texts(&res.text().await.unwrap(), ".plan-problems li").join(" | ");
+    assert!(said.starts_with("reason: must be at most 500"), "{said}");
 
     let res = app
         .htmx_post(

@@ -317,6 +317,10 @@ fn expected_table() -> Vec<Row> {
             query: "range=24h",
             ..row("GET", "/fleets/{name}/chart", V, Empty)
         },
+        Row {
+            query: "range=24h",
+            ..row("GET", "/fleets/{name}/chart/live", V, Empty)
+        },
         row("GET", "/fleets/{name}/now", V, Empty),
         row("GET", "/dashboard/cards", V, Empty),
         row("GET", "/fleets/{name}/edit", O, Empty),

@@ -349,6 +349,30 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     assert_eq!(o.spare, 2, "members 2 and 3");
     assert_eq!(o.required, 1, "one region: eu-central");
     assert_eq!(o.members.len(), 5);
+    // Each member keeps what it answered, which its role is read from; the unreachable one
+    // keeps no reading, so it is never taken for a spare.
+    let by_id = |id: u64| o.members.iter().find(|m| m.id == id).unwrap();
+    assert_eq!(by_id(1).role_words(), "carrying 3 tenants");
+    assert_eq!(
+        by_id(2).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
+    assert_eq!(
+        by_id(3).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
+    assert_eq!(
+        (by_id(4).tenants, by_id(4).capacity_published),
+        (Some(0), Some(false))
+    );
+    assert_eq!(
+        (by_id(5).tenants, by_id(5).capacity_published),
+        (None, None)
+    );
+    assert_ne!(
+        by_id(5).role(),
+        headroom::domain::capacity::MemberRole::Spare
+    );
 
     // A restore that succeeded with a config in a second region makes it N+2.
     let mut second = headroom::domain::machine::MachineInput {

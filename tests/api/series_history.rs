@@ -90,11 +90,7 @@ pub fn as_sample(t: &Tick) -> Sample {
                 leader_url: Some("http://127.0.0.1:7443".into()),
                 term: Some(7),
                 members: (1..=3 + u64::from(spare))
-                    .map(|id| Member {
-                        id,
-                        addr: format!("127.0.0.{id}:7443"),
-                        voter: id <= 3,
-                    })
+                    .map(|id| Member::listed(id, format!("127.0.0.{id}:7443"), id <= 3))
                     .collect(),
                 evidence: serde_json::Value::Null,
             }),

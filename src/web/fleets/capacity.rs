@@ -7,7 +7,7 @@ use maud::{html, Markup};
 use super::chart::headroom_chart;
 use super::window::{input_value, ChartWindow};
 use crate::domain::capacity::{
-    n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series,
+    n_plus_words, Annotation, DeficitTimeline, FleetNow, Health, Range, SampleRow, Series, Source,
 };
 use crate::domain::{FieldErrors, UnixMillis};
 use crate::web::components::time;
@@ -18,6 +18,16 @@ pub fn chart_path(fleet: &str, window: ChartWindow) -> String {
     format!(
         "{}?{}",
         paths::fill(paths::FLEET_CHART, &[("name", fleet)]),
+        window.query()
+    )
+}
+
+/// The live chart's path for a window (what `#chart-live` polls): the same window, so a
+/// window ending now moves forward and a fixed one stays put.
+pub fn live_path(fleet: &str, window: ChartWindow) -> String {
+    format!(
+        "{}?{}",
+        paths::fill(paths::FLEET_CHART_LIVE, &[("name", fleet)]),
         window.query()
     )
 }
@@ -145,17 +155,7 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
                         _ => span.muted { "unknown" },
                     }
                 }
-                dt { "members" } dd {
-                    @if f.members.is_empty() { span.muted { "unknown" } }
-                    @else {
-                        ul.plain.members {
-                            @for m in &f.members {
-                                li { code { (m.addr) } " (id " (m.id) ") "
-                                    span.badge { @if m.voter { "voter" } @else { "learner" } } }
-                            }
-                        }
-                    }
-                }
+                dt { "members" } dd { (members_table(f)) }
                 dt { "last scrape" } dd {
                     (when(now, f.last_scrape_at))
                     @if let Some(ms) = f.latency_ms { " in " (ms) " ms" }
@@ -177,6 +177,35 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
     }
 }
 
+/// The members with each one's role (spare, carrying N tenants, learner), in a focusable
+/// scroll pane; in native mode, why no member is named spare.
+fn members_table(f: &FleetNow) -> Markup {
+    let unread = f.members.iter().all(|m| m.tenants.is_none());
+    html! {
+        @if f.members.is_empty() { span.muted { "unknown" } }
+        @else {
+            div.scroll-pane tabindex="0" role="region" aria-label="Members and their roles" {
+                table.data.members {
+                    thead { tr { th scope="col" { "Address" } th scope="col" { "Id" } th scope="col" { "Raft" } th scope="col" { "Role" } } }
+                    tbody {
+                        @for m in &f.members {
+                            tr data-role=(m.role().as_str()) {
+                                td { code { (m.addr) } }
+                                td { (m.id) }
+                                td { @if m.voter { "voter" } @else { "learner" } }
+                                td.role { (m.role_words()) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if unread && f.source == Source::Native {
+                p.muted.members-note { "yubaba counts this fleet's spares itself and does not say which members they are; headroom reads each member's load in derived mode only." }
+            }
+        }
+    }
+}
+
 /// A custom window that was refused: the values as given (shown again to be fixed) and the
 /// rule each broke.
 pub struct Refused<'a> {
@@ -193,6 +222,37 @@ pub struct ChartPanel<'a> {
     pub refused: Option<Refused<'a>>,
     pub series: &'a Series,
     pub annotations: &'a [Annotation],
+    /// When the chart was read (its summary says so).
+    pub updated: UnixMillis,
+    /// The fleet's scrape interval, in seconds: new points come no faster.
+    pub scrape_interval_secs: u32,
+}
+
+/// How often a live chart asks for itself again, in seconds: every scrape interval (5 s to
+/// 1 min, like the "now" section: the last point, partial, changes with every sample), and
+/// once a minute at most for a chart whose points are 10 minutes or wider (7 d and longer),
+/// which a sample barely moves.
+pub fn chart_poll_secs(scrape_interval_secs: u32, step_ms: i64) -> u32 {
+    let every = scrape_interval_secs.clamp(5, 60);
+    if step_ms >= 10 * 60_000 {
+        every.max(60)
+    } else {
+        every
+    }
+}
+
+/// The chart figure, refreshing itself: `GET /fleets/{name}/chart/live` answers this same
+/// element for the same window (swapped in place, paused while the tab is hidden and while
+/// focus is inside it; see `app.js`). Range buttons and the window form stay outside it, so a
+/// refresh never takes focus from them or a half-typed time.
+pub fn chart_live(p: &ChartPanel<'_>) -> Markup {
+    let every = chart_poll_secs(p.scrape_interval_secs, p.series.step);
+    html! {
+        div #chart-live data-live hx-get=(live_path(p.fleet, p.window))
+            hx-trigger={ "every " (every) "s, live-refresh" } hx-swap="outerHTML" {
+            (headroom_chart(p.series, p.window.range(), p.annotations, p.updated))
+        }
+    }
 }
 
 /// The chart panel: range buttons, the from/to form, and the chart. This is what `GET
@@ -216,7 +276,7 @@ pub fn chart_panel(p: &ChartPanel<'_>) -> Markup {
                 }
             }
             (window_form(p))
-            (headroom_chart(p.series, range, p.annotations))
+            (chart_live(p))
         }
     }
 }
@@ -229,6 +289,10 @@ fn window_form(p: &ChartPanel<'_>) -> Markup {
     let chart = paths::fill(paths::FLEET_CHART, &[("name", p.fleet)]);
     let (from, to) = match &p.refused {
         Some(r) => (r.from.to_owned(), r.to.to_owned()),
+        // A window ending now leaves `to` empty, so sending the form again keeps it live.
+        None if matches!(p.window, ChartWindow::Since { .. }) => {
+            (input_value(p.series.from), String::new())
+        }
         None => {
             let (from, to) = (p.series.from, p.series.to);
             (input_value(from), input_value(to))
@@ -244,7 +308,7 @@ fn window_form(p: &ChartPanel<'_>) -> Markup {
         }
         form.chart-window method="get" action=(page) hx-get=(chart) hx-target="#chart"
             hx-swap="outerHTML" hx-push-url="true" aria-label="Custom chart window" {
-            @for (field, label, value) in [("from", "From (UTC)", &from), ("to", "To (UTC)", &to)] {
+            @for (field, label, value) in [("from", "From (UTC)", &from), ("to", "To (UTC; empty: now)", &to)] {
                 @let id = format!("chart-{field}");
                 @let err = error(field);
                 div.field.invalid[err.is_some()] {
@@ -435,6 +499,14 @@ mod tests {
         assert_eq!(n_plus_k(Some(1), Some(1)), "N+1 of N+1 required");
         assert_eq!(n_plus_k(Some(0), Some(2)), "N+0 of N+2 required");
         assert_eq!(n_plus_k(None, Some(2)), "—");
+    }
+
+    #[test]
+    fn a_live_chart_polls_every_scrape_and_wide_charts_once_a_minute() {
+        assert_eq!(chart_poll_secs(15, 30_000), 15);
+        assert_eq!(chart_poll_secs(1, 10_000), 5);
+        assert_eq!(chart_poll_secs(3600, 10_000), 60);
+        assert_eq!(chart_poll_secs(15, 6 * 3_600_000), 60);
     }
 
     #[test]

@@ -50,9 +50,15 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 
 /// The chart of `series` over the last `range` (`None`: a custom window) with `annotations`
-/// (provision requests; those outside the window are left out). Pure: no clock, no I/O; the
-/// series' end stands for now (an open request runs to it).
-pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Annotation]) -> Markup {
+/// (provision requests; those outside the window are left out), read at `updated` (said in
+/// the summary, so whoever reads a refreshed chart knows how fresh it is). Pure: no clock, no
+/// I/O; the series' end stands for now (an open request runs to it).
+pub fn headroom_chart(
+    series: &Series,
+    range: Option<Range>,
+    annotations: &[Annotation],
+    updated: UnixMillis,
+) -> Markup {
     let model = Model::new(series, annotations);
     let ids = Ids::new(&series.fleet);
     let name = range.map_or("custom", Range::as_str);
@@ -67,7 +73,9 @@ pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Anno
                     (duration(model.step)) ", " (resolution_words(series.resolution)) ")"
                 }
             }
-            p.chart-summary id=(ids.summary) { (model.summary()) }
+            p.chart-summary id=(ids.summary) {
+                (model.summary()) " " span.chart-updated { "Updated " (utc(updated)) " UTC." }
+            }
             @if model.points.is_empty() {
                 p.chart-empty { "No samples in this range." }
                 (request_list(&model))
@@ -75,7 +83,7 @@ pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Anno
                 (svg(&model, &ids))
                 (legend(&model))
                 (request_list(&model))
-                (data_table(&model))
+                (data_table(&model, &ids))
             }
         }
     }
@@ -86,6 +94,7 @@ pub fn headroom_chart(series: &Series, range: Option<Range>, annotations: &[Anno
 struct Ids {
     caption: String,
     summary: String,
+    data: String,
 }
 
 impl Ids {
@@ -97,6 +106,7 @@ impl Ids {
         Ids {
             caption: format!("chart-{slug}-caption"),
             summary: format!("chart-{slug}-summary"),
+            data: format!("chart-{slug}-data"),
         }
     }
 }
@@ -651,9 +661,10 @@ fn outcomes(annotations: &[Annotation]) -> Vec<(&'static str, &'static str)> {
     out
 }
 
-fn data_table(m: &Model) -> Markup {
+fn data_table(m: &Model, ids: &Ids) -> Markup {
     html! {
-        details.chart-data {
+        // An id, so a refresh of a live chart opens the table again when it was open.
+        details.chart-data id=(ids.data) {
             summary { "Data table (" (m.points.len()) " point" (plural(m.points.len())) ")" }
             div.scroll-pane tabindex="0" role="region" aria-label="Chart data points" {
                 table.data {
@@ -764,7 +775,7 @@ mod tests {
 
     /// The last hour's chart of `s`.
     fn render(s: &Series, a: &[Annotation]) -> String {
-        headroom_chart(s, Some(Range::H1), a).into_string()
+        headroom_chart(s, Some(Range::H1), a, s.to).into_string()
     }
 
     /// Request `id` filed at `at`, in `state`, finished at `finished`.
@@ -810,6 +821,20 @@ mod tests {
         assert!(
             html.contains("role=\"img\" aria-labelledby=\"chart-prod-caption chart-prod-summary\"")
         );
+    }
+
+    #[test]
+    fn the_summary_says_when_the_chart_was_read() {
+        let s = series(vec![ok(FROM, 1, 1)]);
+        let at = |updated: i64| headroom_chart(&s, Some(Range::H1), &[], updated).into_string();
+        let html = at(FROM + HOUR + 5_000);
+        let summary = texts_of(&html, ".chart-summary").join("");
+        assert!(
+            summary.ends_with(&format!("Updated {} UTC.", utc(FROM + HOUR + 5_000))),
+            "{summary}"
+        );
+        // Only the time differs between two reads of the same data.
+        assert_ne!(at(FROM + HOUR), at(FROM + HOUR + 1_000));
     }
 
     #[test]
@@ -1026,8 +1051,9 @@ mod tests {
                 )
             })
             .collect();
-        let render =
-            |s: &Series, a: &[Annotation]| headroom_chart(s, Some(Range::D90), a).into_string();
+        let render = |s: &Series, a: &[Annotation]| {
+            headroom_chart(s, Some(Range::D90), a, s.to).into_string()
+        };
         let html = render(&s, &ann);
         let hits = html.matches("<rect class=\"hit\"").count();
         assert!(hits <= CHART_POINTS as usize, "{hits} hit areas");
@@ -1060,7 +1086,7 @@ mod tests {
         }
         let mut wide = series(pts);
         wide.to = FROM + Range::D30.millis();
-        let html = headroom_chart(&wide, Some(Range::D30), &[]).into_string();
+        let html = headroom_chart(&wide, Some(Range::D30), &[], wide.to).into_string();
         assert!(html.contains("data-range=\"30d\""));
         assert!(
             !html.contains(":00</text>"),

@@ -15,6 +15,7 @@ use crate::domain::fleet::FleetInput;
 use crate::domain::{Caller, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 use crate::fleets::{self};
+use crate::http::html_error;
 use crate::machine_setup::configs;
 use crate::state::AppState;
 use crate::web::components::filter_query;
@@ -93,6 +94,19 @@ impl WindowQuery {
         window::custom(&self.from, &self.to, now)
     }
 
+    /// The range asked for (1 h without one), or the message naming `range` and the allowed
+    /// values (for a 400).
+    fn range(&self) -> Result<Range, String> {
+        let given = self.range.as_deref().unwrap_or(DEFAULT_RANGE.as_str());
+        Range::parse(given).ok_or_else(|| {
+            let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
+            format!(
+                "range: \"{given}\" is not a chart range; use one of {}",
+                allowed.join(", ")
+            )
+        })
+    }
+
     /// The refused values beside their rules, for the form.
     fn refused<'a>(&'a self, errors: &'a FieldErrors) -> Refused<'a> {
         Refused {
@@ -163,6 +177,8 @@ pub async fn show(
             refused: custom.as_ref().err().map(|e| query.refused(e)),
             series: &series,
             annotations: &annotations,
+            updated: now_ms,
+            scrape_interval_secs: fleet.spec.scrape_interval_secs(),
         },
         samples: &samples,
         deficits: &deficits,
@@ -194,27 +210,27 @@ pub async fn chart(
             (ChartWindow::Last(DEFAULT_RANGE), format!("{page}?{asked}"))
         }
         Ok(None) => {
-            let given = query.range.as_deref().unwrap_or(DEFAULT_RANGE.as_str());
-            let Some(range) = Range::parse(given) else {
-                let allowed: Vec<&str> = Range::ALL.iter().map(|r| r.as_str()).collect();
-                let message = format!(
-                    "range: \"{given}\" is not a chart range; use one of {}",
-                    allowed.join(", ")
-                );
-                return Ok(crate::http::html_error(StatusCode::BAD_REQUEST, &message));
+            let range = match query.range() {
+                Ok(r) => r,
+                Err(message) => return Ok(html_error(StatusCode::BAD_REQUEST, &message)),
             };
             let w = ChartWindow::Last(range);
             (w, page_path(&name, w))
         }
     };
-    let (series, annotations) =
-        chart_data(&reply.state, &reply.caller(), &name, window, now_ms).await?;
+    let caller = reply.caller();
+    let (fleet, (series, annotations)) = tokio::try_join!(
+        fleets::get(reply.ctx(), &caller, &name),
+        chart_data(&reply.state, &caller, &name, window, now_ms),
+    )?;
     let panel = ChartPanel {
         fleet: &name,
         window,
         refused: custom.as_ref().err().map(|e| query.refused(e)),
         series: &series,
         annotations: &annotations,
+        updated: now_ms,
+        scrape_interval_secs: fleet.spec.scrape_interval_secs(),
     };
     let mut res = fragment(StatusCode::OK, views::chart_panel(&panel));
     if let Ok(value) = HeaderValue::from_str(&pushed) {
@@ -222,6 +238,49 @@ pub async fn chart(
             .insert(HeaderName::from_static("hx-push-url"), value);
     }
     Ok(res)
+}
+
+/// GET /fleets/{name}/chart/live?range= (or ?from=&to=, or ?from= for a window ending now):
+/// the chart figure alone, for the same window, which the fleet page's `#chart-live` polls so
+/// the chart stays live (a window ending now moves forward). Only the page's own markup sends
+/// these values, so a bad one is a bug to surface: 400 naming the field and its rule. No
+/// `HX-Push-Url`: a refresh is not a navigation, the address stays what the person chose.
+pub async fn chart_live(
+    reply: Reply,
+    name: web::Path<String>,
+    query: web::Query<WindowQuery>,
+) -> Result<HttpResponse, WebError> {
+    let now_ms = reply.ctx().now();
+    let window = match query.custom(now_ms) {
+        Ok(Some(w)) => w,
+        Ok(None) => match query.range() {
+            Ok(r) => ChartWindow::Last(r),
+            Err(message) => return Ok(html_error(StatusCode::BAD_REQUEST, &message)),
+        },
+        Err(errors) => {
+            let rules: Vec<String> = errors
+                .0
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect();
+            return Ok(html_error(StatusCode::BAD_REQUEST, &rules.join("; ")));
+        }
+    };
+    let caller = reply.caller();
+    let (fleet, (series, annotations)) = tokio::try_join!(
+        fleets::get(reply.ctx(), &caller, &name),
+        chart_data(&reply.state, &caller, &name, window, now_ms),
+    )?;
+    let panel = ChartPanel {
+        fleet: &name,
+        window,
+        refused: None,
+        series: &series,
+        annotations: &annotations,
+        updated: now_ms,
+        scrape_interval_secs: fleet.spec.scrape_interval_secs(),
+    };
+    Ok(fragment(StatusCode::OK, views::chart_live(&panel)))
 }
 
 /// GET /fleets/{name}/now: the fleet page's "now" section, which polls it every scrape

@@ -76,7 +76,7 @@ pub struct Headroom<'a> {
     pub deficits: &'a [DeficitTimeline],
 }
 
-pub use super::capacity::{chart_panel, now_section, ChartPanel, Refused};
+pub use super::capacity::{chart_live, chart_panel, now_section, ChartPanel, Refused};
 
 /// One fleet: headroom now, the chart with its range buttons, recent samples, time to
 /// restore, then its settings, secret sources, and links to its provisions.

@@ -25,6 +25,9 @@ pub enum ChartWindow {
     Last(Range),
     /// A custom window `[from, to)`, checked against the rules of [`custom`].
     Between { from: UnixMillis, to: UnixMillis },
+    /// A custom window from `from` until now (given without `to`): it ends at now each time
+    /// it is read, so a live chart and a link to it move forward.
+    Since { from: UnixMillis },
 }
 
 impl ChartWindow {
@@ -33,6 +36,7 @@ impl ChartWindow {
         match self {
             ChartWindow::Last(r) => (now - r.millis(), now),
             ChartWindow::Between { from, to } => (from, to),
+            ChartWindow::Since { from } => (from, now),
         }
     }
 
@@ -40,12 +44,12 @@ impl ChartWindow {
     pub fn range(self) -> Option<Range> {
         match self {
             ChartWindow::Last(r) => Some(r),
-            ChartWindow::Between { .. } => None,
+            ChartWindow::Between { .. } | ChartWindow::Since { .. } => None,
         }
     }
 
-    /// The query string that shows this window again (`range=1h`, or `from=…&to=…` in
-    /// RFC 3339).
+    /// The query string that shows this window again (`range=1h`, `from=…&to=…` or, ending
+    /// now, `from=…` alone, in RFC 3339).
     pub fn query(self) -> String {
         match self {
             ChartWindow::Last(r) => format!("range={}", r.as_str()),
@@ -54,13 +58,14 @@ impl ChartWindow {
                 None,
                 None,
             ),
+            ChartWindow::Since { from } => filter_query(&[("from", &format_utc(from))], None, None),
         }
     }
 }
 
 /// A custom window from the submitted `from` and `to` (each empty, `2026-12-02T09:30` taken
-/// as UTC, or RFC 3339): `Ok(None)` when both are empty. `to` defaults to now, `from` to an
-/// hour before `to`. Each broken rule names its field: an unreadable time, `to` later than
+/// as UTC, or RFC 3339): `Ok(None)` when both are empty. Without `to` the window ends at now
+/// whenever it is read ([`ChartWindow::Since`]); `from` defaults to an hour before `to`. Each broken rule names its field: an unreadable time, `to` later than
 /// now (the chart never reaches into the future), `from` not earlier than now or older than
 /// the longest retention and widest series (400 days), or `to` not at least a minute after
 /// `from`.
@@ -106,10 +111,12 @@ pub fn custom(
             errors.push("to", "must be at least 1 minute after from");
         }
     }
-    if errors.is_empty() {
-        Ok(Some(ChartWindow::Between { from, to }))
-    } else {
+    if !errors.is_empty() {
         Err(errors)
+    } else if to_raw.trim().is_empty() {
+        Ok(Some(ChartWindow::Since { from }))
+    } else {
+        Ok(Some(ChartWindow::Between { from, to }))
     }
 }
 
@@ -167,9 +174,13 @@ mod tests {
                 to: parse_utc("2026-12-04T10:15:00Z").unwrap(),
             })
         );
-        // Only `from`: until now. Only `to`: the hour before it.
+        // Only `from`: until now, whenever it is read. Only `to`: the hour before it.
         let since = custom("2026-12-04T17:00", "", now()).unwrap().unwrap();
-        assert_eq!(since.bounds(0).1, now());
+        let from = parse_utc("2026-12-04T17:00:00Z").unwrap();
+        assert_eq!(since, ChartWindow::Since { from });
+        assert_eq!(since.bounds(now()), (from, now()));
+        assert_eq!(since.bounds(now() + MINUTE), (from, now() + MINUTE));
+        assert_eq!(since.range(), None);
         let until = custom("", "2026-12-04T12:00:00+02:00", now())
             .unwrap()
             .unwrap();
@@ -252,6 +263,10 @@ mod tests {
             ChartWindow::Last(Range::D7).bounds(10 * DAY),
             (3 * DAY, 10 * DAY)
         );
+        // A window ending now links to itself without `to`, so the link keeps ending now.
+        let since = ChartWindow::Since { from };
+        assert_eq!(since.query(), "from=2026-12-04T09%3A30%3A00Z");
+        assert_eq!(custom(&format_utc(from), "", now()), Ok(Some(since)));
         assert_eq!(input_value(from), "2026-12-04T09:30");
         assert_eq!(input_value(from + 5_000), "2026-12-04T09:30:05");
     }

@@ -96,12 +96,18 @@ pub fn form_page(
         @if choices.fleets.is_empty() {
             p.error-text { "No fleet exists yet: an operator creates one before machines can be requested." }
         }
-        form #request-form.card method="post" action=(paths::PROVISIONS) {
+        // `novalidate`: the server names every broken rule beside its field after a submit
+        // (the browser's own bubbles would stop the submit and say less); `required` stays
+        // on the controls for what it tells a screen reader.
+        form #request-form.card method="post" action=(paths::PROVISIONS) novalidate {
             (csrf_field(csrf))
             // The plan is asked for from a wrapper, not the form: htmx validates a form before
-            // its own requests, and an empty required reason would stop the preview that says so.
+            // its own requests. It is asked on load and when a field is left changed (`change`
+            // bubbles here), never while typing: the preview shows cost and machines without a
+            // reason, and a rule a typed value breaks shows once the person left the field;
+            // "is required" only after a submit.
             div #plan-inputs hx-post=(paths::PROVISION_PLAN) hx-include="closest form" hx-target="#plan" hx-swap="innerHTML"
-                hx-trigger="load, change, input from:#f-count delay:400ms, input from:#f-reason delay:600ms" {
+                hx-trigger="load, change" {
             (control("fleet", "Fleet", errors, None, |id, d| html! {
                 select id=(id) name="fleet" required aria-invalid=[invalid("fleet")] aria-describedby=[d] {
                     @for (name, restore) in &choices.fleets { (option(name, &format!("{name} (restores with {restore})"), &f.fleet)) }
