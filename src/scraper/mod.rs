@@ -71,14 +71,27 @@ async fn observe(
 ) -> Result<Observation, String> {
     let (leader, leader_url) = find_leader(ctx, fleet, deadline).await?;
     let mut members = leader.members.clone();
+    // Members get a little less than the tick's deadline, so a hung node is counted out (not
+    // spare, its load unread) and the sample still arrives, instead of the whole tick timing
+    // out because of one member.
+    let margin = (timeout / 10).max(Duration::from_millis(100));
+    let node_deadline = deadline
+        .checked_sub(margin)
+        .unwrap_or(deadline)
+        .max(Instant::now());
     let (source, spare, required) = match &leader.headroom {
         HeadroomSection::Present {
             spare, required, ..
-        } => (
-            Source::Native,
-            *spare,
-            fleet.required_override().unwrap_or(*required),
-        ),
+        } => {
+            // yubaba's own count is the number; each member is still read, so the member list
+            // can say which one is the spare and what the others carry.
+            derived::count_spares(ctx, &mut members, &leader_url, node_deadline).await;
+            (
+                Source::Native,
+                *spare,
+                fleet.required_override().unwrap_or(*required),
+            )
+        }
         // Derived mode is for builds without the check. A leader that has the check but has
         // not run it yet (the first evaluation waits ten election timeouts) would be given a
         // number by a different rule that it may contradict a moment later: a gap is honest.
@@ -88,14 +101,6 @@ async fn observe(
                 Some(r) => r,
                 None => required_spares(None, regions.get(ctx, fleet).await?.len()),
             };
-            // Members get a little less than the tick's deadline, so a hung node is counted
-            // out (not spare) and the sample still arrives, instead of the whole tick timing
-            // out because of one member.
-            let margin = (timeout / 10).max(Duration::from_millis(100));
-            let node_deadline = deadline
-                .checked_sub(margin)
-                .unwrap_or(deadline)
-                .max(Instant::now());
             let spare = derived::count_spares(ctx, &mut members, &leader_url, node_deadline).await;
             (Source::Derived, spare, required)
         }

@@ -382,6 +382,26 @@ async fn the_scraper_reads_the_simulated_fleets_natively_and_derived() {
         };
         let before = headroom::scraper::scrape_once(ctx, &spec).await;
         assert_eq!(numbers(&before), (source, 1, 1, Some(1), 4), "{name}");
+        // Every member's load is read in both modes, so the list names the spare and what
+        // the others carry (natively too, though yubaba's own count is the number).
+        let roles: Vec<String> = before
+            .outcome
+            .as_ref()
+            .unwrap()
+            .members
+            .iter()
+            .map(|m| m.role_words())
+            .collect();
+        assert_eq!(
+            roles.iter().filter(|r| r.as_str() == "spare").count(),
+            1,
+            "{name}: {roles:?}"
+        );
+        assert_eq!(
+            roles.iter().filter(|r| r.starts_with("carrying ")).count(),
+            3,
+            "{name}: {roles:?}"
+        );
         sim.land_tenant().unwrap();
         let after = headroom::scraper::scrape_once(ctx, &spec).await;
         assert_eq!(numbers(&after), (source, 0, 1, Some(1), 4), "{name}");

@@ -185,6 +185,14 @@ async fn slow_node(hold: Duration, in_flight: Arc<InFlight>, answered: Arc<Atomi
                     }
                     head.push(byte[0]);
                 }
+                // Member reads (`/node`, `/node/usage`) are part of a scrape, not scrapes:
+                // answered at once, so only status requests are counted and held.
+                if !head.starts_with(b"GET /raft/status") {
+                    let _ = sock
+                        .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                    return;
+                }
                 let now = in_flight.now.fetch_add(1, Ordering::SeqCst) + 1;
                 in_flight.most.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(hold).await;

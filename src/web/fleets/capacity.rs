@@ -200,7 +200,7 @@ fn members_table(f: &FleetNow) -> Markup {
                 }
             }
             @if unread && f.source == Source::Native {
-                p.muted.members-note { "yubaba counts this fleet's spares itself and does not say which members they are; headroom reads each member's load in derived mode only." }
+                p.muted.members-note { "yubaba counts this fleet's spares itself and does not say which members they are; headroom could not read the load of the members marked “load not read”, so it cannot name them either." }
             }
         }
     }
