@@ -148,35 +148,3 @@ async fn a_slow_pin_does_not_hold_another_pins_check() {
         "pin B's check waited {waited:?} for pin A's download"
     );
 }
-
-#[test]
-#[ignore = "finding 3: plan_checks_blocking accepts check names no check has"]
-fn every_name_the_setting_accepts_is_a_check_that_runs() {
-    use headroom::domain::plan_check::{decide, CheckFacts, PinFacts};
-    use headroom::domain::plan_check_blocking::{BlockingChecks, CHECK_NAMES};
-    // An instance that names `monthly_budget` believes an over-budget plan cannot be
-    // approved; the setting must only accept names `decide` produces.
-    let facts = CheckFacts {
-        count: 1,
-        proposal: false,
-        max_restore_machines: Some(1),
-        ssh_keys: 0,
-        pin_url: "https://example.test/yubaba.tar.gz".into(),
-        pin: PinFacts::NotChecked,
-        provider: "hetzner".into(),
-        location: "fsn1".into(),
-        server_type: "cx22".into(),
-        image: "debian-12".into(),
-        offer: None,
-        now: 0,
-    };
-    let ran: Vec<&str> = decide(&facts).iter().map(|c| c.name).collect();
-    let accepted: Vec<&str> = CHECK_NAMES
-        .into_iter()
-        .filter(|n| BlockingChecks::parse(&[*n]).is_ok())
-        .collect();
-    assert_eq!(
-        accepted, ran,
-        "plan_checks_blocking accepts names that no plan check carries"
-    );
-}
