@@ -86,6 +86,10 @@ pub struct Settings {
     pub trusted_proxies: Vec<IpAddr>,
     /// Offer the simulated cloud (the demo; a mode of the command, not a key).
     pub simulated_provider: bool,
+    /// One more CA (PEM) the pin client trusts: the demo's release server's, set by the demo
+    /// alone (a mode of the command, not a key), so no other instance trusts a CA whose leaf
+    /// key ships in the source.
+    pub pin_extra_ca: Option<&'static [u8]>,
     /// cloud-init's JSON schema file; default: where Debian's cloud-init installs it.
     pub cloud_init_schema: Option<PathBuf>,
     /// Size and time limits of pin pre-flights.
@@ -320,8 +324,8 @@ keys! {
     /// config page counts).
     pin_check_on_request: bool = "false";
     /// Plan checks whose warning refuses approval (names: pin, max_restore_machines,
-    /// ssh_keys, server_type, image, monthly_budget, firewall; empty: none).
-    plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks = "firewall,pin,ssh_keys";
+    /// ssh_keys, server_type, image; empty: none).
+    plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks = "image,pin,ssh_keys";
     /// Hours raw samples are kept (1–8760).
     samples_raw_hours: u64 = "24";
     /// Days per-minute rollups are kept (1–3650).
@@ -770,6 +774,7 @@ fn settle(
         hetzner_api_token,
         trusted_proxies: rules.required(p.trusted_proxies.clone(), "trusted_proxies")?,
         simulated_provider: false,
+        pin_extra_ca: None,
         cloud_init_schema: p.cloud_init_schema.clone(),
         pin_limits: PinLimits {
             max_bytes: rules.range(p.pin_max_bytes, "pin_max_bytes", 1, 16 << 30, "bytes")?,

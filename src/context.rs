@@ -185,9 +185,10 @@ impl Ctx {
             pin = pin.ca_file(path)?;
         }
         // The demo pins its own release server's tarball (https on loopback, allow-listed by
-        // the demo alone); its CA is trusted in the simulated mode only.
-        if settings.simulated_provider {
-            pin = pin.ca_pem(crate::sim::release::CA_PEM)?;
+        // the demo alone); the demo hands its CA in through the settings, so this layer names
+        // no simulator (`sim` builds on `context`).
+        if let Some(pem) = settings.pin_extra_ca {
+            pin = pin.ca_pem(pem)?;
         }
         // A receiver that hangs holds one delivery, never a provision: short limits keep the
         // outbox moving.

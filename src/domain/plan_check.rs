@@ -163,7 +163,7 @@ pub fn ago(now: UnixMillis, then: UnixMillis) -> String {
 }
 
 /// The pin: a mismatch blocks. Not checked and no verdict warn here; whether such a warning
-/// blocks is the instance's choice (`plan_check_blocking`, by default it does).
+/// blocks is the instance's choice (`plan_checks_blocking`; by default it does).
 fn pin(f: &CheckFacts) -> PlanCheck {
     let url = &f.pin_url;
     match &f.pin {

@@ -7,15 +7,15 @@ use std::collections::BTreeSet;
 
 use super::plan_check::{PlanCheck, Verdict};
 
-/// Every check's name, in the order the page lists them.
-pub const CHECK_NAMES: [&str; 7] = [
+/// Every check's name, in the order the page lists them: exactly the checks `decide` makes,
+/// so no name the setting accepts is one that never warns (a budget or firewall check named
+/// here before it exists would read as a rule nobody enforces).
+pub const CHECK_NAMES: [&str; 5] = [
     "pin",
     "max_restore_machines",
     "ssh_keys",
     "server_type",
     "image",
-    "monthly_budget",
-    "firewall",
 ];
 
 /// The checks whose warning blocks approval.
@@ -99,7 +99,7 @@ mod tests {
         let checks = vec![
             check("pin", Verdict::Warn),
             check("ssh_keys", Verdict::Warn),
-            check("firewall", Verdict::Pass),
+            check("image", Verdict::Pass),
         ];
         let out = escalate(checks, &BlockingChecks::default());
         assert_eq!(out[0].verdict, Verdict::Block);
@@ -116,16 +116,24 @@ mod tests {
     #[test]
     fn the_setting_names_known_checks_only() {
         assert_eq!(
-            BlockingChecks::parse(&["ssh_keys", " firewall "])
+            BlockingChecks::parse(&["ssh_keys", " image "])
                 .unwrap()
                 .names(),
-            ["firewall", "ssh_keys"]
+            ["image", "ssh_keys"]
         );
         assert!(BlockingChecks::parse::<&str>(&[])
             .unwrap()
             .names()
             .is_empty());
-        for bad in ["", "Pin", "pin;drop", "ssh-keys", &"x".repeat(10_000)] {
+        for bad in [
+            "",
+            "Pin",
+            "pin;drop",
+            "ssh-keys",
+            "monthly_budget",
+            "firewall",
+            &"x".repeat(10_000),
+        ] {
             let e = BlockingChecks::parse(&[bad]).unwrap_err();
             assert!(
                 e.starts_with("plan_checks_blocking entry") && e.contains("pin, max_restore"),
@@ -133,6 +141,27 @@ mod tests {
             );
             assert!(e.len() < 300, "a huge entry is not echoed whole");
         }
+    }
+
+    #[test]
+    fn the_names_are_exactly_the_checks_decide_makes() {
+        use crate::domain::plan_check::{decide, CheckFacts, PinFacts};
+        let facts = CheckFacts {
+            count: 1,
+            proposal: false,
+            max_restore_machines: Some(1),
+            ssh_keys: 0,
+            pin_url: "https://example.test/yubaba.tar.gz".into(),
+            pin: PinFacts::NotChecked,
+            provider: "hetzner".into(),
+            location: "fsn1".into(),
+            server_type: "cx22".into(),
+            image: "debian-12".into(),
+            offer: None,
+            now: 0,
+        };
+        let made: Vec<&str> = decide(&facts).iter().map(|c| c.name).collect();
+        assert_eq!(made, CHECK_NAMES);
     }
 
     fn verdict() -> impl Strategy<Value = Verdict> {

@@ -49,10 +49,11 @@ pub fn default_settings() -> PartialSettings {
 /// in the environment (or its file) is dropped, so no catalogue fetch, server or cost at a
 /// real provider can come from trying the demo; the Hetzner URL is then never used. The
 /// demo's release server (`release`) is allow-listed, that one address and port only, so its
-/// tarball's pin can be checked; the simulated mode also trusts its CA.
+/// tarball's pin can be checked; the pin client trusts its CA (`pin_extra_ca`), in the demo only.
 pub fn simulated_only(mut settings: Settings, release: &ReleaseServer) -> anyhow::Result<Settings> {
     settings.simulated_provider = true;
     settings.hetzner_api_token = None;
+    settings.pin_extra_ca = Some(crate::sim::release::CA_PEM);
     settings.outbound_allow = settings
         .outbound_allow
         .with(&release.allow_entry())
@@ -446,6 +447,7 @@ mod tests {
         let release = ReleaseServer::bind().await.unwrap();
         let demo = simulated_only(settings, &release).unwrap();
         assert!(demo.hetzner_api_token.is_none() && demo.simulated_provider);
+        assert_eq!(demo.pin_extra_ca, Some(crate::sim::release::CA_PEM));
         assert_eq!(
             demo.outbound_allow,
             AllowList::parse(&[release.allow_entry()]).unwrap(),

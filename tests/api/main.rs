@@ -35,6 +35,7 @@ mod openapi;
 mod operations;
 mod outbound;
 mod page_responses;
+mod pin_check_abuse;
 mod plan_checks;
 mod provision_pages;
 mod provisions;

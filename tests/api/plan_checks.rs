@@ -13,7 +13,7 @@ use crate::outbound::{ca_file, serve_tarball, set_tarball, tarball, TlsFake};
 
 /// The demo config pinned to a tarball a TLS fake serves; the app allow-lists exactly it and
 /// keeps the instance's default `plan_checks_blocking` unless `adjust` changes it.
-async fn app_with_tarball(
+pub(crate) async fn app_with_tarball(
     on_request: bool,
     adjust: impl FnOnce(&mut headroom::config::Settings),
 ) -> (TestApp, MockServer, TlsFake) {
