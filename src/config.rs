@@ -324,8 +324,8 @@ keys! {
     /// config page counts).
     pin_check_on_request: bool = "false";
     /// Plan checks whose warning refuses approval (names: pin, max_restore_machines,
-    /// ssh_keys, server_type, image; empty: none).
-    plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks = "image,pin,ssh_keys";
+    /// ssh_keys, server_type, image, monthly_budget, firewall; empty: none).
+    plan_checks_blocking: crate::domain::plan_check_blocking::BlockingChecks = "firewall,pin,ssh_keys";
     /// Hours raw samples are kept (1–8760).
     samples_raw_hours: u64 = "24";
     /// Days per-minute rollups are kept (1–3650).

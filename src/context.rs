@@ -18,6 +18,9 @@ use crate::provider::Providers;
 /// Audit exports that may run at once (the rest are refused as busy): each walks the log.
 pub const MAX_EXPORTS: usize = 2;
 
+/// Automatic pin checks (after a filing) of different pins downloading at once; more wait.
+pub const PIN_CHECKS_AT_ONCE: usize = 2;
+
 /// Shared by every operation; cheap to clone.
 #[derive(Clone)]
 pub struct Ctx {
@@ -44,9 +47,12 @@ pub struct Ctx {
     /// One catalogue refresh at a time, so a burst of requests against a stale cache asks the
     /// provider once, not once per request.
     pub catalogue_refresh: Arc<tokio::sync::Mutex<()>>,
-    /// One automatic pin check (after a filing) at a time, so a burst of requests for one
-    /// config downloads its tarball once.
-    pub pin_checks: Arc<tokio::sync::Mutex<()>>,
+    /// The (url, sha256) pairs an automatic pin check (after a filing) is downloading now:
+    /// a burst of requests for one config downloads its tarball once.
+    pub pin_checks_running: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    /// Automatic pin checks of different pairs downloading at once: one slow host holds a
+    /// slot, not every other config's check.
+    pub pin_check_slots: Arc<tokio::sync::Semaphore>,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
@@ -221,7 +227,8 @@ impl Ctx {
             pool,
             hashing: Arc::new(Hashing::new(settings.password_hash_concurrency)),
             catalogue_refresh: Arc::new(tokio::sync::Mutex::new(())),
-            pin_checks: Arc::new(tokio::sync::Mutex::new(())),
+            pin_checks_running: Arc::default(),
+            pin_check_slots: Arc::new(tokio::sync::Semaphore::new(PIN_CHECKS_AT_ONCE)),
             scrape_client: scrape.build()?,
             webhook_client: webhook.build()?,
             clock,

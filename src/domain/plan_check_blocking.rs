@@ -10,12 +10,14 @@ use super::plan_check::{PlanCheck, Verdict};
 /// Every check's name, in the order the page lists them: exactly the checks `decide` makes,
 /// so no name the setting accepts is one that never warns (a budget or firewall check named
 /// here before it exists would read as a rule nobody enforces).
-pub const CHECK_NAMES: [&str; 5] = [
+pub const CHECK_NAMES: [&str; 7] = [
     "pin",
     "max_restore_machines",
     "ssh_keys",
     "server_type",
     "image",
+    "monthly_budget",
+    "firewall",
 ];
 
 /// The checks whose warning blocks approval.
@@ -145,7 +147,8 @@ mod tests {
 
     #[test]
     fn the_names_are_exactly_the_checks_decide_makes() {
-        use crate::domain::plan_check::{decide, CheckFacts, PinFacts};
+        use crate::domain::money::Amount;
+        use crate::domain::plan_check::{decide, CheckFacts, PinFacts, RunningFacts};
         let facts = CheckFacts {
             count: 1,
             proposal: false,
@@ -158,6 +161,14 @@ mod tests {
             server_type: "cx22".into(),
             image: "debian-12".into(),
             offer: None,
+            monthly_cost: "9.0200".into(),
+            currency: "EUR".into(),
+            monthly_budget: None,
+            running: RunningFacts {
+                machines: 0,
+                monthly: Amount::ZERO,
+            },
+            firewall: Vec::new(),
             now: 0,
         };
         let made: Vec<&str> = decide(&facts).iter().map(|c| c.name).collect();

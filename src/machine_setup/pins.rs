@@ -71,20 +71,38 @@ pub async fn check(ctx: &Ctx, caller: &Caller, name: &str) -> Result<PinOutcome,
 /// of requests downloads the tarball once, and a release taken down is noticed within a day.
 pub const VERIFIED_FRESH_MS: UnixMillis = 24 * 3_600_000;
 
-/// Checks the pin (`url`, `sha256`) of a request just filed, as `system`, unless a verified
-/// verdict younger than [`VERIFIED_FRESH_MS`] is remembered (`None` then). One such check
-/// runs at a time, so requests filed together wait for one download and find its verdict.
+/// Any other verdict younger than this is not downloaded again when a request is filed: a
+/// host that fails or serves other bytes costs one download per ten minutes however many
+/// requests are filed (the config page's button checks at once).
+pub const UNVERIFIED_FRESH_MS: UnixMillis = 10 * 60_000;
+
+/// Checks the pin (`url`, `sha256`) of a request just filed, as `system`, unless a check of
+/// that pair is running or a verdict fresh by [`VERIFIED_FRESH_MS`] or
+/// [`UNVERIFIED_FRESH_MS`] is remembered (`None` then). Checks of different pairs share a
+/// few slots (`Ctx::pin_check_slots`), so one slow host never holds the others.
 pub async fn check_for_request(
     ctx: &Ctx,
     url: &str,
     sha256: &str,
 ) -> Result<Option<PinOutcome>, OpError> {
     let system = Caller::system();
-    let _one_at_a_time = ctx.pin_checks.lock().await;
+    let Some(_running) = Running::claim(ctx, url, sha256) else {
+        return Ok(None);
+    };
+    let _slot = ctx
+        .pin_check_slots
+        .acquire()
+        .await
+        .map_err(anyhow::Error::from)?;
     let fresh = latest_for(ctx, &system, url, sha256)
         .await?
         .is_some_and(|c| {
-            c.verdict == VerdictKind::Verified && ctx.clock.now() - c.checked_at < VERIFIED_FRESH_MS
+            let fresh_for = if c.verdict == VerdictKind::Verified {
+                VERIFIED_FRESH_MS
+            } else {
+                UNVERIFIED_FRESH_MS
+            };
+            ctx.clock.now() - c.checked_at < fresh_for
         });
     if fresh {
         return Ok(None);
@@ -92,6 +110,36 @@ pub async fn check_for_request(
     download_and_record(ctx, &system, url, sha256)
         .await
         .map(Some)
+}
+
+/// A pair in `Ctx::pin_checks_running` for as long as this lives.
+struct Running<'a> {
+    ctx: &'a Ctx,
+    pair: (String, String),
+}
+
+impl<'a> Running<'a> {
+    /// `None` when a check of the pair is already running.
+    fn claim(ctx: &'a Ctx, url: &str, sha256: &str) -> Option<Self> {
+        let pair = (url.to_owned(), sha256.to_owned());
+        let mut running = ctx
+            .pin_checks_running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // `then`, not `then_some`: an eagerly built `Running` would be dropped here, and its
+        // `Drop` would lock the set this guard holds.
+        running.insert(pair.clone()).then(|| Running { ctx, pair })
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.ctx
+            .pin_checks_running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.pair);
+    }
 }
 
 /// Downloads through the outbound policy for pins, then stores and audits the verdict,
