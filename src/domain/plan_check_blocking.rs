@@ -132,8 +132,8 @@ mod tests {
             "Pin",
             "pin;drop",
             "ssh-keys",
-            "monthly_budget",
-            "firewall",
+            "monthly-budget",
+            "firewalls",
             &"x".repeat(10_000),
         ] {
             let e = BlockingChecks::parse(&[bad]).unwrap_err();
