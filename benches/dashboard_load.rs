@@ -48,6 +48,7 @@ fn sample(at: UnixMillis, fleet: usize) -> Sample {
         at,
         latency_ms: 5 + phase % 40,
         outcome: Ok(Observation {
+            absorption: None,
             source: Source::Native,
             spare,
             required,

@@ -556,6 +556,7 @@ mod tests {
 
     fn observation(evidence: serde_json::Value) -> Observation {
         Observation {
+            absorption: None,
             source: crate::domain::capacity::Source::Derived,
             spare: u32::MAX,
             required: u32::MAX,

@@ -7,59 +7,90 @@ use sqlx::{Row, SqliteConnection};
 use crate::domain::capacity::{Resolution, Sample, Source};
 use crate::domain::UnixMillis;
 
+/// What one sample adds to a bucket of each resolution.
+struct Folded<'a> {
+    ok: i64,
+    source: Source,
+    spare: Option<i64>,
+    required: Option<i64>,
+    /// 1 absorbed, 0 short, `None` when not assessed.
+    absorbed: Option<i64>,
+    machines_needed: Option<i64>,
+    error: Option<&'a str>,
+}
+
+impl<'a> Folded<'a> {
+    fn of(s: &'a Sample) -> Self {
+        match &s.outcome {
+            Ok(o) => Folded {
+                ok: 1,
+                source: o.source,
+                spare: Some(i64::from(o.spare)),
+                required: Some(i64::from(o.required)),
+                absorbed: o.absorption.as_ref().map(|a| i64::from(a.absorbed())),
+                machines_needed: o
+                    .absorption
+                    .as_ref()
+                    .and_then(|a| a.machines_needed)
+                    .map(i64::from),
+                error: None,
+            },
+            Err(reason) => Folded {
+                ok: 0,
+                source: Source::None,
+                spare: None,
+                required: None,
+                absorbed: None,
+                machines_needed: None,
+                error: Some(reason.as_str()),
+            },
+        }
+    }
+}
+
 /// Stores one sample of fleet `fleet_id` and folds it into its minute, hour and six-hour
 /// rollups. Run it inside the caller's write transaction: four statements, one commit.
 pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
-    let (ok, source, spare, required, voters, learners, leader_id, term, error) = match &s.outcome {
+    let folded = Folded::of(s);
+    let (voters, learners, leader_id, term, absorption) = match &s.outcome {
         Ok(o) => (
-            1_i64,
-            o.source,
-            Some(i64::from(o.spare)),
-            Some(i64::from(o.required)),
             Some(i64::from(o.voters())),
             Some(i64::from(o.learners())),
             o.leader_id.map(|v| v as i64),
             o.term.map(|v| v as i64),
-            None,
+            // Our own serde type: serialising it cannot fail.
+            o.absorption
+                .as_ref()
+                .and_then(|a| serde_json::to_string(a).ok()),
         ),
-        Err(reason) => (
-            0,
-            Source::None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            Some(reason.as_str()),
-        ),
+        Err(_) => (None, None, None, None, None),
     };
     let latency = i64::try_from(s.latency_ms).unwrap_or(i64::MAX);
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO fleet_samples
              (fleet_id, at, ok, source, spare, required, voters, learners, leader_id, term,
-              latency_ms, error)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+              latency_ms, error, absorbed, machines_needed, absorption)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(fleet_id)
     .bind(s.at)
-    .bind(ok)
-    .bind(source.as_str())
-    .bind(spare)
-    .bind(required)
+    .bind(folded.ok)
+    .bind(folded.source.as_str())
+    .bind(folded.spare)
+    .bind(folded.required)
     .bind(voters)
     .bind(learners)
     .bind(leader_id)
     .bind(term)
     .bind(latency)
-    .bind(error)
+    .bind(folded.error)
+    .bind(folded.absorbed)
+    .bind(folded.machines_needed)
+    .bind(absorption)
     .fetch_one(&mut *conn)
     .await?;
     for resolution in [Resolution::Minute, Resolution::Hour, Resolution::SixHours] {
-        fold_into_rollup(
-            &mut *conn, fleet_id, resolution, s.at, ok, source, spare, required,
-        )
-        .await?;
+        fold_into_rollup(&mut *conn, fleet_id, resolution, s.at, &folded).await?;
     }
     Ok(id)
 }
@@ -69,25 +100,23 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
 /// `coalesce`); the `last` values and `source_last` follow the newest ok sample, so a
 /// late-arriving older sample (a clock step) never overwrites a newer one, and a failed scrape
 /// after an ok one leaves the bucket's source as the ok one's (a bucket whose every sample
-/// failed keeps `none`).
-#[allow(clippy::too_many_arguments)]
+/// failed keeps `none`). The absorption verdict keeps its worst (`absorbed_min`) and the most
+/// machines needed, likewise ignoring samples that did not assess it.
 async fn fold_into_rollup(
     conn: &mut SqliteConnection,
     fleet_id: i64,
     resolution: Resolution,
     at: UnixMillis,
-    ok: i64,
-    source: Source,
-    spare: Option<i64>,
-    required: Option<i64>,
+    f: &Folded<'_>,
 ) -> sqlx::Result<()> {
     let width = resolution.bucket_millis();
     let bucket = at.div_euclid(width) * width;
     sqlx::query(
         "INSERT INTO fleet_rollups
              (fleet_id, resolution, bucket, samples, ok_samples, spare_min, spare_max, spare_last,
-              required_min, required_max, required_last, last_at, source_last)
-         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5, ?5, ?6, ?6, ?6, ?7, ?8)
+              required_min, required_max, required_last, last_at, source_last, absorbed_min,
+              machines_needed_max)
+         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5, ?5, ?6, ?6, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT (fleet_id, resolution, bucket) DO UPDATE SET
              samples       = samples + 1,
              ok_samples    = ok_samples + excluded.ok_samples,
@@ -95,6 +124,9 @@ async fn fold_into_rollup(
              spare_max     = coalesce(max(spare_max, excluded.spare_max), spare_max, excluded.spare_max),
              required_min  = coalesce(min(required_min, excluded.required_min), required_min, excluded.required_min),
              required_max  = coalesce(max(required_max, excluded.required_max), required_max, excluded.required_max),
+             absorbed_min  = coalesce(min(absorbed_min, excluded.absorbed_min), absorbed_min, excluded.absorbed_min),
+             machines_needed_max = coalesce(max(machines_needed_max, excluded.machines_needed_max),
+                                            machines_needed_max, excluded.machines_needed_max),
              spare_last    = CASE WHEN excluded.ok_samples = 1 AND excluded.last_at >= last_at
                                   THEN excluded.spare_last ELSE spare_last END,
              required_last = CASE WHEN excluded.ok_samples = 1 AND excluded.last_at >= last_at
@@ -107,11 +139,13 @@ async fn fold_into_rollup(
     .bind(fleet_id)
     .bind(width / 1000)
     .bind(bucket)
-    .bind(ok)
-    .bind(spare)
-    .bind(required)
+    .bind(f.ok)
+    .bind(f.spare)
+    .bind(f.required)
     .bind(at)
-    .bind(source.as_str())
+    .bind(f.source.as_str())
+    .bind(f.absorbed)
+    .bind(f.machines_needed)
     .execute(conn)
     .await?;
     Ok(())

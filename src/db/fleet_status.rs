@@ -63,12 +63,17 @@ pub async fn upsert(
         Ok(o) => {
             // Members are our own serde type: serialising them cannot fail.
             let members = serde_json::to_string(&o.members).unwrap_or_else(|_| "[]".into());
+            let absorption = o
+                .absorption
+                .as_ref()
+                .and_then(|a| serde_json::to_string(a).ok());
             sqlx::query(
                 "INSERT INTO fleet_status
                      (fleet_id, sampled_at, ok, source, spare, required, ok_at, leader_id,
                       leader_url, term, voters, learners, members, latency_ms, error,
-                      below_streak, healthy_streak, open_deficit_id)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?2, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, ?13, ?14, ?15)
+                      below_streak, healthy_streak, open_deficit_id, absorption)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?2, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, ?13, ?14, ?15,
+                         ?16)
                  ON CONFLICT (fleet_id) DO UPDATE SET
                      sampled_at = excluded.sampled_at, ok = 1, source = excluded.source,
                      spare = excluded.spare, required = excluded.required, ok_at = excluded.ok_at,
@@ -77,7 +82,8 @@ pub async fn upsert(
                      members = excluded.members, latency_ms = excluded.latency_ms, error = NULL,
                      below_streak = excluded.below_streak,
                      healthy_streak = excluded.healthy_streak,
-                     open_deficit_id = excluded.open_deficit_id",
+                     open_deficit_id = excluded.open_deficit_id,
+                     absorption = excluded.absorption",
             )
             .bind(fleet_id)
             .bind(s.at)
@@ -94,6 +100,7 @@ pub async fn upsert(
             .bind(streak(t.tracker.below_streak))
             .bind(streak(t.tracker.healthy_streak))
             .bind(t.open_deficit_id)
+            .bind(absorption)
             .execute(conn)
             .await?;
         }

@@ -122,6 +122,14 @@ pub struct Absorption {
     pub basis: Basis,
 }
 
+impl Absorption {
+    /// Whether every loss judged (each node, and each region when there are two or more) is
+    /// absorbed.
+    pub fn absorbed(&self) -> bool {
+        self.node_loss.absorbed && self.region_loss.as_ref().is_none_or(|r| r.absorbed)
+    }
+}
+
 /// The restore config's machine, as added machines are assumed to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreMachine {

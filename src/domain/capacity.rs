@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::absorption::Absorption;
 use super::{ProvisionState, UnixMillis};
 
 /// Where a sample's spare and required came from.
@@ -57,6 +58,9 @@ pub struct Member {
     /// Whether its `/node` published allocatable capacity; `None` when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_published: Option<bool>,
+    /// Its region, as builds with the `headroom` section publish it; `None` on older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 /// What a member is to headroom, decided by [`Member::role`].
@@ -94,6 +98,7 @@ impl Member {
             voter,
             tenants: None,
             capacity_published: None,
+            region: None,
         }
     }
 
@@ -144,6 +149,9 @@ pub struct Observation {
     /// The leader's status body as parsed JSON (bounded by the scraper's body cap): kept as
     /// the evidence of a deficit.
     pub evidence: serde_json::Value,
+    /// Whether the fleet can lose its worst node (or region) and re-place every workload;
+    /// `None` when no member's load was read.
+    pub absorption: Option<Absorption>,
 }
 
 impl Observation {

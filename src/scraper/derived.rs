@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{fetch, node, urls};
+use super::{fetch, node, urls, workloads};
 use crate::context::Ctx;
+use crate::domain::absorption::{MemberLoad, Resources, RestoreMachine};
 use crate::domain::capacity::Member;
 use crate::domain::fleet::FleetSpec;
 use crate::domain::{Caller, ProvisionState};
@@ -18,9 +19,12 @@ use crate::domain::{Caller, ProvisionState};
 /// Members asked at once within one fleet's tick.
 pub const NODE_CONCURRENCY: usize = 8;
 
-/// Per-node GETs one tick may send at most (two per node, for at most as many nodes as a
+/// Per-node GETs one tick may send at most (three per node, for at most as many nodes as a
 /// status may list members): a status can never turn one tick into a scan.
-pub const MAX_NODE_GETS: usize = 2 * super::status::MAX_MEMBERS;
+pub const MAX_NODE_GETS: usize = GETS_PER_NODE * super::status::MAX_MEMBERS;
+
+/// `/node`, `/node/usage` and `/workloads`.
+pub const GETS_PER_NODE: usize = 3;
 
 /// The usage window passed to `/node/usage` (without one, the node measures CPU against
 /// whoever polled last).
@@ -34,7 +38,7 @@ pub const REGIONS_REFRESH: Duration = Duration::from_secs(300);
 /// publish the same address (after normalising: scheme, host and port of the base URL) are
 /// one machine answering under several ids, so it is asked once and can count as at most one
 /// spare; listing an idle node many times must not multiply headroom. Keeps the first id
-/// seen for each base (for the log), in member order, and at most `MAX_NODE_GETS / 2`.
+/// seen for each base (for the log), in member order, and at most `MAX_NODE_GETS / GETS_PER_NODE`.
 pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
     let mut seen = BTreeSet::new();
     let mut bases = Vec::new();
@@ -50,7 +54,7 @@ pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
             );
             continue;
         }
-        if bases.len() == MAX_NODE_GETS / 2 {
+        if bases.len() == MAX_NODE_GETS / GETS_PER_NODE {
             tracing::info!(node.id = m.id, "per-node request budget spent; not asked");
             continue;
         }
@@ -59,19 +63,31 @@ pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
     bases
 }
 
-/// Counts the spare nodes: each distinct node (`node_bases`) asked for `/node` and
-/// `/node/usage` (at most `NODE_CONCURRENCY` at once, all before `deadline`), and writes what
-/// each answered into its member (`tenants`, `capacity_published`: what the member list's
-/// roles are read from). A node that fails to answer, or answers something unreadable, is not
-/// spare, and the sample stays ok: an unreachable node cannot take a tenant, so counting it
-/// out is the truth about headroom, while failing the whole sample would hide a real deficit
-/// behind a gap. Members not asked (an unusable or shared address) keep no reading.
-pub async fn count_spares(
+/// What reading the members gave: yubaba's spare count, and each asked member's load for
+/// absorption headroom.
+#[derive(Debug, Default)]
+pub struct MemberReads {
+    /// Spare nodes by yubaba's rule.
+    pub spare: u32,
+    /// One per node asked, in id order.
+    pub loads: Vec<MemberLoad>,
+}
+
+/// Reads the members: each distinct node (`node_bases`) asked for `/node`, `/node/usage` and
+/// `/workloads` (at most `NODE_CONCURRENCY` nodes at once, all before `deadline`), counting
+/// spares by yubaba's rule and writing what each answered into its member (`tenants`,
+/// `capacity_published`: what the member list's roles are read from). A node that fails to
+/// answer, or answers something unreadable, is not spare and receives no workload, and the
+/// sample stays ok: an unreachable node cannot take a tenant, so counting it out is the truth
+/// about headroom, while failing the whole sample would hide a real deficit behind a gap. A
+/// failed `/workloads` alone leaves the node's sizes unknown (its committed total is packed).
+/// Members not asked (an unusable or shared address) keep no reading.
+pub async fn read_members(
     ctx: &Ctx,
     members: &mut [Member],
     given_base: &str,
     deadline: Instant,
-) -> u32 {
+) -> MemberReads {
     let permits = Arc::new(tokio::sync::Semaphore::new(NODE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
     for (id, base) in node_bases(members, given_base) {
@@ -87,25 +103,28 @@ pub async fn count_spares(
             Some((id, load))
         });
     }
-    let mut spare = 0;
+    let mut reads = MemberReads::default();
     while let Some(done) = tasks.join_next().await {
         let Ok(Some((id, load))) = done else { continue };
         if load.is_spare() {
-            spare += 1;
+            reads.spare += 1;
         }
         // The first member at a base is the one asked (`node_bases` keeps the first id).
         if let Some(m) = members.iter_mut().find(|m| m.id == id) {
-            m.tenants = load.usage.map(|u| u.workloads);
-            m.capacity_published = load.capacity.map(|c| c.published());
+            m.tenants = load.usage.as_ref().map(|u| u.workloads);
+            m.capacity_published = load.capacity.as_ref().map(|c| c.published());
+            reads.loads.push(load.for_absorption(m));
         }
     }
-    spare
+    reads.loads.sort_by_key(|l| l.id);
+    reads
 }
 
 /// What one node answered: each reading that came back, and the first problem, if any.
 struct NodeLoad {
     capacity: Option<node::NodeCapacity>,
     usage: Option<node::NodeUsage>,
+    workloads: Option<workloads::NodeWorkloads>,
     problem: Option<String>,
 }
 
@@ -113,6 +132,22 @@ impl NodeLoad {
     /// yubaba's rule, on readings that all came back.
     fn is_spare(&self) -> bool {
         matches!((&self.capacity, &self.usage), (Some(c), Some(u)) if node::is_spare(c, u))
+    }
+
+    /// The member as absorption packs it: live when `/node` and `/node/usage` both answered.
+    fn for_absorption(&self, member: &Member) -> MemberLoad {
+        MemberLoad {
+            id: member.id,
+            region: member.region.clone(),
+            live: self.capacity.is_some() && self.usage.is_some(),
+            allocatable: self.capacity.as_ref().and_then(|c| c.allocatable()),
+            committed: self
+                .usage
+                .as_ref()
+                .and_then(|u| u.committed)
+                .unwrap_or_default(),
+            workloads: self.workloads.as_ref().and_then(|w| w.sizes.clone()),
+        }
     }
 }
 
@@ -123,9 +158,11 @@ async fn member_load(
 ) -> NodeLoad {
     let node_url = format!("{base}/node");
     let usage_url = format!("{base}/node/usage?window_ms={USAGE_WINDOW_MS}");
-    let (cap, usage) = tokio::join!(
+    let workloads_url = format!("{base}/workloads");
+    let (cap, usage, listed) = tokio::join!(
         fetch::get(client, &node_url, deadline),
-        fetch::get(client, &usage_url, deadline)
+        fetch::get(client, &usage_url, deadline),
+        fetch::get(client, &workloads_url, deadline)
     );
     let cap = cap
         .map_err(|e| e.to_string())
@@ -133,31 +170,57 @@ async fn member_load(
     let usage = usage
         .map_err(|e| e.to_string())
         .and_then(|a| node::parse_usage(a.status, &a.body).map_err(|e| e.to_string()));
+    let listed = listed
+        .map_err(|e| e.to_string())
+        .and_then(|a| workloads::parse_workloads(a.status, &a.body).map_err(|e| e.to_string()));
+    if let Err(reason) = &listed {
+        tracing::info!(reason = %reason, "workloads not read; committed totals are packed");
+    }
     let problem = cap.as_ref().err().or(usage.as_ref().err()).cloned();
     NodeLoad {
         capacity: cap.ok(),
         usage: usage.ok(),
+        workloads: listed.ok(),
         problem,
     }
 }
 
-/// The regions of a fleet's machine configs, kept by its loop between refreshes.
+/// The regions of a fleet's machine configs, and the machine its restore config makes, kept
+/// by its loop between refreshes.
 #[derive(Debug, Default)]
 pub struct Regions {
-    read: Option<(Instant, BTreeSet<String>)>,
+    read: Option<(Instant, FleetConfigs)>,
+}
+
+/// What a fleet's machine configs say, read together.
+#[derive(Debug, Clone, Default)]
+struct FleetConfigs {
+    regions: BTreeSet<String>,
+    restore: Option<RestoreMachine>,
 }
 
 impl Regions {
     /// The regions, read again when older than `REGIONS_REFRESH`. A failed read keeps the
     /// last known regions (logged); with none known yet, the error is the sample's.
     pub async fn get(&mut self, ctx: &Ctx, fleet: &FleetSpec) -> Result<&BTreeSet<String>, String> {
+        Ok(&self.configs(ctx, fleet).await?.regions)
+    }
+
+    /// The machine the fleet's restore config (latest version) makes, as absorption adds it:
+    /// `None` when the config declares no allocatable memory and CPU (nothing can then say how
+    /// many machines would close a shortfall) or could not be read.
+    pub async fn restore(&mut self, ctx: &Ctx, fleet: &FleetSpec) -> Option<RestoreMachine> {
+        self.configs(ctx, fleet).await.ok()?.restore.clone()
+    }
+
+    async fn configs(&mut self, ctx: &Ctx, fleet: &FleetSpec) -> Result<&FleetConfigs, String> {
         let fresh = self
             .read
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < REGIONS_REFRESH);
         if !fresh {
-            match read_regions(ctx, fleet).await {
-                Ok(regions) => self.read = Some((Instant::now(), regions)),
+            match read_configs(ctx, fleet).await {
+                Ok(configs) => self.read = Some((Instant::now(), configs)),
                 Err(e) if self.read.is_some() => {
                     tracing::warn!(fleet.name = %fleet.name(), error = %e, "machine config regions not refreshed; keeping the last ones");
                 }
@@ -175,8 +238,9 @@ impl Regions {
 const PAGE: u32 = 200;
 
 /// The regions of the fleet's restore config (latest version) and of the config version each
-/// of its succeeded provisions used (the machines that exist).
-async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<String>> {
+/// of its succeeded provisions used (the machines that exist), and the restore config's
+/// machine.
+async fn read_configs(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<FleetConfigs> {
     let system = Caller::system();
     let mut wanted: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
     wanted.insert((fleet.restore_machine_config().to_string(), None));
@@ -197,7 +261,7 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
             None => break,
         }
     }
-    let mut regions = BTreeSet::new();
+    let mut configs = FleetConfigs::default();
     let names: BTreeSet<&String> = wanted.iter().map(|(n, _)| n).collect();
     for name in names {
         let history = match crate::machine_setup::configs::history(ctx, &system, name).await {
@@ -206,16 +270,26 @@ async fn read_regions(ctx: &Ctx, fleet: &FleetSpec) -> anyhow::Result<BTreeSet<S
             Err(crate::error::OpError::NotFound(_)) => continue,
             Err(e) => return Err(anyhow::anyhow!("machine config {name}: {e}")),
         };
+        if name.as_str() == fleet.restore_machine_config().as_str() {
+            let spec = &history[0].0.spec;
+            configs.restore = match (spec.allocatable.memory_mb, spec.allocatable.cpu_millis) {
+                (Some(m), Some(c)) => Some(RestoreMachine {
+                    allocatable: Resources::new(m, c),
+                    region: Some(spec.region.clone()),
+                }),
+                _ => None,
+            };
+        }
         for (want, version) in wanted.iter().filter(|(n, _)| n == name) {
             debug_assert_eq!(want, name);
             // Newest first; an unknown version falls back to the newest.
             let v = version
                 .and_then(|ver| history.iter().find(|(c, _)| c.version == ver))
                 .unwrap_or(&history[0]);
-            regions.insert(v.0.spec.region.clone());
+            configs.regions.insert(v.0.spec.region.clone());
         }
     }
-    Ok(regions)
+    Ok(configs)
 }
 
 #[cfg(test)]
@@ -255,7 +329,7 @@ mod tests {
             .map(|i| member(i, &format!("127.0.0.{}:{}", i % 250 + 1, 7000 + i)))
             .collect();
         let bases = node_bases(&members, "http://127.0.0.1:1");
-        assert_eq!(bases.len() * 2, MAX_NODE_GETS);
+        assert_eq!(bases.len() * GETS_PER_NODE, MAX_NODE_GETS);
         assert_eq!(bases[0].0, 0);
     }
 }

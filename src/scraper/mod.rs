@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::Ctx;
+use crate::domain::absorption::{self, Absorption, MemberLoad};
 use crate::domain::capacity::{required_spares, Observation, Sample, Source};
 use crate::domain::fleet::FleetSpec;
 use status::{HeadroomSection, RaftStatus};
@@ -79,13 +80,15 @@ async fn observe(
         .checked_sub(margin)
         .unwrap_or(deadline)
         .max(Instant::now());
+    let reads;
     let (source, spare, required) = match &leader.headroom {
         HeadroomSection::Present {
             spare, required, ..
         } => {
             // yubaba's own count is the number; each member is still read, so the member list
-            // can say which one is the spare and what the others carry.
-            derived::count_spares(ctx, &mut members, &leader_url, node_deadline).await;
+            // can say which one is the spare and what the others carry, and absorption can
+            // pack.
+            reads = derived::read_members(ctx, &mut members, &leader_url, node_deadline).await;
             (
                 Source::Native,
                 *spare,
@@ -101,10 +104,11 @@ async fn observe(
                 Some(r) => r,
                 None => required_spares(None, regions.get(ctx, fleet).await?.len()),
             };
-            let spare = derived::count_spares(ctx, &mut members, &leader_url, node_deadline).await;
-            (Source::Derived, spare, required)
+            reads = derived::read_members(ctx, &mut members, &leader_url, node_deadline).await;
+            (Source::Derived, reads.spare, required)
         }
     };
+    let absorption = assess_absorption(ctx, fleet, &reads.loads, regions).await;
     Ok(Observation {
         source,
         spare,
@@ -114,7 +118,24 @@ async fn observe(
         term: leader.current_term,
         evidence: evidence::bounded(&leader),
         members,
+        absorption,
     })
+}
+
+/// Absorption headroom from the members read (`None` when none was). Regions are the ones
+/// members publish (builds with the `headroom` section); on older builds no region loss is
+/// judged, only node losses.
+async fn assess_absorption(
+    ctx: &Ctx,
+    fleet: &FleetSpec,
+    loads: &[MemberLoad],
+    regions: &mut derived::Regions,
+) -> Option<Absorption> {
+    if loads.is_empty() {
+        return None;
+    }
+    let restore = regions.restore(ctx, fleet).await;
+    absorption::assess(loads, restore.as_ref())
 }
 
 /// The leader's status and base URL. The fleet's endpoints are asked in order: an answer

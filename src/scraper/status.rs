@@ -339,15 +339,17 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
             for (index, (key, node)) in nodes.iter().enumerate() {
                 let field = node_field(index, key);
                 let id = id_text(key).ok_or_else(|| field_err(&field, RULE_ID))?;
-                let addr = match node {
-                    Value::Object(n) => match n.get("addr") {
-                        Some(Value::String(a)) => a.clone(),
-                        None => return Err(field_err(format!("{field}.addr"), RULE_PRESENT)),
-                        Some(_) => return Err(field_err(format!("{field}.addr"), RULE_STRING)),
-                    },
-                    _ => return Err(field_err(&field, RULE_OBJECT)),
+                let Value::Object(n) = node else {
+                    return Err(field_err(&field, RULE_OBJECT));
                 };
-                members.push(Member::listed(id, addr, voters.contains(&id)));
+                let addr = match n.get("addr") {
+                    Some(Value::String(a)) => a.clone(),
+                    None => return Err(field_err(format!("{field}.addr"), RULE_PRESENT)),
+                    Some(_) => return Err(field_err(format!("{field}.addr"), RULE_STRING)),
+                };
+                let mut member = Member::listed(id, addr, voters.contains(&id));
+                member.region = region(n.get("region"), &field)?;
+                members.push(member);
             }
         }
         Some(_) => return Err(field_err("membership_config.membership.nodes", RULE_OBJECT)),
@@ -355,6 +357,26 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
     members.sort_by_key(|m| (!m.voter, m.id));
     Ok((members, voter_sets))
 }
+
+/// A member's `region` (builds with the `headroom` section publish one): absent or null is
+/// unknown; otherwise a short label, since it is stored and shown.
+fn region(v: Option<&Value>, field: &str) -> Result<Option<String>, StatusError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(r))
+            if (1..=MAX_REGION_LEN).contains(&r.len())
+                && r.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) =>
+        {
+            Ok(Some(r.clone()))
+        }
+        Some(_) => Err(field_err(format!("{field}.region"), RULE_REGION)),
+    }
+}
+
+/// The longest region label read.
+pub const MAX_REGION_LEN: usize = 64;
+const RULE_REGION: &str = "must be 1 to 64 letters, digits, '.', '_' or '-'";
 
 /// The `headroom` section: `spare` and `required` must be whole numbers up to `MAX_COUNT` (a
 /// negative or larger number is an error, never a wrapped or clamped value); other fields are

@@ -724,6 +724,7 @@ async fn feed_headroom(app: &TestApp, fleet: &str, seq: &str) {
         };
         let outcome = match numbers {
             Some((spare, required)) => Ok(Observation {
+                absorption: None,
                 source: Source::Native,
                 spare,
                 required,

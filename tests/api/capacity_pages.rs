@@ -34,6 +34,7 @@ async fn setup() -> (TestApp, Ctx, Session) {
 
 fn observation(spare: u32, required: u32, leader: &str, addr: &str) -> Observation {
     Observation {
+        absorption: None,
         source: Source::Native,
         spare,
         required,

@@ -45,6 +45,7 @@ async fn setup(adjust: impl FnOnce(&mut headroom::config::Settings)) -> (TestApp
 /// A leader's status answer as the scraper parses it.
 fn observation(spare: u32, required: u32) -> Observation {
     Observation {
+        absorption: None,
         source: Source::Native,
         spare,
         required,

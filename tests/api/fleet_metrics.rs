@@ -20,6 +20,7 @@ fn ok_sample(app: &TestApp, spare: u32, required: u32, latency_ms: u64) -> Sampl
         at: app.state.ctx.clock.now(),
         latency_ms,
         outcome: Ok(Observation {
+            absorption: None,
             source: Source::Native,
             spare,
             required,

@@ -53,6 +53,7 @@ fn below(at: i64, spare: u32, required: u32) -> Sample {
         at,
         latency_ms: 5,
         outcome: Ok(Observation {
+            absorption: None,
             source: Source::Native,
             spare,
             required,

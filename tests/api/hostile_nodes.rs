@@ -61,6 +61,7 @@ async fn serve(s: &MockServer, p: &str, t: ResponseTemplate) {
 
 fn obs(spare: u32, required: u32) -> Observation {
     Observation {
+        absorption: None,
         source: Source::Native,
         spare,
         required,

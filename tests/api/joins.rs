@@ -47,6 +47,7 @@ async fn member(host_name: &str) -> MockServer {
 /// The leader's observation listing `members` (raft id, mock), read through the first.
 fn observation(members: &[(u64, &MockServer)]) -> Observation {
     Observation {
+        absorption: None,
         source: Source::Native,
         spare: 1,
         required: 1,

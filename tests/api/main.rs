@@ -2,6 +2,7 @@
 
 mod helpers;
 
+mod absorption_scrape;
 mod api;
 mod approval_integrity;
 mod approval_page;

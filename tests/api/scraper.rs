@@ -825,8 +825,10 @@ async fn members_sharing_one_address_are_asked_once_and_count_as_one_spare() {
     let sample = scrape_once(&app.state.ctx, &fleet).await;
     assert_eq!(ok(&sample).spare, 2);
     assert_eq!(ok(&sample).source, Source::Derived);
-    assert_eq!(idle.received_requests().await.unwrap().len(), 2);
-    assert_eq!(other.received_requests().await.unwrap().len(), 2);
+    // `/node`, `/node/usage` and `/workloads`, once each.
+    let per_node = headroom::scraper::derived::GETS_PER_NODE;
+    assert_eq!(idle.received_requests().await.unwrap().len(), per_node);
+    assert_eq!(other.received_requests().await.unwrap().len(), per_node);
 
     // Past 256 members the status is refused outright: no member is asked.
     let many: Vec<(u64, String)> = (1..=257).map(|id| (id, addr(&idle))).collect();

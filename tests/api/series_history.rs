@@ -83,6 +83,7 @@ pub fn as_sample(t: &Tick) -> Sample {
         latency_ms: t.latency_ms as u64,
         outcome: match t.outcome {
             Ok((spare, required, source)) => Ok(Observation {
+                absorption: None,
                 source,
                 spare,
                 required,

@@ -1,0 +1,200 @@
+//! Absorption headroom read by the scraper from fake yubaba nodes on loopback: each node
+//! answers `/node`, `/node/usage` and `/workloads`, and the sample carries the packing verdict
+//! beside yubaba's own count, stored per sample and folded into the rollups.
+
+use headroom::domain::absorption::Basis;
+use headroom::domain::capacity::Observation;
+use headroom::scraper::scrape_once;
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::helpers::TestApp;
+use crate::scraper::{addr, serve_status, spec_with, status};
+
+/// A node with `allocatable` (MiB, millicores) carrying `workloads`; `listed` is what its
+/// `/workloads` answers (`None`: the runtime is unreachable, 502).
+async fn node(
+    allocatable: (u64, u64),
+    workloads: &[(u64, u64)],
+    listed: Option<Value>,
+) -> MockServer {
+    let s = MockServer::start().await;
+    let committed = workloads
+        .iter()
+        .fold((0, 0), |(m, c), (wm, wc)| (m + wm, c + wc));
+    let answer = |path_: &'static str, body: Value| {
+        Mock::given(method("GET"))
+            .and(path(path_))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+    };
+    answer(
+        "/node",
+        json!({ "yah.allocatable.memory_mb": allocatable.0, "yah.allocatable.cpu_millis": allocatable.1 }),
+    )
+    .mount(&s)
+    .await;
+    answer(
+        "/node/usage",
+        json!({
+            "yah.workloads.count": workloads.len(),
+            "yah.committed.memory_mb": committed.0,
+            "yah.committed.cpu_millis": committed.1,
+        }),
+    )
+    .mount(&s)
+    .await;
+    match listed {
+        Some(body) => answer("/workloads", body).mount(&s).await,
+        None => {
+            Mock::given(method("GET"))
+                .and(path("/workloads"))
+                .respond_with(
+                    ResponseTemplate::new(502).set_body_json(json!({"error": "runtime down"})),
+                )
+                .mount(&s)
+                .await
+        }
+    }
+    s
+}
+
+/// `/workloads` listing `sizes`, each with its size.
+fn sized(sizes: &[(u64, u64)]) -> Value {
+    let list: Vec<Value> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, (m, c))| json!({ "ident": format!("tenant-{i}"), "memory_mb": m, "cpu_millis": c }))
+        .collect();
+    json!({ "workloads": list })
+}
+
+/// Scrapes a fleet of `nodes` (node 1 leads and says `spare`/`required` natively).
+async fn scrape(app: &TestApp, nodes: &[&MockServer], spare: u32) -> Observation {
+    let members: Vec<(u64, String)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u64 + 1, addr(n)))
+        .collect();
+    let headroom = json!({ "spare": spare, "required": 1 });
+    serve_status(nodes[0], status(1, Some(1), 3, &members, Some(headroom))).await;
+    let spec = spec_with(&[nodes[0].uri()], json!({ "scrape_timeout_secs": 3 }));
+    let sample = scrape_once(&app.state.ctx, &spec).await;
+    sample.outcome.expect("an ok sample")
+}
+
+#[tokio::test]
+async fn every_node_carrying_a_small_tenant_is_zero_spares_by_count_and_absorbed_by_packing() {
+    let app = TestApp::spawn().await;
+    let small = [(1024, 500)];
+    let (a, b, c) = (
+        node((8192, 4000), &small, Some(sized(&small))).await,
+        node((8192, 4000), &small, Some(sized(&small))).await,
+        node((8192, 4000), &small, Some(sized(&small))).await,
+    );
+    let o = scrape(&app, &[&a, &b, &c], 0).await;
+    assert_eq!(o.spare, 0, "yubaba's count: every node carries a tenant");
+    let abs = o.absorption.expect("assessed");
+    assert!(abs.absorbed(), "{abs:?}");
+    assert_eq!(abs.basis, Basis::Workloads);
+    assert_eq!(
+        (
+            abs.node_loss.short_memory_mb,
+            abs.node_loss.short_cpu_millis
+        ),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_spare_smaller_than_the_largest_nodes_workloads_is_short_though_counted() {
+    let app = TestApp::spawn().await;
+    let big = [(6144, 3000)];
+    let mid = [(4096, 1000)];
+    let (a, b, spare) = (
+        node((8192, 4000), &big, Some(sized(&big))).await,
+        node((8192, 4000), &mid, Some(sized(&mid))).await,
+        node((2048, 1000), &[], Some(sized(&[]))).await,
+    );
+    let o = scrape(&app, &[&a, &b, &spare], 1).await;
+    assert_eq!(o.spare, 1, "yubaba's count: one empty spare");
+    let abs = o.absorption.expect("assessed");
+    assert!(!abs.absorbed(), "{abs:?}");
+    assert_eq!(abs.node_loss.worst, "node 1");
+    assert_eq!(
+        (
+            abs.node_loss.short_memory_mb,
+            abs.node_loss.short_cpu_millis
+        ),
+        (6144, 3000)
+    );
+}
+
+#[tokio::test]
+async fn a_stub_or_unreachable_runtime_falls_back_to_committed_totals_and_the_sample_stays_ok() {
+    let app = TestApp::spawn().await;
+    let load = [(1024, 500)];
+    let (a, b) = (
+        // yubaba's stub runtime: an empty list beside committed load.
+        node((8192, 4000), &load, Some(json!({ "workloads": [] }))).await,
+        // An unreachable runtime: 502.
+        node((8192, 4000), &load, None).await,
+    );
+    let o = scrape(&app, &[&a, &b], 0).await;
+    let abs = o.absorption.expect("assessed");
+    assert_eq!(abs.basis, Basis::Committed);
+    assert!(
+        abs.absorbed(),
+        "each node's 1 GiB fits on the other: {abs:?}"
+    );
+    assert_eq!(o.members.len(), 2);
+}
+
+#[tokio::test]
+async fn the_verdict_is_stored_per_sample_and_its_worst_kept_in_the_rollups() {
+    let app = crate::runner::console(|_| {}).await;
+    headroom::sim::demo::seed_fleet(&app.state).await.unwrap();
+    let big = [(6144, 3000)];
+    let (a, b) = (
+        node((8192, 4000), &big, Some(sized(&big))).await,
+        node((4096, 4000), &[], Some(sized(&[]))).await,
+    );
+    let members = [(1, addr(&a)), (2, addr(&b))];
+    serve_status(
+        &a,
+        status(
+            1,
+            Some(1),
+            3,
+            &members,
+            Some(json!({"spare": 1, "required": 1})),
+        ),
+    )
+    .await;
+    let spec = spec_with(&[a.uri()], json!({ "scrape_timeout_secs": 3 }));
+    let sample = scrape_once(&app.state.ctx, &spec).await;
+    headroom::capacity::record::record(&app.state.ctx, "demo", &sample)
+        .await
+        .unwrap();
+    let (absorbed, stored): (Option<i64>, Option<String>) =
+        sqlx::query_as("SELECT absorbed, absorption FROM fleet_samples ORDER BY id DESC LIMIT 1")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(absorbed, Some(0));
+    let stored: Value = serde_json::from_str(&stored.expect("the answer is kept")).unwrap();
+    assert_eq!(stored["node_loss"]["worst"], "node 1");
+    assert_eq!(stored["node_loss"]["short_memory_mb"], 6144);
+    assert_eq!(stored["basis"], "workloads");
+    let rollups: Vec<(Option<i64>,)> = sqlx::query_as("SELECT absorbed_min FROM fleet_rollups")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(rollups.len(), 3, "minute, hour and six hours");
+    assert!(rollups.iter().all(|(m,)| *m == Some(0)), "{rollups:?}");
+    let status: Option<String> = sqlx::query_scalar("SELECT absorption FROM fleet_status")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert!(status.is_some_and(|s| s.contains("\"absorbed\":false")));
+}
