@@ -14,6 +14,7 @@ use super::json::ApiJson;
 use super::rules;
 use crate::auth::Principal;
 use crate::capacity::board;
+use crate::domain::absorption::Absorption;
 use crate::domain::capacity::{FleetNow, Health, Member, MemberRole, Pending};
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::{FleetInput, SecretName};
@@ -282,6 +283,12 @@ pub struct FleetDetailJson {
     /// The members at the newest successful scrape, voters first, each with its role (empty
     /// before the first).
     pub members: Vec<FleetMemberJson>,
+    /// Absorption headroom at the newest successful scrape: whether the fleet can lose its
+    /// worst node (`node_loss`) or, across two or more regions, its worst region
+    /// (`region_loss`) and re-place every workload; what is short; the fewest restore machines
+    /// that cover it (`machines_needed`); and whether sizes came from `workloads` or
+    /// `committed` totals. `null` when that scrape could not judge it.
+    pub absorption: Option<Absorption>,
 }
 
 /// What a member is: `spare` (capacity published, no tenant), `carrying` (live tenants, see
@@ -353,6 +360,7 @@ pub async fn get(
         last_error: now.last_error,
         deficit_since: now.deficit_since.map(format_utc),
         members: now.members.iter().map(FleetMemberJson::from).collect(),
+        absorption: now.absorption,
     }))
 }
 

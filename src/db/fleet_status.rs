@@ -161,6 +161,8 @@ pub struct BoardRow {
     /// The deficit rule's streaks (zero for a fleet never sampled).
     pub tracker: DeficitTracker,
     pub open_requests: i64,
+    /// The newest absorption verdict as JSON (`None` before one was judged).
+    pub absorption: Option<String>,
 }
 
 // One statement for the whole board: each fleet's status row by primary key, its open deficit
@@ -173,7 +175,7 @@ macro_rules! board_sql {
         concat!(
             "SELECT f.name, f.spec, s.sampled_at, s.ok, s.source, s.spare, s.required,
                 s.ok_at, s.leader_id, s.leader_url, s.voters, s.learners, s.latency_ms, s.error,
-                s.open_deficit_id, d.started_at AS deficit_since,
+                s.open_deficit_id, d.started_at AS deficit_since, s.absorption,
                 COALESCE(s.below_streak, 0) AS below_streak,
                 COALESCE(s.healthy_streak, 0) AS healthy_streak,
                 (SELECT COUNT(*) FROM provisions p
@@ -219,6 +221,7 @@ fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
         },
         open_requests: r.try_get("open_requests")?,
         members: r.try_get("members")?,
+        absorption: r.try_get("absorption")?,
     })
 }
 

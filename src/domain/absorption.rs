@@ -11,10 +11,10 @@
 //! order, and machines this module adds come after every real member: so adding a machine
 //! never undoes a placement, and absorption only grows with machines (the property tests).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Memory and CPU, as yubaba publishes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
     pub memory_mb: u64,
     pub cpu_millis: u64,
@@ -85,7 +85,7 @@ pub struct MemberLoad {
 }
 
 /// What the lost workloads' sizes were taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Basis {
     /// Every member published its workloads with sizes.
@@ -97,7 +97,7 @@ pub enum Basis {
 }
 
 /// The worst loss of one kind.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Loss {
     /// What is lost: `node 3`, or `region fsn1`.
     pub worst: String,
@@ -109,7 +109,7 @@ pub struct Loss {
 }
 
 /// The whole answer for one sample.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Absorption {
     /// Losing any one member.
     pub node_loss: Loss,
@@ -127,6 +127,61 @@ impl Absorption {
     /// absorbed.
     pub fn absorbed(&self) -> bool {
         self.node_loss.absorbed && self.region_loss.as_ref().is_none_or(|r| r.absorbed)
+    }
+
+    /// The answer in an on-call's words: `survives losing any node · short 2 GiB, 500
+    /// millicores if region fsn1 goes · 1 more restore machine covers it`, with `(from
+    /// committed totals)` when sizes were not published.
+    pub fn words(&self) -> String {
+        let mut parts = vec![self.node_loss.words("node")];
+        if let Some(r) = &self.region_loss {
+            parts.push(r.words("region"));
+        }
+        if !self.absorbed() {
+            parts.push(match self.machines_needed {
+                Some(1) => "1 more restore machine covers it".to_string(),
+                Some(n) => format!("{n} more restore machines cover it"),
+                None => "no number of restore machines covers it".to_string(),
+            });
+        }
+        let mut words = parts.join(" · ");
+        if self.basis == Basis::Committed {
+            words.push_str(" (from committed totals)");
+        }
+        words
+    }
+}
+
+impl Loss {
+    /// `survives losing any node`, or `short 2 GiB if node 3 goes`.
+    fn words(&self, kind: &str) -> String {
+        if self.absorbed {
+            return format!("survives losing any {kind}");
+        }
+        let mut short = Vec::new();
+        if self.short_memory_mb > 0 {
+            short.push(memory_words(self.short_memory_mb));
+        }
+        if self.short_cpu_millis > 0 {
+            short.push(format!("{} millicores", self.short_cpu_millis));
+        }
+        if short.is_empty() {
+            short.push("room".to_string());
+        }
+        format!("short {} if {} goes", short.join(", "), self.worst)
+    }
+}
+
+/// MiB below a GiB, else GiB with one decimal (`2.1 GiB`, `3 GiB`).
+fn memory_words(mb: u64) -> String {
+    if mb < 1024 {
+        return format!("{mb} MiB");
+    }
+    let tenths = (mb * 10 + 512) / 1024;
+    if tenths.is_multiple_of(10) {
+        format!("{} GiB", tenths / 10)
+    } else {
+        format!("{}.{} GiB", tenths / 10, tenths % 10)
     }
 }
 
@@ -431,6 +486,46 @@ mod tests {
             allocatable: Resources::new(8 * GIB, 4000),
             region: Some(region.into()),
         }
+    }
+
+    #[test]
+    fn the_words_name_each_loss_its_shortfall_and_the_machines_that_cover_it() {
+        let loss = |worst: &str, absorbed, mb, millis| Loss {
+            worst: worst.into(),
+            absorbed,
+            short_memory_mb: mb,
+            short_cpu_millis: millis,
+        };
+        let fine = Absorption {
+            node_loss: loss("node 1", true, 0, 0),
+            region_loss: None,
+            machines_needed: Some(0),
+            basis: Basis::Workloads,
+        };
+        assert_eq!(fine.words(), "survives losing any node");
+        let short = Absorption {
+            node_loss: loss("node 3", true, 0, 0),
+            region_loss: Some(loss("region fsn1", false, 2150, 500)),
+            machines_needed: Some(2),
+            basis: Basis::Committed,
+        };
+        assert_eq!(
+            short.words(),
+            "survives losing any node · short 2.1 GiB, 500 millicores if region fsn1 goes \
+             · 2 more restore machines cover it (from committed totals)"
+        );
+        let hopeless = Absorption {
+            node_loss: loss("node 2", false, 512, 0),
+            region_loss: None,
+            machines_needed: None,
+            basis: Basis::Workloads,
+        };
+        assert_eq!(
+            hopeless.words(),
+            "short 512 MiB if node 2 goes · no number of restore machines covers it"
+        );
+        assert_eq!(memory_words(3 * GIB), "3 GiB");
+        assert_eq!(memory_words(1023), "1023 MiB");
     }
 
     /// The seed's case: four 8 GiB nodes each carrying one 1 GiB tenant. yubaba counts no

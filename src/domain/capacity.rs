@@ -698,6 +698,9 @@ pub struct FleetNow {
     pub open_requests: u32,
     /// The fleet's scrape interval, in seconds.
     pub scrape_interval_secs: u32,
+    /// Absorption headroom at the newest ok sample: can the fleet lose its worst node (or
+    /// region) and re-place every workload (`None` when that sample could not judge it).
+    pub absorption: Option<crate::domain::absorption::Absorption>,
 }
 
 /// One deficit and how long each step of its restore took: detected → proposed → approved →

@@ -69,7 +69,7 @@ pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
 pub struct MemberReads {
     /// Spare nodes by yubaba's rule.
     pub spare: u32,
-    /// One per node asked, in id order.
+    /// One per node asked that answered `/node` and `/node/usage`, in id order.
     pub loads: Vec<MemberLoad>,
 }
 
@@ -113,7 +113,13 @@ pub async fn read_members(
         if let Some(m) = members.iter_mut().find(|m| m.id == id) {
             m.tenants = load.usage.as_ref().map(|u| u.workloads);
             m.capacity_published = load.capacity.as_ref().map(|c| c.published());
-            reads.loads.push(load.for_absorption(m));
+            // A member that did not answer has no load we know of: packed as empty, its
+            // loss would read as free. It is left out; absorption is judged on the members
+            // that answered (none answering: not judged).
+            let member_load = load.for_absorption(m);
+            if member_load.live {
+                reads.loads.push(member_load);
+            }
         }
     }
     reads.loads.sort_by_key(|l| l.id);

@@ -348,7 +348,7 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
                     Some(_) => return Err(field_err(format!("{field}.addr"), RULE_STRING)),
                 };
                 let mut member = Member::listed(id, addr, voters.contains(&id));
-                member.region = region(n.get("region"), &field)?;
+                member.region = region(n.get("region"), &field);
                 members.push(member);
             }
         }
@@ -359,18 +359,23 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
 }
 
 /// A member's `region` (builds with the `headroom` section publish one): absent or null is
-/// unknown; otherwise a short label, since it is stored and shown.
-fn region(v: Option<&Value>, field: &str) -> Result<Option<String>, StatusError> {
+/// unknown; otherwise a short label, since it is stored and shown. A label that breaks the
+/// rule is logged and read as unknown: the region only refines absorption (a region loss is
+/// judged without that member's region), so it must not cost the fleet its headroom sample.
+fn region(v: Option<&Value>, field: &str) -> Option<String> {
     match v {
-        None | Some(Value::Null) => Ok(None),
+        None | Some(Value::Null) => None,
         Some(Value::String(r))
             if (1..=MAX_REGION_LEN).contains(&r.len())
                 && r.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) =>
         {
-            Ok(Some(r.clone()))
+            Some(r.clone())
         }
-        Some(_) => Err(field_err(format!("{field}.region"), RULE_REGION)),
+        Some(_) => {
+            tracing::warn!(field = %format!("{field}.region"), rule = RULE_REGION, "member region ignored");
+            None
+        }
     }
 }
 
@@ -410,6 +415,7 @@ fn headroom_section(v: Option<&Value>) -> Result<HeadroomSection, StatusError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// The example yubaba answers committed with the repo.
     fn fixtures_dir() -> std::path::PathBuf {
@@ -446,6 +452,25 @@ mod tests {
             seen += 1;
         }
         assert!(seen >= 10, "only {seen} fixtures in {}", dir.display());
+    }
+
+    #[test]
+    fn a_member_region_breaking_the_rule_is_unknown_and_the_status_still_reads() {
+        let hostile = [
+            json!(""),
+            json!("x".repeat(MAX_REGION_LEN + 1)),
+            json!("fsn1<script>"),
+            json!("fsn 1"),
+            json!(7),
+            json!(["fsn1"]),
+        ];
+        for bad in hostile {
+            let v = region(Some(&bad), "membership_config.membership.nodes[\"1\"]");
+            assert_eq!(v, None, "{bad}");
+        }
+        assert_eq!(region(Some(&json!("fsn1")), "f"), Some("fsn1".into()));
+        assert_eq!(region(Some(&json!(null)), "f"), None);
+        assert_eq!(region(None, "f"), None);
     }
 
     #[test]

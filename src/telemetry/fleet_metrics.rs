@@ -240,6 +240,7 @@ mod tests {
             deficit_since: None,
             open_requests: 0,
             scrape_interval_secs: 15,
+            absorption: None,
         }
     }
 

@@ -197,4 +197,68 @@ async fn the_verdict_is_stored_per_sample_and_its_worst_kept_in_the_rollups() {
         .await
         .unwrap();
     assert!(status.is_some_and(|s| s.contains("\"absorbed\":false")));
+
+    // Shown where people look: the fleet API, the fleet page and the dashboard card, beside
+    // yubaba's own count.
+    app.create_user("vera", headroom::domain::Role::Viewer)
+        .await;
+    let token = app.token_for("vera").await;
+    let detail = app.api_json("/api/v1/fleets/demo", &token).await;
+    let abs = &detail["absorption"];
+    assert_eq!(abs["node_loss"]["absorbed"], false, "{detail}");
+    assert_eq!(abs["node_loss"]["worst"], "node 1");
+    assert_eq!(abs["node_loss"]["short_memory_mb"], 6144);
+    assert_eq!(abs["node_loss"]["short_cpu_millis"], 3000);
+    assert_eq!(abs["region_loss"], Value::Null, "one region");
+    assert_eq!(abs["basis"], "workloads");
+    assert_eq!(detail["n_plus"], 1);
+    let viewer = app.quick_session("vera").await;
+    let words = "short 6 GiB, 3000 millicores if node 1 goes";
+    for page in ["/fleets/demo", "/"] {
+        let html = app.get(page, &viewer).await.text().await.unwrap();
+        assert!(html.contains(words), "{page} lacks {words:?}");
+    }
+    let fleet_page = app.get("/fleets/demo", &viewer).await.text().await.unwrap();
+    assert!(
+        fleet_page.contains("by yubaba&#39;s count") || fleet_page.contains("by yubaba's count")
+    );
+}
+
+#[tokio::test]
+async fn a_member_that_does_not_answer_is_left_out_of_the_packing_not_read_as_empty() {
+    let app = TestApp::spawn().await;
+    let big = [(6144, 3000)];
+    let a = node((8192, 4000), &big, Some(sized(&big))).await;
+    let b = node((8192, 4000), &[], Some(sized(&[]))).await;
+    // Node 3, alone in nbg1, is listed by raft but answers nothing. Packed as an empty
+    // member, losing it (and its region) would read as free; left out, the fleet is judged on
+    // the one region that answered.
+    let down = crate::helpers::DeadPort::bind();
+    let members = [
+        (1, addr(&a)),
+        (2, addr(&b)),
+        (3, format!("127.0.0.1:{}", down.port())),
+    ];
+    let mut body = status(
+        1,
+        Some(1),
+        3,
+        &members,
+        Some(json!({"spare": 1, "required": 1})),
+    );
+    let nodes = &mut body["membership_config"]["membership"]["nodes"];
+    for (id, region) in [("1", "fsn1"), ("2", "fsn1"), ("3", "nbg1")] {
+        nodes[id]["region"] = json!(region);
+    }
+    serve_status(&a, body).await;
+    let spec = spec_with(&[a.uri()], json!({ "scrape_timeout_secs": 3 }));
+    let o = scrape_once(&app.state.ctx, &spec)
+        .await
+        .outcome
+        .expect("a member down keeps the sample ok");
+    let abs = o.absorption.expect("judged on the members that answered");
+    assert!(abs.absorbed(), "{abs:?}");
+    assert_eq!(abs.region_loss, None, "nbg1 answered nothing: {abs:?}");
+    assert_eq!(abs.node_loss.worst, "node 1", "{abs:?}");
+    assert_eq!(o.members.len(), 3, "the member list still names it");
 }

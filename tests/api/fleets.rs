@@ -135,6 +135,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         "last_error",
         "deficit_since",
         "members",
+        "absorption",
     ]
     .map(|k| {
         got.as_object_mut()
@@ -153,7 +154,8 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
             Value::Null,
             Value::Null,
             Value::Null,
-            json!([])
+            json!([]),
+            Value::Null
         ]
     );
     assert_eq!(got, created);

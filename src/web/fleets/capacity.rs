@@ -145,9 +145,10 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
                 dt { "headroom" } dd {
                     strong.nk { (n_plus_k(f.spare, f.required)) }
                     @if let (Some(s), Some(r)) = (f.spare, f.required) {
-                        " " span.muted { "(" (s) " spare, " (r) " required, " (f.source.as_str()) ")" }
+                        " by yubaba's count " span.muted { "(" (s) " spare, " (r) " required, " (f.source.as_str()) ")" }
                     }
                 }
+                dt { "absorption" } dd { (absorption_words(f)) }
                 dt { "leader" } dd {
                     @match (&f.leader, f.leader_id) {
                         (Some(url), Some(id)) => { code { (url) } " (id " (id) ")" }
@@ -173,6 +174,17 @@ pub fn now_section(now: UnixMillis, f: &FleetNow) -> Markup {
                 }
                 dt { "requests" } dd { (requests_link(&f.fleet, f.open_requests)) }
             }
+        }
+    }
+}
+
+/// Absorption's answer beside yubaba's count: whether the fleet survives losing its worst
+/// node (or region), what is short, and how many restore machines would cover it.
+pub fn absorption_words(f: &FleetNow) -> Markup {
+    html! {
+        @match &f.absorption {
+            Some(a) => span.absorption data-absorbed=(a.absorbed()) { (a.words()) },
+            None => span.muted { "not judged (no member's capacity read yet)" },
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::auth::Principal;
 use crate::domain::capacity::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
 use crate::web::fleets::capacity::{
-    n_plus_k, requests_link, span_words, status_badge, status_words, when,
+    absorption_words, n_plus_k, requests_link, span_words, status_badge, status_words, when,
 };
 use crate::web::paths;
 
@@ -91,6 +91,7 @@ fn card(now: UnixMillis, f: &FleetNow) -> Markup {
                         _ => span.muted { "—" },
                     }
                 }
+                dt { "absorption" } dd { (absorption_words(f)) }
                 dt { "leader" } dd {
                     @match &f.leader { Some(l) => code { (l) }, None => span.muted { "unknown" } }
                 }
@@ -219,6 +220,7 @@ mod tests {
             deficit_since: None,
             open_requests: 0,
             scrape_interval_secs: 15,
+            absorption: None,
         }
     }
 
