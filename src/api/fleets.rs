@@ -60,6 +60,8 @@ pub struct FleetRequest {
     pub max_restore_machines: Option<serde_json::Value>,
     #[schema(value_type = rules::MonthlyBudgetRule, inline)]
     pub monthly_budget: Option<serde_json::Value>,
+    #[schema(value_type = rules::HeadroomRuleRule, inline)]
+    pub headroom_rule: Option<serde_json::Value>,
 }
 
 impl From<FleetRequest> for FleetInput {
@@ -83,6 +85,7 @@ impl From<FleetRequest> for FleetInput {
             secrets,
             max_restore_machines: r.max_restore_machines,
             monthly_budget: r.monthly_budget,
+            headroom_rule: r.headroom_rule,
         }
     }
 }
@@ -130,6 +133,9 @@ pub struct FleetJson {
     /// What the fleet's machines may cost a month, in the catalogue's currency, as decimal
     /// text with 2 places (`"250.00"`); null when no budget is set.
     pub monthly_budget: Option<String>,
+    /// Which answer decides deficits and proposals: `spare_count` (yubaba's count) or
+    /// `absorption` (whether losing the worst node or region leaves every workload room).
+    pub headroom_rule: String,
     /// RFC 3339, UTC.
     pub created_at: String,
     /// RFC 3339, UTC.
@@ -157,6 +163,7 @@ impl From<Fleet> for FleetJson {
             secrets,
             max_restore_machines: s.max_restore_machines(),
             monthly_budget: s.monthly_budget().map(|b| b.to_string()),
+            headroom_rule: s.headroom_rule().as_str().to_string(),
             created_at: format_utc(f.created_at),
             updated_at: format_utc(f.updated_at),
             updated_by: f.updated_by,

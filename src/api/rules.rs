@@ -263,6 +263,13 @@ rule!(
         .description(Some("What the fleet's machines may cost a month, in the catalogue's currency: above 0, at most 10000000, at most 2 decimal places, as decimal text (\"249.50\") or a number. Empty, null or absent sets no budget. Answered as text with 2 places."))
 );
 rule!(
+    /// Which answer decides a fleet's deficits and proposals.
+    HeadroomRuleRule => ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(["spare_count", "absorption", ""]))
+        .description(Some("Which answer decides deficits and proposals: spare_count (yubaba's count, the default) or absorption (a deficit while losing the worst node, or region across two or more, would leave workloads without room; a proposal asks for the fewest restore machines that cover it, capped by max_restore_machines). Empty, null or absent means spare_count."))
+);
+rule!(
     /// Which declared secret a render-time secret is.
     SecretRefRule => string(SECRET_LABEL, Some(63), "The name of a secret the server declares (its `secrets` setting; GET /api/v1/secrets lists them). Raw env:/file: sources are refused. Empty or null means none.")
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))

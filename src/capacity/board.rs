@@ -143,11 +143,12 @@ fn fleet_now(now: UnixMillis, policy: DeficitPolicy, r: BoardRow) -> Result<Flee
         deficit_since: r.deficit_since,
         open_requests: count(Some(r.open_requests)).unwrap_or(u32::MAX),
         scrape_interval_secs: interval,
-        // Like the members: a stored verdict that no longer parses shows as not judged.
-        absorption: r
-            .absorption
-            .as_deref()
-            .and_then(|a| serde_json::from_str(a).ok()),
+        // A stored verdict that no longer parses shows as not judged, and says why in the log.
+        absorption: r.absorption.as_deref().and_then(|a| {
+            serde_json::from_str(a)
+                .inspect_err(|e| tracing::warn!(fleet.name = %r.name, error = %e, "stored absorption unreadable"))
+                .ok()
+        }),
         fleet: r.name,
     })
 }

@@ -20,6 +20,11 @@
 //! numbers and ids (`"truncated": true`). The timeline's copy stays with the request when
 //! retention deletes the ended deficit.
 //!
+//! Under a fleet's `headroom_rule = "absorption"` a deficit is a sample whose absorption
+//! answer is short (`domain::capacity::short_under`), and its proposal asks for that answer's
+//! machines needed, capped like the count ([`Gap`]); its reason and evidence name the worst
+//! loss and what is short.
+//!
 //! A flapping fleet (in and out of deficit every few samples) would otherwise file a proposal
 //! per cycle: a deficit entered within `settings.proposal_cooldown` of the fleet's last
 //! proposal being superseded by recovery files none at once ([`deferral`]); `record` files it
@@ -35,8 +40,10 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, DeficitRow, StreakSample, Superseded};
 use crate::db::provision_events::{self, NewEvent};
-use crate::domain::capacity::{DeficitPolicy, Observation};
+use crate::domain::absorption::Absorption;
+use crate::domain::capacity::{n_plus_words, DeficitPolicy, Observation};
 use crate::domain::clock::format_utc;
+use crate::domain::fleet::HeadroomRule;
 use crate::domain::{Actor, ProvisionState, UnixMillis};
 use crate::error::OpError;
 use crate::provisioning::notify::{self, FleetEvent};
@@ -84,10 +91,22 @@ pub fn streak_len(policy: DeficitPolicy, below_streak: u32) -> u32 {
 /// JSON of at most `EVIDENCE_MAX_BYTES` less the timeline's wrapper. A status body too big
 /// for that (the scraper caps what it reads, but re-serialised numbers can grow) is replaced
 /// by the numbers and ids seen, with `"truncated": true`.
-pub fn evidence(obs: &Observation, streak: &[StreakSample], cap: u32) -> String {
+pub fn evidence(
+    obs: &Observation,
+    streak: &[StreakSample],
+    cap: u32,
+    rule: HeadroomRule,
+) -> String {
     let limit = EVIDENCE_MAX_BYTES - TIMELINE_WRAPPER_BYTES;
     let suspicious = suspicious(obs.required, obs.members.len(), cap);
-    let mut full = json!({ "status": obs.evidence, "samples": streak });
+    // The rule that judged, and absorption's answer (a few hundred bytes: region labels are
+    // capped at 64), kept in both the full and the reduced evidence.
+    let mut full = json!({
+        "status": obs.evidence,
+        "samples": streak,
+        "rule": rule.as_str(),
+        "absorption": obs.absorption,
+    });
     if let Some(s) = &suspicious {
         full["suspicious"] = s.clone();
     }
@@ -107,6 +126,8 @@ pub fn evidence(obs: &Observation, streak: &[StreakSample], cap: u32) -> String 
             "term": obs.term,
         },
         "samples": streak,
+        "rule": rule.as_str(),
+        "absorption": obs.absorption,
     });
     if let Some(s) = suspicious {
         reduced["suspicious"] = s;
@@ -152,6 +173,56 @@ pub fn restore_count(spare: i64, required: i64, cap: u32) -> u32 {
     u32::try_from(missing).unwrap_or(cap).min(cap)
 }
 
+/// What a restore must make up, as the fleet's rule measures it now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Gap {
+    /// yubaba's count: `spare` of `required`.
+    Spares { spare: i64, required: i64 },
+    /// Absorption's answer: the worst loss, what is short, and the machines that cover it.
+    Absorption(Absorption),
+}
+
+impl Gap {
+    /// The gap under `rule`: absorption's answer when the rule asks for it and the newest
+    /// sample judged one, else yubaba's count (the same fallback the deficit rule takes).
+    pub fn under(rule: HeadroomRule, numbers: (i64, i64), absorption: Option<Absorption>) -> Gap {
+        match (rule, absorption) {
+            (HeadroomRule::Absorption, Some(a)) => Gap::Absorption(a),
+            _ => Gap::Spares {
+                spare: numbers.0,
+                required: numbers.1,
+            },
+        }
+    }
+
+    /// Machines a restore asks for, capped like [`restore_count`]; `None` when absorption
+    /// says no number of restore machines makes every loss absorbable (a person decides).
+    pub fn count(&self, cap: u32) -> Option<u32> {
+        match self {
+            Gap::Spares { spare, required } => Some(restore_count(*spare, *required, cap)),
+            Gap::Absorption(a) => a
+                .machines_needed
+                .map(|n| n.max(1).min(cap.clamp(1, COUNT_MAX))),
+        }
+    }
+
+    /// Machines missing before the cap (for saying the cap cut the count).
+    fn wanted(&self) -> i64 {
+        match self {
+            Gap::Spares { spare, required } => required.saturating_sub(*spare).max(1),
+            Gap::Absorption(a) => i64::from(a.machines_needed.unwrap_or(0).max(1)),
+        }
+    }
+
+    /// The gap in the words the reason and the evidence line use.
+    pub fn words(&self) -> String {
+        match self {
+            Gap::Spares { spare, required } => format!("spare {spare} of required {required}"),
+            Gap::Absorption(a) => format!("absorption short: {}", a.words()),
+        }
+    }
+}
+
 /// Whether a scraped `required` is beyond belief: more than every member of the cluster plus
 /// the most one proposal adds. It is still acted on (capped), but the evidence says so.
 pub fn suspicious(required: u32, members: usize, cap: u32) -> Option<serde_json::Value> {
@@ -175,21 +246,26 @@ pub fn reason_prefix(id: i64) -> String {
     format!("headroom deficit #{id}:")
 }
 
-/// The request's reason, for the approver, with the numbers it was filed for and, when the
-/// fleet's cap cut the count, saying so.
-fn reason(d: &DeficitRow, spare: i64, required: i64, count: u32) -> String {
-    let missing = required.saturating_sub(spare).max(1);
+/// The request's reason, for the approver, with the gap it was filed for (numbers, or the
+/// worst loss and its shortfall) and, when the fleet's cap cut the count, saying so.
+fn reason(d: &DeficitRow, gap: &Gap, count: u32) -> String {
+    let missing = gap.wanted();
     let capped = if missing > i64::from(count) {
+        let what = match gap {
+            Gap::Spares { .. } => "missing",
+            Gap::Absorption(_) => "needed",
+        };
         format!(
-            "; capped at {count} by the fleet's max_restore_machines ({missing} missing; a \
+            "; capped at {count} by the fleet's max_restore_machines ({missing} {what}; a \
              follow-up is proposed if the deficit lasts)"
         )
     } else {
         String::new()
     };
     format!(
-        "{} spare {spare} of required {required} (since {}); restore proposed by headroom{capped}",
+        "{} {} (since {}); restore proposed by headroom{capped}",
         reason_prefix(d.id),
+        gap.words(),
         format_utc(d.started_at)
     )
 }
@@ -236,20 +312,25 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
         };
         // A follow-up (or a late resume) asks for what is missing now, not at detection.
         let now_row = db::fleet_status::board_one(&mut conn, &d.fleet).await?;
+        // Absorption's newest answer; one that no longer parses reads as not judged.
+        let absorption: Option<Absorption> = now_row
+            .as_ref()
+            .and_then(|r| r.absorption.as_deref())
+            .and_then(|a| serde_json::from_str(a).ok());
         let numbers = now_row
             .and_then(|r| r.spare.zip(r.required))
             .unwrap_or((d.spare, d.required));
-        (d, open, own, numbers)
+        (d, open, own, (numbers, absorption))
     };
+    let (numbers, absorption) = numbers;
     if d.provision_id.is_some() || !d.note.is_empty() || d.ended_at.is_some() {
         return Ok(Proposal::Settled);
     }
     let outcome = match open {
         Some(id) if own => Proposal::Filed(id),
         Some(id) => Proposal::AlreadyOpen(id),
-        None => file(ctx, &d, numbers).await?,
+        None => file(ctx, &d, numbers, absorption.clone()).await?,
     };
-    let (spare_now, required_now) = numbers;
     // A follow-up is not a new deficit: the webhook announced it with the first proposal.
     let followup = d.proposed_at.is_some();
     let (provision_id, note) = match &outcome {
@@ -301,14 +382,14 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
                 kind: "evidence",
                 machine: None,
                 message: &format!(
-                    "{} by headroom for deficit #{}: spare {spare_now} of required \
-                     {required_now}, in deficit since {}{}{}",
+                    "{} by headroom for deficit #{}: {}, in deficit since {}{}{}",
                     if followup {
                         "follow-up proposed"
                     } else {
                         "proposed"
                     },
                     d.id,
+                    gap_words(numbers, absorption.as_ref()),
                     format_utc(d.started_at),
                     earlier(&d.earlier_provisions),
                     suspicious_note(&evidence)
@@ -352,20 +433,30 @@ pub async fn propose(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<Proposal> {
 async fn file(
     ctx: &Ctx,
     d: &DeficitRow,
-    (spare, required): (i64, i64),
+    numbers: (i64, i64),
+    absorption: Option<Absorption>,
 ) -> anyhow::Result<Proposal> {
     let spec = match crate::fleets::get(ctx, &Caller::system(), &d.fleet).await {
         Ok(f) => f.spec,
         Err(crate::error::OpError::NotFound(_)) => return Ok(Proposal::Settled),
         Err(e) => return Ok(Proposal::NotFiled(format!("no restore was filed: {e}"))),
     };
-    let count = restore_count(spare, required, spec.max_restore_machines());
+    let gap = Gap::under(spec.headroom_rule(), numbers, absorption);
+    let Some(count) = gap.count(spec.max_restore_machines()) else {
+        return Ok(Proposal::NotFiled(format!(
+            "no restore was filed: {}; no number of {} machines makes every loss absorbable \
+             (a workload larger than one machine, a region loss new machines would share, or \
+             no allocatable declared for the config), so a person must decide",
+            gap.words(),
+            spec.restore_machine_config()
+        )));
+    };
     let request = NewRequest {
         fleet: d.fleet.clone(),
         machine_config: spec.restore_machine_config().to_string(),
         template: None,
         count: i64::from(count),
-        reason: reason(d, spare, required, count),
+        reason: reason(d, &gap, count),
     };
     Ok(
         match requests::create_unless_open(ctx, &Caller::system(), &request).await {
@@ -374,6 +465,22 @@ async fn file(
             Err(e) => Proposal::NotFiled(refusal_note(&e)),
         },
     )
+}
+
+/// The evidence line's words for what the fleet lacks now: yubaba's count, and absorption's
+/// answer beside it when one was judged (the line is written whatever the rule).
+fn gap_words((spare, required): (i64, i64), absorption: Option<&Absorption>) -> String {
+    let count = match (u32::try_from(spare), u32::try_from(required)) {
+        (Ok(s), Ok(r)) => format!(
+            "{} (spare {spare} of required {required})",
+            n_plus_words(s, r)
+        ),
+        _ => format!("spare {spare} of required {required}"),
+    };
+    match absorption {
+        Some(a) => format!("{count}; absorption: {}", a.words()),
+        None => count,
+    }
 }
 
 /// The earlier requests as the evidence line names them (empty when none).
@@ -529,6 +636,7 @@ pub struct Resumed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::absorption::{Basis, Loss};
 
     #[test]
     fn a_restore_asks_for_the_missing_spares_within_the_fleets_cap() {
@@ -543,6 +651,56 @@ mod tests {
         // A cap outside 1..=COUNT_MAX (never stored, but never trusted) is clamped.
         assert_eq!(restore_count(0, 500, 0), 1);
         assert_eq!(restore_count(0, 500, u32::MAX), COUNT_MAX);
+    }
+
+    /// Absorption's answer with every field at its widest (a region label is at most 64).
+    fn widest_absorption() -> Absorption {
+        let loss = |kind: &str| Loss {
+            worst: format!("{kind} {}", "r".repeat(64)),
+            absorbed: false,
+            short_memory_mb: u64::MAX,
+            short_cpu_millis: u64::MAX,
+        };
+        Absorption {
+            node_loss: loss("node"),
+            region_loss: Some(loss("region")),
+            machines_needed: Some(u32::MAX),
+            basis: Basis::Committed,
+            unanswered: u32::MAX,
+        }
+    }
+
+    #[test]
+    fn under_absorption_a_restore_asks_for_the_machines_needed_within_the_cap() {
+        let mut a = widest_absorption();
+        let gap = |a: &Absorption| Gap::under(HeadroomRule::Absorption, (3, 1), Some(a.clone()));
+        a.machines_needed = Some(1);
+        assert_eq!(gap(&a).count(5), Some(1));
+        a.machines_needed = Some(4);
+        assert_eq!(gap(&a).count(2), Some(2), "capped by max_restore_machines");
+        a.machines_needed = Some(0);
+        assert_eq!(gap(&a).count(2), Some(1), "a deficit asks for at least one");
+        a.machines_needed = Some(u32::MAX);
+        assert_eq!(gap(&a).count(u32::MAX), Some(COUNT_MAX));
+        a.machines_needed = None;
+        assert_eq!(
+            gap(&a).count(2),
+            None,
+            "no number suffices: a person decides"
+        );
+        assert!(gap(&a).words().starts_with("absorption short: short "));
+        // yubaba's count: the rule, or absorption not judged in the newest sample.
+        assert_eq!(
+            Gap::under(HeadroomRule::SpareCount, (0, 2), Some(a.clone())),
+            Gap::Spares {
+                spare: 0,
+                required: 2
+            }
+        );
+        assert_eq!(
+            Gap::under(HeadroomRule::Absorption, (0, 2), None).count(5),
+            Some(2)
+        );
     }
 
     #[test]
@@ -584,7 +742,9 @@ mod tests {
     fn evidence_fits_the_timeline_bound_even_truncated_with_every_field_at_its_widest() {
         let streak = vec![widest(); STREAK_EVIDENCE_MAX as usize];
         let huge = json!({ "x": vec![1e15_f64; 10_000] });
-        let e = evidence(&observation(huge), &streak, 2);
+        let mut obs = observation(huge);
+        obs.absorption = Some(widest_absorption());
+        let e = evidence(&obs, &streak, 2, HeadroomRule::Absorption);
         assert!(
             e.len() + TIMELINE_WRAPPER_BYTES <= EVIDENCE_MAX_BYTES,
             "{}",
@@ -602,7 +762,12 @@ mod tests {
     #[test]
     fn evidence_that_fits_is_kept_whole() {
         let status = json!({ "headroom": { "spare": 0, "required": 1 }, "pad": "p".repeat(8000) });
-        let e = evidence(&observation(status.clone()), &[widest()], u32::MAX);
+        let e = evidence(
+            &observation(status.clone()),
+            &[widest()],
+            u32::MAX,
+            HeadroomRule::SpareCount,
+        );
         let v: serde_json::Value = serde_json::from_str(&e).unwrap();
         assert_eq!(v["status"], status);
         assert!(v.get("truncated").is_none());

@@ -11,19 +11,33 @@ use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_deficits::{self, NewDeficit};
 use crate::db::fleet_status::{self, StoredTracker};
-use crate::domain::capacity::{n_plus_words, Observation, Sample};
+use crate::domain::capacity::{n_plus_words, Sample};
 use crate::domain::deficit::{follow_up, step, FollowUp, OpenDeficit, Step};
-use crate::domain::fleet::{FleetSpec, MAX_RESTORE_MACHINES_DEFAULT};
+use crate::domain::fleet::{FleetSpec, HeadroomRule, MAX_RESTORE_MACHINES_DEFAULT};
 use crate::domain::{Caller, UnixMillis};
 
-/// The fleet's `max_restore_machines` (the default when the fleet was deleted meanwhile; a
-/// stored spec that no longer reads back is an internal error naming the fleet).
-async fn restore_cap(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::Result<u32> {
+/// What the deficit rule reads of the fleet's settings: its headroom rule and
+/// `max_restore_machines`.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    rule: HeadroomRule,
+    restore_cap: u32,
+}
+
+/// The fleet's rules (the defaults when the fleet was deleted meanwhile; a stored spec that no
+/// longer reads back is an internal error naming the fleet). Read with every sample, so an
+/// edited rule judges the very next one.
+async fn rules(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::Result<Rules> {
     let spec = match db::fleets::get(conn, fleet).await? {
         Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec)?),
         None => None,
     };
-    Ok(spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines()))
+    Ok(Rules {
+        rule: spec
+            .as_ref()
+            .map_or(HeadroomRule::default(), FleetSpec::headroom_rule),
+        restore_cap: spec.map_or(MAX_RESTORE_MACHINES_DEFAULT, |s| s.max_restore_machines()),
+    })
 }
 
 /// What is left to do once the sample is committed.
@@ -51,21 +65,29 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
         return Ok(());
     };
     db::fleet_samples::insert(&mut tx, fleet_id, sample).await?;
+    let rules = rules(&mut tx, fleet).await?;
+    let short = sample.short(rules.rule);
     let mut stored = fleet_status::tracker(&mut tx, fleet_id).await?;
-    let change = stored
-        .tracker
-        .observe(ctx.settings.deficit, sample.numbers());
+    let change = stored.tracker.observe(ctx.settings.deficit, short);
     let open = OpenDeficit {
         id: stored.open_deficit_id,
         proposal_due_at: stored.proposal_due_at,
     };
-    let after = match step(change, sample.numbers(), open, sample.at) {
+    let after = match step(change, short, open, sample.at) {
         Step::Nothing => AfterCommit::Nothing,
         Step::Open => match &sample.outcome {
-            Ok(obs) => {
+            Ok(_) => {
                 let (id, deferred) =
-                    open_deficit(&mut tx, ctx, fleet, fleet_id, sample, obs, &stored).await?;
-                audit_deficit(&mut tx, sample, Action::FleetDeficitEntered, fleet, id).await?;
+                    open_deficit(&mut tx, ctx, fleet, fleet_id, sample, &stored, rules).await?;
+                audit_deficit(
+                    &mut tx,
+                    sample,
+                    rules.rule,
+                    Action::FleetDeficitEntered,
+                    fleet,
+                    id,
+                )
+                .await?;
                 stored.open_deficit_id = Some(id);
                 stored.proposal_due_at = deferred;
                 if deferred.is_some() {
@@ -80,7 +102,15 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
         Step::Close(id) => {
             stored.open_deficit_id = None;
             fleet_deficits::end(&mut tx, id, sample.at).await?;
-            audit_deficit(&mut tx, sample, Action::FleetDeficitLeft, fleet, id).await?;
+            audit_deficit(
+                &mut tx,
+                sample,
+                rules.rule,
+                Action::FleetDeficitLeft,
+                fleet,
+                id,
+            )
+            .await?;
             AfterCommit::Recovered(id)
         }
         Step::ReleaseDeferred(id) => {
@@ -139,20 +169,29 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
     Ok(())
 }
 
-/// The audit entry for a deficit entered or left, by `system`, with the sample's numbers in
-/// yubaba's words.
+/// The audit entry for a deficit entered or left, by `system`, with the rule that judged, the
+/// sample's numbers in yubaba's words and absorption's answer in words.
 async fn audit_deficit(
     tx: &mut sqlx::SqliteConnection,
     sample: &Sample,
+    rule: HeadroomRule,
     action: Action,
     fleet: &str,
     deficit_id: i64,
 ) -> sqlx::Result<()> {
-    let mut details = serde_json::json!({ "deficit_id": deficit_id });
+    let mut details = serde_json::json!({ "deficit_id": deficit_id, "rule": rule.as_str() });
     if let Some((spare, required)) = sample.numbers() {
         details["spare"] = spare.into();
         details["required"] = required.into();
         details["headroom"] = n_plus_words(spare, required).into();
+    }
+    if let Some(a) = sample
+        .outcome
+        .as_ref()
+        .ok()
+        .and_then(|o| o.absorption.as_ref())
+    {
+        details["absorption"] = a.words().into();
     }
     audit::record(
         tx,
@@ -175,17 +214,19 @@ async fn open_deficit(
     fleet: &str,
     fleet_id: i64,
     sample: &Sample,
-    obs: &Observation,
     stored: &StoredTracker,
+    rules: Rules,
 ) -> anyhow::Result<(i64, Option<UnixMillis>)> {
+    let Ok(obs) = &sample.outcome else {
+        anyhow::bail!("a deficit opens only on an ok sample");
+    };
     // The tracker counted `below_streak` ok samples below required, this one included: they
     // are the streak, and the first of them is when the deficit started. The evidence keeps
     // at most the policy's streak (and never more than 50 samples).
     let n = deficit::streak_len(ctx.settings.deficit, stored.tracker.below_streak);
     let streak = fleet_deficits::streak(&mut *tx, fleet_id, i64::from(n)).await?;
     let started_at = streak.first().map_or(sample.at, |s| s.at.min(sample.at));
-    let cap = restore_cap(&mut *tx, fleet).await?;
-    let evidence = deficit::evidence(obs, &streak, cap);
+    let evidence = deficit::evidence(obs, &streak, rules.restore_cap, rules.rule);
     let cooldown = ctx.settings.proposal_cooldown;
     let since = sample
         .at

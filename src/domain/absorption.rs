@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Memory and CPU, as yubaba publishes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Resources {
     pub memory_mb: u64,
     pub cpu_millis: u64,
@@ -103,8 +103,9 @@ pub struct Loss {
     pub worst: String,
     /// Whether every workload of the worst loss found room elsewhere (so every loss did).
     pub absorbed: bool,
-    /// What did not fit, summed over the workloads left over.
+    /// Memory (MiB) that did not fit, summed over the workloads left over.
     pub short_memory_mb: u64,
+    /// CPU (millicores) that did not fit, summed over the workloads left over.
     pub short_cpu_millis: u64,
 }
 
@@ -119,7 +120,13 @@ pub struct Absorption {
     /// when all are); `None` when no number can (a workload larger than one such machine, a
     /// region loss the new machines would share, or no allocatable known for the config).
     pub machines_needed: Option<u32>,
+    /// Where the lost workloads' sizes came from.
     pub basis: Basis,
+    /// Members that did not answer their reads in this sample: judged as already lost (they
+    /// receive nothing, and what they ran is not known), but their regions still count, so
+    /// a region reduced to unanswering members leaves the others' loss with nowhere to go.
+    #[serde(default)]
+    pub unanswered: u32,
 }
 
 impl Absorption {
@@ -143,6 +150,13 @@ impl Absorption {
                 Some(n) => format!("{n} more restore machines cover it"),
                 None => "no number of restore machines covers it".to_string(),
             });
+        }
+        if self.unanswered > 0 {
+            parts.push(format!(
+                "judged without {} member{} that did not answer",
+                self.unanswered,
+                if self.unanswered == 1 { "" } else { "s" }
+            ));
         }
         let mut words = parts.join(" · ");
         if self.basis == Basis::Committed {
@@ -172,16 +186,22 @@ impl Loss {
     }
 }
 
-/// MiB below a GiB, else GiB with one decimal (`2.1 GiB`, `3 GiB`).
+/// MiB below a GiB, else GiB with one decimal (`2.1 GiB`, `3 GiB`). Sizes come from nodes,
+/// so any u64: the whole GiB and the remainder are rounded apart, which cannot overflow.
 fn memory_words(mb: u64) -> String {
     if mb < 1024 {
         return format!("{mb} MiB");
     }
-    let tenths = (mb * 10 + 512) / 1024;
-    if tenths.is_multiple_of(10) {
-        format!("{} GiB", tenths / 10)
+    let (mut gib, rest) = (mb / 1024, mb % 1024);
+    let mut tenths = (rest * 10 + 512) / 1024;
+    if tenths == 10 {
+        gib += 1;
+        tenths = 0;
+    }
+    if tenths == 0 {
+        format!("{gib} GiB")
     } else {
-        format!("{}.{} GiB", tenths / 10, tenths % 10)
+        format!("{gib}.{tenths} GiB")
     }
 }
 
@@ -197,13 +217,16 @@ pub const MACHINES_NEEDED_MAX: u32 = 64;
 
 /// Assesses `members`; `None` for a fleet without members.
 pub fn assess(members: &[MemberLoad], restore: Option<&RestoreMachine>) -> Option<Absorption> {
-    if members.is_empty() {
+    // No member answered: nothing to judge on (every loss would move nothing known).
+    if !members.iter().any(|m| m.live) {
         return None;
     }
     let mut sorted: Vec<MemberLoad> = members.to_vec();
     sorted.sort_by_key(|m| m.id);
     let members = &sorted[..];
-    let basis = if members.iter().all(|m| pieces(m).1) {
+    let unanswered = members.iter().filter(|m| !m.live).count();
+    // Sizes are judged on the members that answered: one that did not has none to give.
+    let basis = if members.iter().filter(|m| m.live).all(|m| pieces(m).1) {
         Basis::Workloads
     } else {
         Basis::Committed
@@ -234,6 +257,7 @@ pub fn assess(members: &[MemberLoad], restore: Option<&RestoreMachine>) -> Optio
         region_loss,
         machines_needed,
         basis,
+        unanswered: u32::try_from(unanswered).unwrap_or(u32::MAX),
     })
 }
 
@@ -501,6 +525,7 @@ mod tests {
             region_loss: None,
             machines_needed: Some(0),
             basis: Basis::Workloads,
+            unanswered: 0,
         };
         assert_eq!(fine.words(), "survives losing any node");
         let short = Absorption {
@@ -508,6 +533,7 @@ mod tests {
             region_loss: Some(loss("region fsn1", false, 2150, 500)),
             machines_needed: Some(2),
             basis: Basis::Committed,
+            unanswered: 0,
         };
         assert_eq!(
             short.words(),
@@ -519,13 +545,57 @@ mod tests {
             region_loss: None,
             machines_needed: None,
             basis: Basis::Workloads,
+            unanswered: 2,
         };
         assert_eq!(
             hopeless.words(),
-            "short 512 MiB if node 2 goes · no number of restore machines covers it"
+            "short 512 MiB if node 2 goes · no number of restore machines covers it \
+             · judged without 2 members that did not answer"
         );
         assert_eq!(memory_words(3 * GIB), "3 GiB");
         assert_eq!(memory_words(1023), "1023 MiB");
+        assert_eq!(memory_words(1024), "1 GiB");
+        assert_eq!(
+            memory_words(1997),
+            "2 GiB",
+            "1.95 rounds up into the next GiB"
+        );
+        assert_eq!(memory_words(u64::MAX), "18014398509481984 GiB");
+    }
+
+    /// A member that did not answer is already lost: it receives nothing and its loss moves
+    /// nothing known, but its region still counts, so losing the region that answered has
+    /// nowhere to go. With no member answering there is nothing to judge.
+    #[test]
+    fn a_member_that_did_not_answer_is_judged_as_already_lost_and_keeps_its_region() {
+        let mut down = member(3, "nbg1", (8 * GIB, 4000), &[]);
+        down.live = false;
+        down.workloads = None;
+        down.allocatable = None;
+        let fleet = vec![
+            member(1, "fsn1", (8 * GIB, 4000), &[(6 * GIB, 3000)]),
+            member(2, "fsn1", (8 * GIB, 4000), &[]),
+            down.clone(),
+        ];
+        let a = assess(&fleet, Some(&cx22("fsn1"))).unwrap();
+        assert!(a.node_loss.absorbed, "node 1's 6 GiB fits on node 2: {a:?}");
+        let region = a.region_loss.clone().expect("two regions, one unanswering");
+        assert!(!region.absorbed, "{a:?}");
+        assert_eq!(region.worst, "region fsn1");
+        assert_eq!(region.short_memory_mb, 6 * GIB);
+        assert_eq!(a.unanswered, 1);
+        assert_eq!(
+            a.basis,
+            Basis::Workloads,
+            "sizes judged on the members that answered"
+        );
+        assert!(
+            a.words()
+                .contains("judged without 1 member that did not answer"),
+            "{}",
+            a.words()
+        );
+        assert_eq!(assess(&[down], Some(&cx22("fsn1"))), None);
     }
 
     /// The seed's case: four 8 GiB nodes each carrying one 1 GiB tenant. yubaba counts no
@@ -670,6 +740,8 @@ mod tests {
         /// shortfall larger.
         #[test]
         fn adding_capacity_never_makes_a_fleet_worse(fleet in arb_fleet(), region in prop_oneof![Just("fsn1"), Just("nbg1")]) {
+            // A fleet where no member answered is not judged (`None`).
+            prop_assume!(fleet.iter().any(|m| m.live));
             let before = assess(&fleet, None).unwrap();
             let mut more = fleet.clone();
             more.push(member(1_000, region, (16 * GIB, 8000), &[]));
@@ -689,6 +761,7 @@ mod tests {
         /// and one fewer does not.
         #[test]
         fn the_machines_needed_really_suffice_and_are_the_fewest(fleet in arb_fleet()) {
+            prop_assume!(fleet.iter().any(|m| m.live));
             let restore = cx22("fsn1");
             let a = assess(&fleet, Some(&restore)).unwrap();
             if let Some(k) = a.machines_needed {

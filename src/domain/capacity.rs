@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::absorption::Absorption;
+use super::fleet::HeadroomRule;
 use super::{ProvisionState, UnixMillis};
 
 /// Where a sample's spare and required came from.
@@ -154,7 +155,28 @@ pub struct Observation {
     pub absorption: Option<Absorption>,
 }
 
+/// Whether an ok sample is short of what the fleet must keep under `rule`: by yubaba's count
+/// (`spare < required`), or under `absorption` by the packing verdict (`absorbed` false). A
+/// sample that could not judge absorption (`None`: no member's load read) falls back to the
+/// count, so the rule never leaves a fleet without a verdict.
+pub fn short_under(rule: HeadroomRule, spare: u32, required: u32, absorbed: Option<bool>) -> bool {
+    match (rule, absorbed) {
+        (HeadroomRule::Absorption, Some(absorbed)) => !absorbed,
+        _ => spare < required,
+    }
+}
+
 impl Observation {
+    /// Whether this observation is short under `rule` (see [`short_under`]).
+    pub fn short(&self, rule: HeadroomRule) -> bool {
+        short_under(
+            rule,
+            self.spare,
+            self.required,
+            self.absorption.as_ref().map(Absorption::absorbed),
+        )
+    }
+
     /// Members in a voter set.
     pub fn voters(&self) -> u32 {
         self.members.iter().filter(|m| m.voter).count() as u32
@@ -182,6 +204,11 @@ impl Sample {
     /// Spare and required when the scrape succeeded.
     pub fn numbers(&self) -> Option<(u32, u32)> {
         self.outcome.as_ref().ok().map(|o| (o.spare, o.required))
+    }
+
+    /// Whether the sample is short under `rule`; `None` when the scrape failed.
+    pub fn short(&self, rule: HeadroomRule) -> Option<bool> {
+        self.outcome.as_ref().ok().map(|o| o.short(rule))
     }
 }
 
@@ -350,14 +377,14 @@ pub struct DeficitTracker {
 }
 
 impl DeficitTracker {
-    /// Feeds one sample's numbers (`None` for a failed scrape). A failed scrape changes
-    /// nothing: a gap is neither evidence of a deficit nor of recovery, so it neither resets
-    /// nor advances a streak.
-    pub fn observe(&mut self, policy: DeficitPolicy, numbers: Option<(u32, u32)>) -> DeficitChange {
-        let Some((spare, required)) = numbers else {
+    /// Feeds one sample's verdict under the fleet's rule (`Sample::short`; `None` for a failed
+    /// scrape). A failed scrape changes nothing: a gap is neither evidence of a deficit nor of
+    /// recovery, so it neither resets nor advances a streak.
+    pub fn observe(&mut self, policy: DeficitPolicy, short: Option<bool>) -> DeficitChange {
+        let Some(short) = short else {
             return DeficitChange::None;
         };
-        if spare < required {
+        if short {
             self.below_streak = self.below_streak.saturating_add(1);
             self.healthy_streak = 0;
             if !self.in_deficit && self.below_streak >= policy.enter_after {
@@ -700,7 +727,7 @@ pub struct FleetNow {
     pub scrape_interval_secs: u32,
     /// Absorption headroom at the newest ok sample: can the fleet lose its worst node (or
     /// region) and re-place every workload (`None` when that sample could not judge it).
-    pub absorption: Option<crate::domain::absorption::Absorption>,
+    pub absorption: Option<Absorption>,
 }
 
 /// One deficit and how long each step of its restore took: detected → proposed → approved →
@@ -830,7 +857,9 @@ mod tests {
     };
 
     fn feed(t: &mut DeficitTracker, seq: &[Option<(u32, u32)>]) -> Vec<DeficitChange> {
-        seq.iter().map(|n| t.observe(POLICY, *n)).collect()
+        seq.iter()
+            .map(|n| t.observe(POLICY, n.map(|(s, r)| s < r)))
+            .collect()
     }
 
     #[test]
@@ -996,32 +1025,44 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever the samples, the shown status never contradicts the numbers it stands
-        /// beside: `healthy` only at or above required, `deficit` only below it, and a
-        /// change the rule is still confirming reads `pending`, with a count below its goal.
+        /// Whatever the samples and the rule, the shown status never contradicts the verdict
+        /// it stands beside: `healthy` only when the rule's answer is not short (at or above
+        /// required by yubaba's count; absorbed, or by the count when absorption could not be
+        /// judged), `deficit` only when it is, and a change still being confirmed reads
+        /// `pending`, with a count below its goal.
         #[test]
         fn the_status_never_contradicts_the_newest_numbers(
             enter_after in 1u32..5,
             leave_after in 1u32..5,
+            absorption_rule in proptest::bool::ANY,
             samples in proptest::collection::vec(
-                proptest::option::weighted(0.9, (0u32..4, 0u32..4)),
+                proptest::option::weighted(
+                    0.9,
+                    (0u32..4, 0u32..4, proptest::option::of(proptest::bool::ANY)),
+                ),
                 1..60,
             ),
         ) {
             let policy = DeficitPolicy { enter_after, leave_after };
+            let rule = if absorption_rule { HeadroomRule::Absorption } else { HeadroomRule::SpareCount };
             let mut t = DeficitTracker::default();
             let now = 1_000_000;
-            for numbers in samples {
-                t.observe(policy, numbers);
+            for sample in samples {
+                let short = sample.map(|(s, r, absorbed)| short_under(rule, s, r, absorbed));
+                t.observe(policy, short);
                 let p = pending(t, policy);
-                let status = health(now, 15, Some((now, numbers.is_some())), t.in_deficit, p);
+                let status = health(now, 15, Some((now, sample.is_some())), t.in_deficit, p);
                 if let Some(p) = p {
                     proptest::prop_assert!(p.samples >= 1 && p.samples < p.of);
                 }
-                if let Some((spare, required)) = numbers {
+                if let Some((spare, required, absorbed)) = sample {
+                    let short = match (rule, absorbed) {
+                        (HeadroomRule::Absorption, Some(a)) => !a,
+                        _ => spare < required,
+                    };
                     match status {
-                        Health::Healthy => proptest::prop_assert!(spare >= required),
-                        Health::Deficit => proptest::prop_assert!(spare < required),
+                        Health::Healthy => proptest::prop_assert!(!short),
+                        Health::Deficit => proptest::prop_assert!(short),
                         Health::Pending => proptest::prop_assert!(p.is_some()),
                         other => proptest::prop_assert!(false, "{other:?} after an ok sample"),
                     }

@@ -34,24 +34,17 @@ pub struct OpenDeficit {
     pub proposal_due_at: Option<UnixMillis>,
 }
 
-/// The work a sample taken `at` with `numbers` (spare and required; `None` for a failed
-/// scrape) asks for, after it moved the tracker by `change`. A failed sample never changes the
-/// tracker, so it cannot enter a deficit; nor does it count towards a follow-up (it is not
-/// below required), though a deferred proposal that fell due is released by any sample.
-pub fn step(
-    change: DeficitChange,
-    numbers: Option<(u32, u32)>,
-    open: OpenDeficit,
-    at: UnixMillis,
-) -> Step {
-    match (change, numbers) {
+/// The work a sample taken `at` asks for, after it moved the tracker by `change`; `short` is
+/// its verdict under the fleet's rule (`None` for a failed scrape). A failed sample never
+/// changes the tracker, so it cannot enter a deficit; nor does it count towards a follow-up
+/// (it is not short), though a deferred proposal that fell due is released by any sample.
+pub fn step(change: DeficitChange, short: Option<bool>, open: OpenDeficit, at: UnixMillis) -> Step {
+    match (change, short) {
         (DeficitChange::Entered, Some(_)) => Step::Open,
         (DeficitChange::Left, _) => open.id.map_or(Step::Nothing, Step::Close),
         _ => match (open.id, open.proposal_due_at) {
             (Some(id), Some(due)) if due <= at => Step::ReleaseDeferred(id),
-            (Some(id), None) if numbers.is_some_and(|(spare, required)| spare < required) => {
-                Step::ConsiderFollowUp(id)
-            }
+            (Some(id), None) if short == Some(true) => Step::ConsiderFollowUp(id),
             _ => Step::Nothing,
         },
     }
@@ -146,8 +139,8 @@ mod tests {
         id: Some(7),
         proposal_due_at: None,
     };
-    const BELOW: Option<(u32, u32)> = Some((0, 2));
-    const ENOUGH: Option<(u32, u32)> = Some((2, 2));
+    const BELOW: Option<bool> = Some(true);
+    const ENOUGH: Option<bool> = Some(false);
 
     #[test]
     fn entering_with_numbers_opens_a_deficit() {

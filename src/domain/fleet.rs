@@ -104,6 +104,43 @@ impl TryFrom<String> for MonthlyBudget {
     }
 }
 
+/// Which answer decides the fleet's deficits and what its proposals ask for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadroomRule {
+    /// yubaba's own count: a deficit while fewer nodes carry no tenant than required; a
+    /// proposal asks for the missing spares. The default, since it is what yubaba reports.
+    #[default]
+    SpareCount,
+    /// Absorption headroom: a deficit while the fleet could not lose its worst node (or
+    /// region) and re-place every workload; a proposal asks for the fewest restore machines
+    /// that make every such loss absorbable. A sample that could not judge it (no member's
+    /// load read) falls back to yubaba's count.
+    Absorption,
+}
+
+impl HeadroomRule {
+    /// Every rule, in the order a form offers them.
+    pub const ALL: [HeadroomRule; 2] = [HeadroomRule::SpareCount, HeadroomRule::Absorption];
+
+    /// The name stored, sent and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadroomRule::SpareCount => "spare_count",
+            HeadroomRule::Absorption => "absorption",
+        }
+    }
+
+    /// The rule named `raw` (trimmed); the message lists the names.
+    pub fn parse(raw: &str) -> Result<HeadroomRule, String> {
+        let raw = raw.trim();
+        HeadroomRule::ALL
+            .into_iter()
+            .find(|r| r.as_str() == raw)
+            .ok_or_else(|| "must be spare_count or absorption".to_string())
+    }
+}
+
 /// Specs stored before `max_restore_machines` existed load with the default.
 fn max_restore_machines_default() -> u32 {
     MAX_RESTORE_MACHINES_DEFAULT
@@ -245,6 +282,9 @@ pub struct FleetSpec {
     /// Specs stored before budgets existed load without one.
     #[serde(default)]
     monthly_budget: Option<MonthlyBudget>,
+    /// Specs stored before the rule existed follow yubaba's count.
+    #[serde(default)]
+    headroom_rule: HeadroomRule,
 }
 
 /// A stored fleet's spec that no longer reads back: a stored-data fault, never the caller's.
@@ -323,6 +363,11 @@ impl FleetSpec {
     pub fn monthly_budget(&self) -> Option<MonthlyBudget> {
         self.monthly_budget
     }
+
+    /// Which answer decides the fleet's deficits and proposals.
+    pub fn headroom_rule(&self) -> HeadroomRule {
+        self.headroom_rule
+    }
 }
 
 /// Base URLs a fleet may list, at most.
@@ -358,6 +403,27 @@ pub struct FleetInput {
     pub max_restore_machines: Option<serde_json::Value>,
     /// Decimal text or a JSON number; absent, null or empty means no budget.
     pub monthly_budget: Option<serde_json::Value>,
+    /// `spare_count` or `absorption`; absent, null or empty means `spare_count`.
+    pub headroom_rule: Option<serde_json::Value>,
+}
+
+/// The headroom rule: `Some(default)` when absent or empty, `None` after an error.
+fn rule(errors: &mut super::FieldErrors, raw: &Option<serde_json::Value>) -> Option<HeadroomRule> {
+    use serde_json::Value;
+    let field = "headroom_rule";
+    let parsed = match raw {
+        None | Some(Value::Null) => return Some(HeadroomRule::default()),
+        Some(Value::String(s)) if s.trim().is_empty() => return Some(HeadroomRule::default()),
+        Some(Value::String(s)) => HeadroomRule::parse(s),
+        Some(_) => HeadroomRule::parse(""),
+    };
+    match parsed {
+        Ok(r) => Some(r),
+        Err(message) => {
+            errors.push(field, message);
+            None
+        }
+    }
 }
 
 /// An optional monthly budget: `Some(None)` when absent or empty, `None` after an error.
@@ -630,6 +696,7 @@ impl FleetSpec {
             Some(MAX_RESTORE_MACHINES_DEFAULT),
         );
         let monthly_budget = budget(&mut e, &input.monthly_budget);
+        let headroom_rule = rule(&mut e, &input.headroom_rule);
         match (
             name,
             endpoints,
@@ -640,7 +707,7 @@ impl FleetSpec {
             timeout,
             required_override,
             secrets,
-            (max_restore, monthly_budget),
+            (max_restore, monthly_budget, headroom_rule),
         ) {
             (
                 Some(name),
@@ -652,7 +719,7 @@ impl FleetSpec {
                 Some(Some(scrape_timeout_secs)),
                 Some(required_override),
                 Some(secrets),
-                (Some(Some(max_restore_machines)), Some(monthly_budget)),
+                (Some(Some(max_restore_machines)), Some(monthly_budget), Some(headroom_rule)),
             ) if e.is_empty() => Ok(FleetSpec {
                 name,
                 endpoints,
@@ -665,6 +732,7 @@ impl FleetSpec {
                 secrets,
                 max_restore_machines,
                 monthly_budget,
+                headroom_rule,
             }),
             _ => Err(e),
         }
@@ -689,6 +757,7 @@ impl FleetSpec {
                 .collect(),
             max_restore_machines: Some(Value::from(self.max_restore_machines)),
             monthly_budget: self.monthly_budget.map(|b| Value::String(b.to_string())),
+            headroom_rule: Some(Value::from(self.headroom_rule.as_str())),
         }
     }
 }
@@ -1150,6 +1219,51 @@ mod tests {
             let m = message(raw.clone());
             assert!(m.contains(rule), "{raw:.40}: {m}");
         }
+    }
+
+    #[test]
+    fn the_headroom_rule_is_one_of_two_names_and_defaults_to_yubabas_count() {
+        let parsed = |v: Option<serde_json::Value>| {
+            let mut i = input();
+            i.headroom_rule = v;
+            FleetSpec::parse(&i, &declared()).map(|s| s.headroom_rule())
+        };
+        for (raw, want) in [
+            (None, HeadroomRule::SpareCount),
+            (Some(serde_json::Value::Null), HeadroomRule::SpareCount),
+            (Some(json!("")), HeadroomRule::SpareCount),
+            (Some(json!("spare_count")), HeadroomRule::SpareCount),
+            (Some(json!(" absorption ")), HeadroomRule::Absorption),
+        ] {
+            assert_eq!(parsed(raw.clone()).unwrap(), want, "{raw:?}");
+        }
+        for raw in [
+            json!("Absorption"),
+            json!("spare-count"),
+            json!("absorption\u{0}"),
+            json!("<script>"),
+            json!("x".repeat(100_000)),
+            json!(1),
+            json!(true),
+            json!(["absorption"]),
+            json!({"rule": "absorption"}),
+        ] {
+            let e = parsed(Some(raw.clone())).unwrap_err();
+            assert_eq!(e.0.len(), 1, "{raw:.40}");
+            assert_eq!(e.0[0].field, "headroom_rule");
+            assert_eq!(e.0[0].message, "must be spare_count or absorption");
+        }
+        let mut i = input();
+        i.headroom_rule = Some(json!("absorption"));
+        let s = FleetSpec::parse(&i, &declared()).unwrap();
+        let mut stored = serde_json::to_value(&s).unwrap();
+        assert_eq!(stored["headroom_rule"], "absorption");
+        assert_eq!(FleetSpec::parse(&s.to_input(), &declared()).unwrap(), s);
+        stored.as_object_mut().unwrap().remove("headroom_rule");
+        let old = FleetSpec::from_stored("eu-prod", &stored.to_string()).unwrap();
+        assert_eq!(old.headroom_rule(), HeadroomRule::SpareCount);
+        stored["headroom_rule"] = json!("both");
+        assert!(FleetSpec::from_stored("eu-prod", &stored.to_string()).is_err());
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn node_bases(members: &[Member], given_base: &str) -> Vec<(u64, String)> {
 pub struct MemberReads {
     /// Spare nodes by yubaba's rule.
     pub spare: u32,
-    /// One per node asked that answered `/node` and `/node/usage`, in id order.
+    /// One per node asked, in id order (`live` when `/node` and `/node/usage` answered).
     pub loads: Vec<MemberLoad>,
 }
 
@@ -113,13 +113,9 @@ pub async fn read_members(
         if let Some(m) = members.iter_mut().find(|m| m.id == id) {
             m.tenants = load.usage.as_ref().map(|u| u.workloads);
             m.capacity_published = load.capacity.as_ref().map(|c| c.published());
-            // A member that did not answer has no load we know of: packed as empty, its
-            // loss would read as free. It is left out; absorption is judged on the members
-            // that answered (none answering: not judged).
-            let member_load = load.for_absorption(m);
-            if member_load.live {
-                reads.loads.push(member_load);
-            }
+            // A member that did not answer goes in as not live: absorption judges it as
+            // already lost (it receives nothing) while its region still counts, and says so.
+            reads.loads.push(load.for_absorption(m));
         }
     }
     reads.loads.sort_by_key(|l| l.id);

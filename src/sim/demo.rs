@@ -233,6 +233,7 @@ fn input_of(spec: &FleetSpec) -> FleetInput {
             .collect(),
         max_restore_machines: Some(json!(spec.max_restore_machines())),
         monthly_budget: spec.monthly_budget().map(|b| json!(b.to_string())),
+        headroom_rule: Some(json!(spec.headroom_rule().as_str())),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::scraper::{addr, serve_status, spec_with, status};
 
 /// A node with `allocatable` (MiB, millicores) carrying `workloads`; `listed` is what its
 /// `/workloads` answers (`None`: the runtime is unreachable, 502).
-async fn node(
+pub(crate) async fn node(
     allocatable: (u64, u64),
     workloads: &[(u64, u64)],
     listed: Option<Value>,
@@ -60,7 +60,7 @@ async fn node(
 }
 
 /// `/workloads` listing `sizes`, each with its size.
-fn sized(sizes: &[(u64, u64)]) -> Value {
+pub(crate) fn sized(sizes: &[(u64, u64)]) -> Value {
     let list: Vec<Value> = sizes
         .iter()
         .enumerate()
@@ -216,23 +216,29 @@ async fn the_verdict_is_stored_per_sample_and_its_worst_kept_in_the_rollups() {
     let words = "short 6 GiB, 3000 millicores if node 1 goes";
     for page in ["/fleets/demo", "/"] {
         let html = app.get(page, &viewer).await.text().await.unwrap();
-        assert!(html.contains(words), "{page} lacks {words:?}");
+        let shown = crate::helpers::texts(&html, ".absorption");
+        assert_eq!(shown.len(), 1, "{page}: {shown:?}");
+        assert!(shown[0].starts_with(words), "{page}: {shown:?}");
     }
     let fleet_page = app.get("/fleets/demo", &viewer).await.text().await.unwrap();
+    let headroom = crate::helpers::texts(&fleet_page, "#now dd");
     assert!(
-        fleet_page.contains("by yubaba&#39;s count") || fleet_page.contains("by yubaba's count")
+        headroom
+            .iter()
+            .any(|t| t.starts_with("N+1 of N+1 required by yubaba's count")),
+        "{headroom:?}"
     );
 }
 
 #[tokio::test]
-async fn a_member_that_does_not_answer_is_left_out_of_the_packing_not_read_as_empty() {
+async fn a_member_that_does_not_answer_is_judged_as_already_lost_and_its_region_still_counts() {
     let app = TestApp::spawn().await;
     let big = [(6144, 3000)];
     let a = node((8192, 4000), &big, Some(sized(&big))).await;
     let b = node((8192, 4000), &[], Some(sized(&[]))).await;
-    // Node 3, alone in nbg1, is listed by raft but answers nothing. Packed as an empty
-    // member, losing it (and its region) would read as free; left out, the fleet is judged on
-    // the one region that answered.
+    // Node 3, alone in nbg1, is listed by raft but answers nothing. It is already lost: it
+    // takes nothing, yet nbg1 still counts as a region, so losing fsn1 leaves node 1's 6 GiB
+    // nowhere to go (dropping node 3 would have made the fleet one region, and absorbed).
     let down = crate::helpers::DeadPort::bind();
     let members = [
         (1, addr(&a)),
@@ -257,8 +263,18 @@ async fn a_member_that_does_not_answer_is_left_out_of_the_packing_not_read_as_em
         .outcome
         .expect("a member down keeps the sample ok");
     let abs = o.absorption.expect("judged on the members that answered");
-    assert!(abs.absorbed(), "{abs:?}");
-    assert_eq!(abs.region_loss, None, "nbg1 answered nothing: {abs:?}");
-    assert_eq!(abs.node_loss.worst, "node 1", "{abs:?}");
+    assert!(
+        abs.node_loss.absorbed,
+        "node 1's 6 GiB fits on node 2: {abs:?}"
+    );
+    let region = abs
+        .region_loss
+        .clone()
+        .expect("nbg1 still counts as a region");
+    assert!(!region.absorbed, "{abs:?}");
+    assert_eq!(region.worst, "region fsn1");
+    assert_eq!(abs.unanswered, 1);
+    assert_eq!(abs.basis, Basis::Workloads);
+    assert!(!abs.absorbed());
     assert_eq!(o.members.len(), 3, "the member list still names it");
 }

@@ -114,6 +114,7 @@ async fn operators_create_read_update_and_list_fleets_through_the_api() {
         ("required_override", Value::Null),
         ("max_restore_machines", json!(2)),
         ("monthly_budget", Value::Null),
+        ("headroom_rule", json!("spare_count")),
         ("secrets", json!({})),
         ("updated_by", json!("alice")),
     ] {
@@ -1231,6 +1232,114 @@ async fn a_monthly_budget_is_set_shown_cleared_and_refused_by_rule_in_the_api_an
     );
     let html = app.get("/fleets/budgeted", &s).await.text().await.unwrap();
     assert!(texts(&html, "#settings dd").iter().any(|t| t == "none"));
+}
+
+#[tokio::test]
+async fn the_headroom_rule_is_set_shown_and_refused_by_rule_in_the_api_and_the_form() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    for v in [
+        json!("Absorption"),
+        json!("spare-count"),
+        json!("both"),
+        json!("<script>alert(1)</script>"),
+        json!("x".repeat(100_000)),
+        json!(1),
+        json!(true),
+        json!(["absorption"]),
+        json!({"rule": "absorption"}),
+    ] {
+        let mut b = body("ruled");
+        b["headroom_rule"] = v.clone();
+        let (status, problem) = api.post("/api/v1/fleets", &b).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v:.40}");
+        assert_eq!(fields(&problem), ["headroom_rule"], "{v:.40}");
+        let message = problem["errors"][0]["message"].as_str().unwrap();
+        assert_eq!(message, "must be spare_count or absorption", "{v:.40}");
+    }
+    assert_eq!(app.count("fleets").await, 0);
+    let mut b = body("ruled");
+    b["headroom_rule"] = json!("absorption");
+    let (status, created) = api.post("/api/v1/fleets", &b).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["headroom_rule"], "absorption");
+    let changes: String = sqlx::query_scalar(
+        "SELECT changes FROM fleet_changes WHERE fleet = 'ruled' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let changes: Value = serde_json::from_str(&changes).unwrap();
+    assert_eq!(changes["headroom_rule"]["after"], "absorption", "{changes}");
+    let mut update = body("ruled");
+    update["headroom_rule"] = Value::Null;
+    let (status, put) = api.put("/api/v1/fleets/ruled", &update).await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(
+        put["headroom_rule"], "spare_count",
+        "null is yubaba's count"
+    );
+
+    // The form: a labelled select with its hint; a forged value is named beside it, escaped.
+    let s = operator(&app).await;
+    let html = app.get("/fleets/new", &s).await.text().await.unwrap();
+    assert_eq!(
+        texts(&html, "label[for=f-headroom_rule]"),
+        ["Headroom rule"]
+    );
+    assert_eq!(
+        texts(&html, "#f-headroom_rule option"),
+        ["spare_count", "absorption"]
+    );
+    assert!(texts(&html, "#f-headroom_rule-help")[0].contains("Both are shown either way"));
+    let post = |rule: &'static str| {
+        let s = &s;
+        let app = &app;
+        async move {
+            app.post_form(
+                "/fleets",
+                s,
+                &[
+                    ("name", "formed"),
+                    ("endpoints", "http://127.0.0.1:7603"),
+                    ("restore_machine_config", "spare-fsn1"),
+                    ("headroom_rule", rule),
+                ],
+            )
+            .await
+        }
+    };
+    let res = post("\"><b>x</b>").await;
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = res.text().await.unwrap();
+    assert_eq!(
+        texts(&html, "#f-headroom_rule-error"),
+        ["must be spare_count or absorption"]
+    );
+    assert!(!html.contains("<b>x</b>"), "the typed value is escaped");
+    let res = post("absorption").await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let html = app.get("/fleets/formed", &s).await.text().await.unwrap();
+    assert!(
+        texts(&html, "#settings dd")
+            .iter()
+            .any(|t| t.starts_with("absorption (a deficit while losing the worst node")),
+        "{:?}",
+        texts(&html, "#settings dd")
+    );
+    let edit = app
+        .get("/fleets/formed/edit", &s)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let doc = scraper::Html::parse_document(&edit);
+    let selected = scraper::Selector::parse("#f-headroom_rule option[selected]").unwrap();
+    let chosen: Vec<String> = doc
+        .select(&selected)
+        .map(|o| o.value().attr("value").unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(chosen, ["absorption"]);
 }
 
 #[tokio::test]

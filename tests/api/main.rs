@@ -2,6 +2,7 @@
 
 mod helpers;
 
+mod absorption_rule;
 mod absorption_scrape;
 mod api;
 mod approval_integrity;

@@ -126,6 +126,7 @@ const VALIDATED: &[(&str, &[&str])] = &[
             "secrets.mesh_preauth_key",
             "secrets.tunnel_token",
             "monthly_budget",
+            "headroom_rule",
         ],
     ),
 ];
@@ -176,7 +177,7 @@ fn base_bodies() -> BTreeMap<&'static str, Value> {
         "name": "probe-fleet", "endpoints": ["http://yubaba-1.example.com:8080"],
         "restore_machine_config": "fixture-cfg", "approvals_required": 2, "approval_ttl_hours": 4,
         "scrape_interval_secs": 15, "scrape_timeout_secs": 2, "required_override": 1,
-        "max_restore_machines": 3, "monthly_budget": "249.50",
+        "max_restore_machines": 3, "monthly_budget": "249.50", "headroom_rule": "absorption",
         "secrets": {"mesh_preauth_key": "ts-authkey", "tunnel_token": "tunnel"},
     });
     let mut fleet_update = fleet.clone();

@@ -184,7 +184,7 @@ pub fn absorption_words(f: &FleetNow) -> Markup {
     html! {
         @match &f.absorption {
             Some(a) => span.absorption data-absorbed=(a.absorbed()) { (a.words()) },
-            None => span.muted { "not judged (no member's capacity read yet)" },
+            None => span.muted { "not judged in the newest sample (no member's load read)" },
         }
     }
 }

@@ -18,6 +18,7 @@ pub struct FleetForm {
     pub required_override: String,
     pub max_restore_machines: String,
     pub monthly_budget: String,
+    pub headroom_rule: String,
     #[serde(rename = "secrets.mesh_preauth_key")]
     pub mesh_preauth_key: String,
     #[serde(rename = "secrets.tunnel_token")]
@@ -34,6 +35,7 @@ impl FleetForm {
             scrape_interval_secs: SCRAPE_INTERVAL_SECS_DEFAULT.to_string(),
             scrape_timeout_secs: SCRAPE_TIMEOUT_SECS_DEFAULT.to_string(),
             max_restore_machines: MAX_RESTORE_MACHINES_DEFAULT.to_string(),
+            headroom_rule: HeadroomRule::default().as_str().to_string(),
             ..FleetForm::default()
         }
     }
@@ -57,6 +59,7 @@ impl FleetForm {
             required_override: num(&i.required_override),
             max_restore_machines: num(&i.max_restore_machines),
             monthly_budget: num(&i.monthly_budget),
+            headroom_rule: num(&i.headroom_rule),
             mesh_preauth_key: secret(SecretName::MeshPreauthKey),
             tunnel_token: secret(SecretName::TunnelToken),
         }
@@ -85,6 +88,7 @@ impl From<&FleetForm> for FleetInput {
             required_override: opt(&f.required_override),
             max_restore_machines: opt(&f.max_restore_machines),
             monthly_budget: opt(&f.monthly_budget),
+            headroom_rule: opt(&f.headroom_rule),
             secrets: [
                 (SecretName::MeshPreauthKey, &f.mesh_preauth_key),
                 (SecretName::TunnelToken, &f.tunnel_token),

@@ -6,7 +6,7 @@ use super::capacity;
 use super::forms::FleetForm;
 use crate::auth::Principal;
 use crate::domain::capacity::{DeficitTimeline, FleetNow, SampleRow};
-use crate::domain::fleet::SecretName;
+use crate::domain::fleet::{HeadroomRule, SecretName};
 use crate::domain::UnixMillis;
 use crate::domain::{FieldErrors, Role};
 use crate::fleets::secrets::DeclaredSecret;
@@ -120,6 +120,7 @@ pub fn show(principal: &Principal, f: &Fleet, h: &Headroom<'_>, changes: &[Fleet
                 dt { "scrape_timeout_secs" } dd { code { (s.scrape_timeout_secs()) } }
                 dt { "required_override" } dd { @match s.required_override() { Some(n) => code { (n) }, None => span.muted { "— (N+1, or N+2 across regions)" } } }
                 dt { "max_restore_machines" } dd { code { (s.max_restore_machines()) } }
+                dt { "headroom_rule" } dd { code { (s.headroom_rule().as_str()) } " " span.muted { (rule_words(s.headroom_rule())) } }
                 dt { "monthly_budget" } dd { @match s.monthly_budget() { Some(b) => { code { (b) " " (crate::provider::CURRENCY) } " a month" }, None => span.muted { "none" } } }
                 @for n in SecretName::ALL {
                     dt { "secrets." (n.as_str()) }
@@ -228,6 +229,43 @@ fn budget(value: &str, errors: &FieldErrors) -> Markup {
     }
 }
 
+/// What a headroom rule means, in the words the form and the fleet page use.
+fn rule_words(r: HeadroomRule) -> &'static str {
+    match r {
+        HeadroomRule::SpareCount => "(yubaba's count: a deficit while fewer nodes carry no tenant than required)",
+        HeadroomRule::Absorption => "(a deficit while losing the worst node or region would leave workloads without room; proposals ask for the restore machines that cover it)",
+    }
+}
+
+/// The headroom rule: a select of the two names, each option saying what it means, and a
+/// hint on what changes.
+fn rule_choice(current: &str, errors: &FieldErrors) -> Markup {
+    let name = "headroom_rule";
+    let id = format!("f-{name}");
+    let (describedby, err_id) = described(name, errors, Some("help"));
+    let known = HeadroomRule::ALL
+        .iter()
+        .any(|r| r.as_str() == current.trim());
+    html! {
+        div.field.invalid[err_id.is_some()] {
+            label for=(id) { "Headroom rule" }
+            select id=(id) name=(name)
+                aria-invalid=[err_id.as_ref().map(|_| "true")] aria-describedby=[describedby] {
+                @for r in HeadroomRule::ALL {
+                    option value=(r.as_str()) selected[current.trim() == r.as_str()] { (r.as_str()) }
+                }
+                // A submitted value that is no rule stays visible, so its error names it.
+                @if !known && !current.trim().is_empty() { option value=(current) selected { (current) " (not a rule)" } }
+            }
+            p.help id={ (id) "-help" } {
+                "Which answer decides deficits and proposals. spare_count " (rule_words(HeadroomRule::SpareCount))
+                "; absorption " (rule_words(HeadroomRule::Absorption)) ". Both are shown either way."
+            }
+            @if let (Some(e), Some(eid)) = (errors.for_field(name), err_id.as_deref()) { p.field-error id=(eid) { (e) } }
+        }
+    }
+}
+
 fn choose(
     name: &str,
     label: &str,
@@ -321,6 +359,7 @@ pub fn form_page(
             (num("required_override", "Required spares override (0–100, empty derives N+1 / N+2)", &f.required_override))
             (num("max_restore_machines", "Most machines one restore proposal asks for (1–20)", &f.max_restore_machines))
             (budget(&f.monthly_budget, errors))
+            (rule_choice(&f.headroom_rule, errors))
             (secret(SecretName::MeshPreauthKey, "Mesh pre-auth key", &f.mesh_preauth_key, errors, declared))
             (secret(SecretName::TunnelToken, "Tunnel token", &f.tunnel_token, errors, declared))
             div.field.actions { button.primary type="submit" { @if editing.is_some() { "Save fleet" } @else { "Create fleet" } } }
