@@ -266,7 +266,12 @@ rule!(
     /// Which answer decides a fleet's deficits and proposals.
     HeadroomRuleRule => ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .enum_values(Some(["spare_count", "absorption", ""]))
+        .enum_values(Some([
+            serde_json::json!("spare_count"),
+            serde_json::json!("absorption"),
+            serde_json::json!(""),
+            serde_json::Value::Null,
+        ]))
         .description(Some("Which answer decides deficits and proposals: spare_count (yubaba's count, the default) or absorption (a deficit while losing the worst node, or region across two or more, would leave workloads without room; a proposal asks for the fewest restore machines that cover it, capped by max_restore_machines). Empty, null or absent means spare_count."))
 );
 rule!(

@@ -49,7 +49,7 @@ use crate::error::OpError;
 use crate::provisioning::notify::{self, FleetEvent};
 use crate::provisioning::requests::Filing;
 use crate::provisioning::transition::{self, Transition};
-use crate::provisioning::{requests, NewRequest, COUNT_MAX};
+use crate::provisioning::{requests, NewRequest, COUNT_MAX, REASON_MAX};
 
 /// The reason a superseded proposal carries.
 pub const RECOVERED_REASON: &str = "headroom recovered before approval";
@@ -248,7 +248,7 @@ pub fn reason_prefix(id: i64) -> String {
 
 /// The request's reason, for the approver, with the gap it was filed for (numbers, or the
 /// worst loss and its shortfall) and, when the fleet's cap cut the count, saying so.
-fn reason(d: &DeficitRow, gap: &Gap, count: u32) -> String {
+fn reason((id, since): (i64, UnixMillis), gap: &Gap, count: u32) -> String {
     let missing = gap.wanted();
     let capped = if missing > i64::from(count) {
         let what = match gap {
@@ -262,12 +262,23 @@ fn reason(d: &DeficitRow, gap: &Gap, count: u32) -> String {
     } else {
         String::new()
     };
-    format!(
-        "{} {} (since {}); restore proposed by headroom{capped}",
-        reason_prefix(d.id),
-        gap.words(),
-        format_utc(d.started_at)
-    )
+    let reason = |gap_words: &str| {
+        format!(
+            "{} {gap_words} (since {}); restore proposed by headroom{capped}",
+            reason_prefix(id),
+            format_utc(since)
+        )
+    };
+    let full = reason(&gap.words());
+    // A request's reason has a limit; the words carry values a leader reports (region labels,
+    // ids, sizes), so a long answer is cut to its verdict, and the evidence line keeps it whole.
+    if full.chars().count() <= REASON_MAX {
+        return full;
+    }
+    reason(match gap {
+        Gap::Spares { .. } => "spares below required",
+        Gap::Absorption(_) => "absorption short (the worst loss is in the evidence)",
+    })
 }
 
 /// What the evidence line adds when the evidence calls the scraped `required` suspicious.
@@ -442,6 +453,16 @@ async fn file(
         Err(e) => return Ok(Proposal::NotFiled(format!("no restore was filed: {e}"))),
     };
     let gap = Gap::under(spec.headroom_rule(), numbers, absorption);
+    // A deferred proposal is released by any sample; absorption may read absorbed by then,
+    // and a reason saying "short: survives losing any node" would contradict itself.
+    if let Gap::Absorption(a) = &gap {
+        if a.absorbed() {
+            return Ok(Proposal::NotFiled(format!(
+                "no restore was filed: absorption reads absorbed now ({})",
+                a.words()
+            )));
+        }
+    }
     let Some(count) = gap.count(spec.max_restore_machines()) else {
         return Ok(Proposal::NotFiled(format!(
             "no restore was filed: {}; no number of {} machines makes every loss absorbable \
@@ -456,7 +477,7 @@ async fn file(
         machine_config: spec.restore_machine_config().to_string(),
         template: None,
         count: i64::from(count),
-        reason: reason(d, &gap, count),
+        reason: reason((d.id, d.started_at), &gap, count),
     };
     Ok(
         match requests::create_unless_open(ctx, &Caller::system(), &request).await {
@@ -701,6 +722,23 @@ mod tests {
             Gap::under(HeadroomRule::Absorption, (0, 2), None).count(5),
             Some(2)
         );
+    }
+
+    #[test]
+    fn a_reason_stays_within_a_requests_limit_whatever_the_leader_reports() {
+        let gap = Gap::Absorption(widest_absorption());
+        let long = reason((i64::MAX, i64::MIN), &gap, 1);
+        assert!(long.chars().count() <= REASON_MAX, "{}", long.len());
+        assert!(long.starts_with(&reason_prefix(i64::MAX)), "{long}");
+        assert!(long.contains("absorption short (the worst loss is in the evidence)"));
+        assert!(long.contains("capped at 1"), "{long}");
+        let mut a = widest_absorption();
+        a.node_loss.worst = "node 1".into();
+        a.region_loss = None;
+        a.unanswered = 0;
+        a.machines_needed = Some(1);
+        let short = reason((7, 0), &Gap::Absorption(a), 1);
+        assert!(short.contains("absorption short: short "), "{short}");
     }
 
     #[test]

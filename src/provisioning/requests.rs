@@ -37,14 +37,16 @@ const AUDIT_SHOWN_MAX: i64 = 500;
 const HOUR_MS: i64 = 3_600_000;
 
 /// The fleet settings a restore proposal of headroom's is computed from: which cluster is
-/// read (`endpoints`), how many spares it must keep (`required_override`), how many machines
+/// read (`endpoints`), how many spares it must keep (`required_override`), which answer
+/// decides a deficit and its count (`headroom_rule`), how many machines
 /// one proposal may ask for (`max_restore_machines`), what they are (`restore_machine_config`,
 /// `secrets`: which mesh and tunnel they join) and who must agree (`approvals_required`,
 /// `approval_ttl_hours`). Whoever last changed one of them before the proposal was filed caused
 /// it, and may not approve it. The scrape timings are left out: they change when, not what.
-pub const PROPOSAL_CAUSES: [&str; 7] = [
+pub const PROPOSAL_CAUSES: [&str; 8] = [
     "endpoints",
     "required_override",
+    "headroom_rule",
     "max_restore_machines",
     "restore_machine_config",
     "secrets",

@@ -135,7 +135,16 @@ async fn assess_absorption(
         return None;
     }
     let restore = regions.restore(ctx, fleet).await;
-    absorption::assess(loads, restore.as_ref())
+    // Packing a big fleet's workloads is CPU work bounded by the member and workload caps,
+    // yet milliseconds for a hostile one: it runs on the blocking pool, off the async workers
+    // that serve pages and drive other fleets' scrapes.
+    let loads = loads.to_vec();
+    tokio::task::spawn_blocking(move || absorption::assess(&loads, restore.as_ref()))
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "absorption assessment did not finish");
+            None
+        })
 }
 
 /// The leader's status and base URL. The fleet's endpoints are asked in order: an answer

@@ -292,6 +292,9 @@ async fn whoever_last_changed_any_setting_a_proposal_was_computed_from_cannot_ap
         ("max_restore_machines", |i| {
             i.max_restore_machines = Some(json!(5));
         }),
+        ("headroom_rule", |i| {
+            i.headroom_rule = Some(json!("absorption"));
+        }),
     ];
     for (n, (field, change)) in cases.into_iter().enumerate() {
         let name = format!("f{n}");
