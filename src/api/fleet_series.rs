@@ -59,6 +59,12 @@ pub struct HeadroomPointJson {
     pub ok: bool,
     /// The source of the bucket's newest ok sample (`none`: every sample failed).
     pub source: Source,
+    /// Absorption's worst verdict in the bucket: `false` when any sample found a node (or
+    /// region) loss the fleet could not absorb; null when no sample judged it. The whole
+    /// answer (worst loss, shortfall) is on the fleet's detail for its newest sample.
+    pub absorbed: Option<bool>,
+    /// The most restore machines any sample in the bucket needed to absorb every loss.
+    pub machines_needed: Option<u32>,
 }
 
 impl From<&Point> for HeadroomPointJson {
@@ -70,6 +76,8 @@ impl From<&Point> for HeadroomPointJson {
             required: p.required,
             ok: p.ok,
             source: p.source,
+            absorbed: p.absorbed,
+            machines_needed: p.machines_needed,
         }
     }
 }

@@ -321,6 +321,12 @@ fn point(r: &BucketRow, from: UnixMillis, step: i64) -> Point {
         required: if ok { narrow(r.required_max) } else { None },
         ok,
         source: r.source,
+        absorbed: r.absorbed_min.filter(|_| ok).map(|v| v != 0),
+        machines_needed: if ok {
+            narrow(r.machines_needed_max)
+        } else {
+            None
+        },
     }
 }
 
@@ -530,9 +536,16 @@ mod tests {
             required_max: None,
             ok_samples: 0,
             source: Source::None,
+            absorbed_min: Some(0),
+            machines_needed_max: Some(3),
         };
         let p = point(&row, 1_000, 10);
         assert_eq!((p.t, p.ok, p.spare, p.required), (1_030, false, None, None));
+        assert_eq!(
+            (p.absorbed, p.machines_needed),
+            (None, None),
+            "a gap judges nothing"
+        );
         let row = BucketRow {
             ok_samples: 2,
             spare_min: Some(1),
@@ -546,6 +559,13 @@ mod tests {
             (p.ok, p.spare, p.spare_max, p.required, p.source),
             (true, Some(1), Some(4), Some(2), Source::Derived)
         );
+        assert_eq!((p.absorbed, p.machines_needed), (Some(false), Some(3)));
+        let row = BucketRow {
+            absorbed_min: None,
+            machines_needed_max: None,
+            ..row
+        };
+        assert_eq!(point(&row, 0, 10).absorbed, None, "not judged");
     }
 
     #[test]

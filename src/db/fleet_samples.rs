@@ -187,6 +187,11 @@ pub struct BucketRow {
     pub ok_samples: i64,
     /// The source of the bucket's newest ok sample; `none` when none was ok.
     pub source: Source,
+    /// The worst absorption verdict of the samples that judged one (0 short, 1 absorbed;
+    /// NULL when none did).
+    pub absorbed_min: Option<i64>,
+    /// The most restore machines any of them needed.
+    pub machines_needed_max: Option<i64>,
 }
 
 /// The queries below encode sources as small integers (native 2, derived 1), so "the source
@@ -210,6 +215,8 @@ impl sqlx::FromRow<'_, sqlx::sqlite::SqliteRow> for BucketRow {
             required_max: r.try_get("required_max")?,
             ok_samples: r.try_get("ok_samples")?,
             source: source_from_code(r.try_get("newest_ok_code")?),
+            absorbed_min: r.try_get("absorbed_min")?,
+            machines_needed_max: r.try_get("machines_needed_max")?,
         })
     }
 }
@@ -219,6 +226,7 @@ impl sqlx::FromRow<'_, sqlx::sqlite::SqliteRow> for BucketRow {
 pub const RAW_BUCKETS_SQL: &str =
     "SELECT (at - ?2) / ?4 AS k, min(spare) AS spare_min, max(spare) AS spare_max,
             max(required) AS required_max, sum(ok) AS ok_samples,
+            min(absorbed) AS absorbed_min, max(machines_needed) AS machines_needed_max,
             max(CASE WHEN ok = 1
                      THEN at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1
                                    ELSE 0 END END) AS newest_ok_code
@@ -250,6 +258,7 @@ pub async fn raw_buckets(
 pub const ROLLUP_BUCKETS_SQL: &str =
     "SELECT (bucket - ?3) / ?5 AS k, min(spare_min) AS spare_min, max(spare_max) AS spare_max,
             max(required_max) AS required_max, sum(ok_samples) AS ok_samples,
+            min(absorbed_min) AS absorbed_min, max(machines_needed_max) AS machines_needed_max,
             max(CASE WHEN ok_samples > 0
                      THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
                                         WHEN 'derived' THEN 1 ELSE 0 END END) AS newest_ok_code
@@ -262,6 +271,7 @@ pub const ROLLUP_BUCKETS_SQL: &str =
 /// order as they are, without the temporary B-tree a `GROUP BY` on the computed bucket needs.
 pub const ROLLUP_ROWS_SQL: &str =
     "SELECT (bucket - ?3) / ?5 AS k, spare_min, spare_max, required_max, ok_samples,
+            absorbed_min, machines_needed_max,
             CASE WHEN ok_samples > 0
                  THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
                                     WHEN 'derived' THEN 1 ELSE 0 END END AS newest_ok_code

@@ -566,6 +566,11 @@ pub struct Point {
     pub ok: bool,
     /// The source of the bucket's newest ok sample (`none` when every sample failed).
     pub source: Source,
+    /// Absorption's worst verdict in the bucket: `false` when any sample found a loss the
+    /// fleet could not absorb; `None` when no sample judged it.
+    pub absorbed: Option<bool>,
+    /// The most restore machines any sample in the bucket needed to absorb every loss.
+    pub machines_needed: Option<u32>,
 }
 
 /// Points for tests of what reads a series (re-bucketing, the chart), built one way.
@@ -582,6 +587,8 @@ pub(crate) mod test_points {
             required: Some(required),
             ok: true,
             source: Source::Native,
+            absorbed: None,
+            machines_needed: None,
         }
     }
 
@@ -594,6 +601,8 @@ pub(crate) mod test_points {
             required: None,
             ok: false,
             source: Source::None,
+            absorbed: None,
+            machines_needed: None,
         }
     }
 }

@@ -8,7 +8,8 @@ use super::UnixMillis;
 /// wide enough that the range holds at most `max_points` (a multiple of the old step, so
 /// buckets never straddle an old one). Returns the merged points and their step. Per bucket:
 /// spare is the minimum of the ok points (a dip is what matters), spare_max their maximum,
-/// required their maximum, ok when any point was ok, and source the bucket's last point's.
+/// required their maximum, ok when any point was ok, and source the bucket's last point's;
+/// absorption keeps its worst verdict and the most machines needed.
 /// A bucket of failed points only carries no numbers.
 pub fn rebucket(
     points: &[Point],
@@ -30,6 +31,11 @@ pub fn rebucket(
                     last.spare = min_opt(last.spare, p.spare);
                     last.spare_max = last.spare_max.max(p.spare_max.or(p.spare));
                     last.required = last.required.max(p.required);
+                    last.absorbed = match (last.absorbed, p.absorbed) {
+                        (Some(a), Some(b)) => Some(a && b),
+                        (a, b) => a.or(b),
+                    };
+                    last.machines_needed = last.machines_needed.max(p.machines_needed);
                     last.ok = true;
                 }
                 last.source = p.source;
@@ -39,6 +45,7 @@ pub fn rebucket(
                 q.t = t;
                 if !q.ok {
                     (q.spare, q.spare_max, q.required) = (None, None, None);
+                    (q.absorbed, q.machines_needed) = (None, None);
                 }
                 out.push(q);
             }
@@ -73,6 +80,34 @@ mod tests {
         assert_eq!(rebucket(&[], FROM, FROM + 100_000, 7_000, 10).1, 14_000);
         // Already coarse enough: kept.
         assert_eq!(rebucket(&[], FROM, FROM + 100_000, 20_000, 10).1, 20_000);
+    }
+
+    #[test]
+    fn a_bucket_keeps_absorptions_worst_verdict_and_the_most_machines_needed() {
+        let judged = |t: i64, absorbed: Option<bool>, needed: Option<u32>| {
+            let mut p = ok(t, 1, 1);
+            (p.absorbed, p.machines_needed) = (absorbed, needed);
+            p
+        };
+        let points = [
+            judged(FROM, Some(true), Some(0)),
+            judged(FROM + 1_000, None, None),
+            judged(FROM + 2_000, Some(false), Some(2)),
+            judged(FROM + 3_000, Some(true), Some(0)),
+            judged(FROM + 10_000, None, None),
+            judged(FROM + 11_000, Some(true), Some(0)),
+        ];
+        let (out, _) = rebucket(&points, FROM, FROM + 20_000, 1_000, 2);
+        assert_eq!(
+            out.iter()
+                .map(|p| (p.absorbed, p.machines_needed))
+                .collect::<Vec<_>>(),
+            [(Some(false), Some(2)), (Some(true), Some(0))]
+        );
+        let mut gap = failed(FROM);
+        gap.absorbed = Some(false);
+        let (out, _) = rebucket(&[gap], FROM, FROM + 20_000, 1_000, 2);
+        assert_eq!(out[0].absorbed, None, "a failed bucket judges nothing");
     }
 
     #[test]

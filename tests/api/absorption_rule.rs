@@ -218,6 +218,31 @@ async fn under_absorption_a_spare_too_small_is_a_deficit_with_one_proposal_for_t
         .as_str()
         .unwrap()
         .contains("if node 1 goes"));
+
+    // Each headroom point carries the bucket's verdict, and the chart draws it as a band.
+    app.create_user("vera", headroom::domain::Role::Viewer)
+        .await;
+    let token = app.token_for("vera").await;
+    let series = app.api_json("/api/v1/fleets/prod/headroom", &token).await;
+    let points = series["points"].as_array().expect("points");
+    assert!(!points.is_empty(), "{series}");
+    for p in points {
+        assert_eq!(
+            (&p["absorbed"], &p["machines_needed"]),
+            (&json!(false), &json!(1)),
+            "{p}"
+        );
+    }
+    let viewer = app.quick_session("vera").await;
+    let page = app.get("/fleets/prod", &viewer).await.text().await.unwrap();
+    assert!(
+        page.contains("<rect class=\"absorption-short\""),
+        "no band drawn"
+    );
+    assert!(
+        page.contains("Absorption short for "),
+        "the summary says it"
+    );
 }
 
 #[tokio::test]

@@ -7,7 +7,9 @@
 //! as a dashed threshold, deficit buckets (spare < required) hatched, gaps (failed scrapes and
 //! buckets without any sample) as breaks in both lines and a grey band, time before the fleet
 //! was created as a labelled band (never a gap), and each provision request as one bar from
-//! its filing to its end (or the window's end while open), coloured by outcome. Every point
+//! its filing to its end (or the window's end while open), coloured by outcome, and, where
+//! samples judged absorption headroom, a band along the bottom of the plot: absorbed, or short
+//! (losing the worst node or region would leave workloads without room). Every point
 //! has one hover `<title>`; a `<details>` table lists the points and the requests in words
 //! for screen readers and for copying.
 
@@ -254,15 +256,27 @@ impl Model {
             format!("{req_min}–{req_max}")
         };
         // Whole minutes, rounded down, so a chart never claims more time short than it saw.
-        let below = match below / MINUTE {
-            0 if below > 0 => "less than 1 minute".to_owned(),
+        let minutes = |ms: i64| match ms / MINUTE {
+            0 if ms > 0 => "less than 1 minute".to_owned(),
             m => format!("{m} minute{}", plural(m as usize)),
         };
-        format!(
-            "Spare min {spare_min}, max {spare_max}, required {required}, {below} below required, {} gap{}.",
+        let mut out = format!(
+            "Spare min {spare_min}, max {spare_max}, required {required}, {} below required, {} gap{}.",
+            minutes(below),
             self.gaps.len(),
             plural(self.gaps.len()),
-        )
+        );
+        let judged: Vec<bool> = self
+            .points
+            .iter()
+            .filter(|p| p.ok)
+            .filter_map(|p| p.absorbed)
+            .collect();
+        if !judged.is_empty() {
+            let short = judged.iter().filter(|a| !**a).count() as i64 * self.step;
+            out.push_str(&format!(" Absorption short for {}.", minutes(short)));
+        }
+        out
     }
 }
 
@@ -408,8 +422,27 @@ fn deficit_path(m: &Model) -> String {
     d
 }
 
+/// A point's absorption verdict in words; `—` where no sample judged it.
+fn absorption_words(p: &Point) -> String {
+    match (p.ok, p.absorbed, p.machines_needed) {
+        (true, Some(true), _) => "absorbed".to_owned(),
+        (true, Some(false), Some(k)) => {
+            format!(
+                "short ({k} more restore machine{} needed)",
+                plural(k as usize)
+            )
+        }
+        (true, Some(false), None) => "short".to_owned(),
+        _ => "—".to_owned(),
+    }
+}
+
 fn point_title(p: &Point, step: i64) -> String {
     let when = utc(p.t);
+    let absorption = match absorption_words(p).as_str() {
+        "—" => String::new(),
+        words => format!(", absorption {words}"),
+    };
     match Model::numbers(p) {
         Some((s, r)) => {
             let max = p
@@ -418,7 +451,7 @@ fn point_title(p: &Point, step: i64) -> String {
                 .map_or(String::new(), |m| format!(" (max {m})"));
             let state = if s < r { ", below required" } else { "" };
             format!(
-                "{when} UTC (+{}): spare {s}{max}, required {r}{state}, {}",
+                "{when} UTC (+{}): spare {s}{max}, required {r}{state}, {}{absorption}",
                 duration(step),
                 p.source.as_str()
             )
@@ -520,6 +553,7 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
             }
             path.required d=(required) fill="none" stroke-dasharray="6 4" {}
             path.spare d=(spare) fill="none" {}
+            (absorption_band(m))
             g.hits {
                 @for p in &m.points {
                     rect.hit x=(n(m.x(p.t))) y=(n(PT)) width=(n((m.x(p.t + m.step) - m.x(p.t)).max(0.5))) height=(n(PB - PT)) {
@@ -528,6 +562,35 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
                 }
             }
             (request_bars(m))
+        }
+    }
+}
+
+/// Height of the absorption band along the bottom of the plot.
+const BAND_H: f64 = 5.0;
+
+/// Absorption's verdict as a band along the bottom of the plot, one rect per run of points
+/// with the same verdict (so its size follows the runs, never the points); nothing where no
+/// sample judged it.
+fn absorption_band(m: &Model) -> Markup {
+    let mut runs: Vec<(UnixMillis, UnixMillis, bool)> = Vec::new();
+    for p in &m.points {
+        let Some(absorbed) = p.absorbed.filter(|_| p.ok) else {
+            continue;
+        };
+        match runs.last_mut() {
+            Some((_, end, verdict)) if *end == p.t && *verdict == absorbed => *end = p.t + m.step,
+            _ => runs.push((p.t, p.t + m.step, absorbed)),
+        }
+    }
+    html! {
+        @if !runs.is_empty() {
+            g.absorption-band {
+                @for (from, to, absorbed) in &runs {
+                    rect class=(if *absorbed { "absorbed" } else { "absorption-short" })
+                        x=(n(m.x(*from))) y=(n(PB - BAND_H)) width=(n((m.x(*to) - m.x(*from)).max(1.0))) height=(n(BAND_H)) {}
+                }
+            }
         }
     }
 }
@@ -642,6 +705,10 @@ fn legend(m: &Model) -> Markup {
             @if m.born.is_some() {
                 li { span.swatch.before-fleet aria-hidden="true" {} "before the fleet existed (not a gap)" }
             }
+            @if m.points.iter().any(|p| p.absorbed.is_some()) {
+                li { span.swatch.absorbed aria-hidden="true" {} "absorbed: survives losing its worst node or region (band along the bottom)" }
+                li { span.swatch.absorption-short aria-hidden="true" {} "absorption short: that loss would leave workloads without room" }
+            }
             @for (class, words) in outcomes(&m.annotations) {
                 li { span class={ "swatch request outcome-" (class) } aria-hidden="true" {} "request " (words) " (bar: requested to its end)" }
             }
@@ -668,7 +735,7 @@ fn data_table(m: &Model, ids: &Ids) -> Markup {
             summary { "Data table (" (m.points.len()) " point" (plural(m.points.len())) ")" }
             div.scroll-pane tabindex="0" role="region" aria-label="Chart data points" {
                 table.data {
-                    thead { tr { th scope="col" { "Interval start (UTC)" } th scope="col" { "Spare (min)" } th scope="col" { "Spare (max)" } th scope="col" { "Required" } th scope="col" { "State" } } }
+                    thead { tr { th scope="col" { "Interval start (UTC)" } th scope="col" { "Spare (min)" } th scope="col" { "Spare (max)" } th scope="col" { "Required" } th scope="col" { "State" } th scope="col" { "Absorption" } } }
                     tbody {
                         @for p in &m.points {
                             tr {
@@ -680,6 +747,7 @@ fn data_table(m: &Model, ids: &Ids) -> Markup {
                                     }
                                     None => { td { "—" } td { "—" } td { "—" } td { "gap (scrape failed)" } }
                                 }
+                                td { (absorption_words(p)) }
                             }
                         }
                     }
@@ -796,6 +864,36 @@ mod tests {
             .unwrap_or_else(|| panic!("no {class} path in {html}"));
         let rest = &html[start + prefix.len()..];
         rest[..rest.find('"').unwrap()].to_owned()
+    }
+
+    #[test]
+    fn absorption_is_a_band_of_runs_counted_in_the_summary_and_listed_in_the_table() {
+        let judged = |i: i64, absorbed: Option<bool>| {
+            let mut p = ok(FROM + i * STEP, 1, 1);
+            p.absorbed = absorbed;
+            p.machines_needed = absorbed.map(|a| if a { 0 } else { 2 });
+            p
+        };
+        // 3 absorbed, 6 short (1 min), 2 not judged, 3 absorbed: three runs drawn.
+        let mut pts: Vec<Point> = (0..3).map(|i| judged(i, Some(true))).collect();
+        pts.extend((3..9).map(|i| judged(i, Some(false))));
+        pts.extend((9..11).map(|i| judged(i, None)));
+        pts.extend((11..14).map(|i| judged(i, Some(true))));
+        let html = render(&series(pts), &[]);
+        assert_eq!(
+            html.matches("<rect class=\"absorbed\"").count(),
+            2,
+            "{html}"
+        );
+        assert_eq!(html.matches("<rect class=\"absorption-short\"").count(), 1);
+        assert!(html.contains("Absorption short for 1 minute."), "{html}");
+        assert!(html.contains("<td>short (2 more restore machines needed)</td>"));
+        assert!(html.contains(", absorption absorbed</title>"));
+        assert!(html.contains("absorption short: that loss would leave workloads without room"));
+        // A series nothing judged draws no band and says nothing of it.
+        let plain = render(&series(vec![ok(FROM, 1, 1)]), &[]);
+        assert!(!plain.contains("absorption-band"), "{plain}");
+        assert!(!plain.contains("Absorption short") && !plain.contains("swatch absorbed"));
     }
 
     #[test]
