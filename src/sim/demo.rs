@@ -133,6 +133,10 @@ pub async fn seed_release(
 /// The second demo fleet's name: a yubaba build without the `headroom` section.
 pub const LEGACY_FLEET: &str = "legacy";
 
+/// The third demo fleet's name: full nodes and one small spare, so yubaba's count says N+1
+/// while absorption says losing a node leaves 2 GiB of workloads without room.
+pub const TIGHT_FLEET: &str = "tight";
+
 /// Seconds between two scrapes of a demo fleet (the shortest a fleet may have), so a
 /// deficit is seen within seconds.
 pub const DEMO_SCRAPE_INTERVAL_SECS: u32 = 5;
@@ -140,10 +144,14 @@ pub const DEMO_SCRAPE_INTERVAL_SECS: u32 = 5;
 /// Seconds one scrape of a demo fleet may take (below the interval, as the fleet rules want).
 pub const DEMO_SCRAPE_TIMEOUT_SECS: u32 = 2;
 
-/// The demo's two simulated fleets: three busy voters and one spare each. A tenant takes the
-/// spare of `demo` after a minute and of `legacy` half a minute later (so the two proposals
-/// arrive one after the other), then one more every few minutes: tenants land on spares only,
-/// so each fleet asks for one restore at a time and never floods the approvals inbox.
+/// The demo's simulated fleets. `demo` and `legacy`: three busy voters and one spare each. A
+/// tenant takes the spare of `demo` after a minute and of `legacy` half a minute later (so the
+/// two proposals arrive one after the other), then one more every few minutes: tenants land on
+/// spares only, so each fleet asks for one restore at a time and never floods the approvals
+/// inbox. Once their spare is taken, yubaba's count says deficit while absorption says every
+/// node's two tenants still fit elsewhere: the rules disagree one way. `tight` disagrees the
+/// other way and stays so: six tenants on each voter and a 2 GiB spare, so the count says N+1
+/// while losing a voter leaves two tenants without room (one restore machine would cover it).
 pub fn demo_fleets() -> Vec<SimFleetOptions> {
     vec![
         SimFleetOptions {
@@ -158,6 +166,16 @@ pub fn demo_fleets() -> Vec<SimFleetOptions> {
             native: false,
             first_tenant_after: Duration::from_secs(90),
             tenant_every: Some(Duration::from_secs(7 * 60)),
+            ..SimFleetOptions::default()
+        },
+        SimFleetOptions {
+            name: TIGHT_FLEET.into(),
+            native: true,
+            tenants_per_voter: 6,
+            spare_allocatable: Some((2048, 1000)),
+            // No tenant arrives while the demo runs: the fleet stays as it started.
+            first_tenant_after: Duration::from_secs(365 * 24 * 3600),
+            tenant_every: None,
             ..SimFleetOptions::default()
         },
     ]
@@ -241,12 +259,15 @@ fn input_of(spec: &FleetSpec) -> FleetInput {
 pub fn print_timeline(out: &mut dyn Write, address: &str) -> std::io::Result<()> {
     writeln!(
         out,
-        "Two simulated yubaba fleets are running on loopback, `demo` (native headroom) and \
-         `legacy` (derived from /node): a tenant takes each fleet's only spare after about 1 \
-         and 1.5 minutes, the dashboard http://{address}/ turns to deficit and a restore \
-         proposal appears in http://{address}/approvals; approve it as `approver` and the \
-         simulated cloud's new server joins as a spare about 10 s later, the chart on \
-         http://{address}/fleets/demo recovering.\n"
+        "Three simulated yubaba fleets are running on loopback, `demo` (native headroom), \
+         `legacy` (derived from /node) and `tight`: a tenant takes the only spare of `demo` \
+         and `legacy` after about 1 and 1.5 minutes, the dashboard http://{address}/ turns \
+         to deficit and a restore proposal appears in http://{address}/approvals; approve it \
+         as `approver` and the simulated cloud's new server joins as a spare about 10 s later, \
+         the chart on http://{address}/fleets/demo recovering. `tight` reads healthy by \
+         yubaba's count while absorption says losing a node would leave workloads without \
+         room; set its headroom rule to absorption to have it propose the machine that \
+         covers it.\n"
     )?;
     out.flush()
 }
@@ -283,6 +304,11 @@ pub async fn seed_config_pinned(state: &AppState, url: &str, sha256: &str) -> an
         yubaba_channel: "stable".into(),
         yubaba_url: url.into(),
         yubaba_sha256: sha256.into(),
+        // What a new cx22 adds (absorption's machines-needed answer counts in these).
+        allocatable: crate::domain::machine::AllocatableInput {
+            memory_mb: Some(json!(3584)),
+            cpu_millis: Some(json!(2000)),
+        },
         ..Default::default()
     };
     let ctx = &state.ctx;

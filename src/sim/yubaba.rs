@@ -33,6 +33,8 @@ const TERM: u64 = 3;
 /// What one simulated tenant reserves: 1 GiB and half a core.
 pub const TENANT_MEMORY_MB: u32 = 1024;
 pub const TENANT_CPU_MILLIS: u32 = 500;
+/// What a simulated node publishes as allocatable (MiB, millicores): an 8 GiB, 4-core host.
+pub const NODE_ALLOCATABLE: (u32, u32) = (7807, 4000);
 
 /// How a simulated fleet starts and how fast it lives.
 #[derive(Debug, Clone)]
@@ -45,6 +47,10 @@ pub struct SimFleetOptions {
     pub voters: u32,
     /// Learners with capacity and no tenant at start.
     pub spares: u32,
+    /// What those starting spares publish as allocatable (MiB, millicores); `None`: the
+    /// same as every other node ([`NODE_ALLOCATABLE`]). A smaller spare than the busy nodes'
+    /// workloads is the fleet yubaba's count calls healthy and absorption calls short.
+    pub spare_allocatable: Option<(u32, u32)>,
     /// Tenants on each voter (at least 1, so voters never count as spare).
     pub tenants_per_voter: u32,
     /// Regions given to the starting nodes in turn; nodes that join later take the first.
@@ -70,6 +76,7 @@ impl Default for SimFleetOptions {
             native: true,
             voters: 3,
             spares: 1,
+            spare_allocatable: None,
             tenants_per_voter: 2,
             regions: vec!["eu-central".into()],
             first_tenant_after: Duration::from_secs(60),
@@ -106,6 +113,15 @@ impl SimFleetOptions {
         if self.poll_every.is_zero() {
             return fail("poll_every", "must be longer than zero");
         }
+        if self
+            .spare_allocatable
+            .is_some_and(|(m, c)| m < TENANT_MEMORY_MB || c < TENANT_CPU_MILLIS)
+        {
+            return fail(
+                "spare_allocatable",
+                "must hold at least one tenant (1024 MiB, 500 millicores)",
+            );
+        }
         Ok(())
     }
 }
@@ -125,6 +141,8 @@ pub struct SimNode {
     pub voter: bool,
     /// Publishes allocatable capacity on `/node`.
     pub capacity: bool,
+    /// The allocatable it publishes (MiB, millicores).
+    pub allocatable: (u32, u32),
     /// Workloads it runs.
     pub tenants: u32,
     /// The simulated provider's server it came from, if it joined that way.
@@ -240,8 +258,8 @@ impl FleetState {
             "yah.collected_at_unix_ms": unix_ms(),
         });
         if node.info.capacity {
-            body["yah.allocatable.memory_mb"] = json!(7807);
-            body["yah.allocatable.cpu_millis"] = json!(4000);
+            body["yah.allocatable.memory_mb"] = json!(node.info.allocatable.0);
+            body["yah.allocatable.cpu_millis"] = json!(node.info.allocatable.1);
         }
         body
     }
@@ -404,6 +422,11 @@ impl SimFleet {
                     region: regions[i as usize % regions.len()].clone(),
                     voter,
                     capacity: true,
+                    allocatable: if voter {
+                        NODE_ALLOCATABLE
+                    } else {
+                        fleet.options.spare_allocatable.unwrap_or(NODE_ALLOCATABLE)
+                    },
                     tenants: if voter {
                         fleet.options.tenants_per_voter
                     } else {
@@ -626,6 +649,7 @@ fn spare_node(region: String, name: String, server_id: Option<i64>) -> SimNode {
         region,
         voter: false,
         capacity: true,
+        allocatable: NODE_ALLOCATABLE,
         tenants: 0,
         server_id,
     }

@@ -411,6 +411,66 @@ async fn the_scraper_reads_the_simulated_fleets_natively_and_derived() {
     }
 }
 
+/// The demo's fleets show yubaba's count and absorption disagreeing, each way: `demo` once a
+/// tenant took its spare (count short, absorption fine) and `tight` (count fine, absorption
+/// short by two tenants, which one restore machine of the demo config covers).
+#[tokio::test]
+async fn the_demo_fleets_show_the_two_rules_disagreeing_each_way() {
+    let app = TestApp::spawn_with_config().await;
+    let ctx = &app.state.ctx;
+    let options = headroom::sim::demo::demo_fleets();
+    let start = |name: &str| {
+        let o = options
+            .iter()
+            .find(|o| o.name == name)
+            .unwrap_or_else(|| panic!("the demo runs {name}"))
+            .clone();
+        async move {
+            let sim = SimFleet::start(o).await.unwrap();
+            headroom::sim::demo::point_fleet(ctx, sim.name(), sim.endpoints())
+                .await
+                .unwrap();
+            let spec = headroom::fleets::get(ctx, &Caller::system(), sim.name())
+                .await
+                .unwrap()
+                .spec;
+            (sim, spec)
+        }
+    };
+    let scrape = |spec: headroom::domain::fleet::FleetSpec| async move {
+        headroom::scraper::scrape_once(ctx, &spec)
+            .await
+            .outcome
+            .expect("an ok sample")
+    };
+
+    let (tight, spec) = start(headroom::sim::demo::TIGHT_FLEET).await;
+    let o = scrape(spec).await;
+    assert_eq!(
+        (o.spare, o.required),
+        (1, 1),
+        "yubaba's count: N+1, healthy"
+    );
+    let a = o.absorption.expect("judged");
+    assert!(!a.absorbed(), "{a:?}");
+    assert_eq!(
+        a.words(),
+        "short 2 GiB, 1000 millicores if node 1 goes · 1 more restore machine covers it"
+    );
+    drop(tight);
+
+    let (demo, spec) = start(headroom::sim::demo::DEMO_FLEET).await;
+    demo.land_tenant().unwrap();
+    let o = scrape(spec).await;
+    assert_eq!((o.spare, o.required), (0, 1), "yubaba's count: N+0, short");
+    let a = o.absorption.expect("judged");
+    assert!(
+        a.absorbed(),
+        "every voter's two tenants fit elsewhere: {a:?}"
+    );
+    assert_eq!(a.words(), "survives losing any node");
+}
+
 #[tokio::test]
 async fn pointing_an_existing_fleet_at_new_ports_keeps_what_an_operator_changed() {
     let app =
