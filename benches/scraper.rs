@@ -1,6 +1,8 @@
 //! The scraper at scale: 1,000 fleets of 3 fake yubaba nodes each (3,000 HTTP listeners on
-//! loopback, answering `/raft/status`; every other fleet's first endpoint is a follower, so
-//! half the ticks follow the leader hop), scraped every 15 s by the real
+//! loopback, answering `/raft/status`, `/node`, `/node/usage` and `/workloads`: two nodes carry
+//! 20 sized workloads each, the third is an empty spare, so every tick reads each member's
+//! three documents and judges absorption headroom; every other fleet's first endpoint is a
+//! follower, so half the ticks follow the leader hop), scraped every 15 s by the real
 //! `scraper::run_until_stopped`, each tick recorded by the real `record` into a temp SQLite
 //! file. Prints the scraper's CPU time per minute, ticks, missed ticks, failures and the p99
 //! scrape lag (goal: under a quarter of a core — 15 s of CPU a minute — and no missed tick).
@@ -25,6 +27,37 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const NODES: usize = 3;
+/// Workloads on each busy node (the absorption goal's fleet carries 20 a member).
+const WORKLOADS: usize = 20;
+
+/// What one fake node answers, by path.
+struct NodeBodies {
+    status: String,
+    node: String,
+    usage: String,
+    workloads: String,
+}
+
+/// Node `id`'s `/node`, `/node/usage` and `/workloads`: nodes 1 and 2 carry `WORKLOADS`
+/// workloads of 200 MiB and 100 millicores on 7807 MiB and 4000 millicores; node 3 is empty.
+fn load_bodies(id: usize) -> (String, String, String) {
+    let carried = if id == NODES { 0 } else { WORKLOADS };
+    let node = format!(
+        "{{\"host.name\": \"bench-{id}\", \"yah.allocatable.memory_mb\": 7807, \
+         \"yah.allocatable.cpu_millis\": 4000}}"
+    );
+    let usage = format!(
+        "{{\"yah.workloads.count\": {carried}, \"yah.committed.memory_mb\": {}, \
+         \"yah.committed.cpu_millis\": {}}}",
+        carried * 200,
+        carried * 100
+    );
+    let list: Vec<String> = (0..carried)
+        .map(|n| format!("{{\"ident\": \"w-{id}-{n}\", \"memory_mb\": 200, \"cpu_millis\": 100}}"))
+        .collect();
+    let workloads = format!("{{\"workloads\": [{}]}}", list.join(", "));
+    (node, usage, workloads)
+}
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -67,9 +100,9 @@ fn status_body(id: usize, ports: &[u16]) -> String {
     )
 }
 
-/// Answers HTTP/1.1 keep-alive requests on one connection with `body` for `/raft/status`
-/// and 404 otherwise.
-async fn serve(mut stream: TcpStream, body: Arc<String>) {
+/// Answers HTTP/1.1 keep-alive requests on one connection from `bodies` by path (the query
+/// ignored) and 404 otherwise.
+async fn serve(mut stream: TcpStream, bodies: Arc<NodeBodies>) {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0_u8; 1024];
     loop {
@@ -87,15 +120,22 @@ async fn serve(mut stream: TcpStream, body: Arc<String>) {
         };
         let head = String::from_utf8_lossy(&buf[..end]).to_string();
         buf.drain(..end);
-        let path = head.split(' ').nth(1).unwrap_or("");
-        let response = if path == "/raft/status" {
-            format!(
+        let target = head.split(' ').nth(1).unwrap_or("");
+        let path = target.split('?').next().unwrap_or("");
+        let body = match path {
+            "/raft/status" => Some(&bodies.status),
+            "/node" => Some(&bodies.node),
+            "/node/usage" => Some(&bodies.usage),
+            "/workloads" => Some(&bodies.workloads),
+            _ => None,
+        };
+        let response = match body {
+            Some(body) => format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
                 body.len(),
                 body
-            )
-        } else {
-            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned()
+            ),
+            None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned(),
         };
         if stream.write_all(response.as_bytes()).await.is_err() {
             return;
@@ -136,10 +176,17 @@ fn start_fake_nodes(
             }
             for (i, l) in listeners.into_iter().enumerate() {
                 let ports = &all[i / NODES];
-                let body = Arc::new(status_body(i % NODES + 1, ports));
+                let id = i % NODES + 1;
+                let (node, usage, workloads) = load_bodies(id);
+                let bodies = Arc::new(NodeBodies {
+                    status: status_body(id, ports),
+                    node,
+                    usage,
+                    workloads,
+                });
                 tokio::spawn(async move {
                     while let Ok((stream, _)) = l.accept().await {
-                        tokio::spawn(serve(stream, body.clone()));
+                        tokio::spawn(serve(stream, bodies.clone()));
                     }
                 });
             }
@@ -196,6 +243,11 @@ async fn main() {
         yubaba_channel: "stable".into(),
         yubaba_url: "https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz".into(),
         yubaba_sha256: "4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10".into(),
+        // Declared, so absorption also answers how many restore machines would be needed.
+        allocatable: headroom::domain::machine::AllocatableInput {
+            memory_mb: Some(serde_json::json!(3584)),
+            cpu_millis: Some(serde_json::json!(2000)),
+        },
         ..Default::default()
     };
     headroom::machine_setup::configs::create(&ctx, &Caller::system(), &config)
@@ -244,6 +296,12 @@ async fn main() {
         .fetch_one(&ctx.pool)
         .await
         .expect("count samples");
+    // Every ok sample read its members' three documents and judged absorption.
+    let (ok_samples, judged): (i64, i64) =
+        sqlx::query_as("SELECT COALESCE(SUM(ok), 0), COUNT(absorbed) FROM fleet_samples")
+            .fetch_one(&ctx.pool)
+            .await
+            .expect("count judged samples");
     println!("elapsed {elapsed:.1} s");
     println!(
         "CPU: scraper+record {cpu_scraper:.2} s ({per_minute:.2} s per minute = {:.3} of a core; goal < 0.25), fake nodes {cpu_nodes:.2} s",
@@ -269,6 +327,10 @@ async fn main() {
     goals.check(
         &format!("no missed tick ({})", stats.missed_ticks()),
         stats.missed_ticks() == 0,
+    );
+    goals.check(
+        &format!("absorption judged on every ok sample ({judged} of {ok_samples})"),
+        ok_samples > 0 && judged == ok_samples,
     );
     goals.exit_if_missed();
 }
