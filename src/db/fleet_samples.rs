@@ -101,7 +101,8 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
 /// late-arriving older sample (a clock step) never overwrites a newer one, and a failed scrape
 /// after an ok one leaves the bucket's source as the ok one's (a bucket whose every sample
 /// failed keeps `none`). The absorption verdict keeps its worst (`absorbed_min`) and the most
-/// machines needed, likewise ignoring samples that did not assess it.
+/// machines needed among the samples it found short, likewise ignoring samples that did not assess
+/// it.
 async fn fold_into_rollup(
     conn: &mut SqliteConnection,
     fleet_id: i64,
@@ -145,7 +146,9 @@ async fn fold_into_rollup(
     .bind(at)
     .bind(f.source.as_str())
     .bind(f.absorbed)
-    .bind(f.machines_needed)
+    // Only a short sample's answer says what a restore needs; an absorbed one's 0 would
+    // hide a short neighbour's "no number suffices" (NULL) behind a coverable-looking 0.
+    .bind(f.machines_needed.filter(|_| f.absorbed == Some(0)))
     .execute(conn)
     .await?;
     Ok(())
@@ -190,7 +193,8 @@ pub struct BucketRow {
     /// The worst absorption verdict of the samples that judged one (0 short, 1 absorbed;
     /// NULL when none did).
     pub absorbed_min: Option<i64>,
-    /// The most restore machines any of them needed.
+    /// The most restore machines any sample found short needed (NULL when none was short, or
+    /// when no number sufficed).
     pub machines_needed_max: Option<i64>,
 }
 
@@ -226,7 +230,8 @@ impl sqlx::FromRow<'_, sqlx::sqlite::SqliteRow> for BucketRow {
 pub const RAW_BUCKETS_SQL: &str =
     "SELECT (at - ?2) / ?4 AS k, min(spare) AS spare_min, max(spare) AS spare_max,
             max(required) AS required_max, sum(ok) AS ok_samples,
-            min(absorbed) AS absorbed_min, max(machines_needed) AS machines_needed_max,
+            min(absorbed) AS absorbed_min,
+            max(CASE WHEN absorbed = 0 THEN machines_needed END) AS machines_needed_max,
             max(CASE WHEN ok = 1
                      THEN at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1
                                    ELSE 0 END END) AS newest_ok_code

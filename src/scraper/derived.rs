@@ -161,11 +161,13 @@ async fn member_load(
     let node_url = format!("{base}/node");
     let usage_url = format!("{base}/node/usage?window_ms={USAGE_WINDOW_MS}");
     let workloads_url = format!("{base}/workloads");
-    let (cap, usage, listed) = tokio::join!(
-        fetch::get(client, &node_url, deadline),
-        fetch::get(client, &usage_url, deadline),
-        fetch::get(client, &workloads_url, deadline)
-    );
+    // One after another, so a node sees one connection from us (the pool keeps it for the
+    // next tick) rather than three: a thousand fleets then hold one socket per node, inside
+    // an ordinary open-file limit, and members doing real work are asked politely. Nodes are
+    // still read `NODE_CONCURRENCY` at a time.
+    let cap = fetch::get(client, &node_url, deadline).await;
+    let usage = fetch::get(client, &usage_url, deadline).await;
+    let listed = fetch::get(client, &workloads_url, deadline).await;
     let cap = cap
         .map_err(|e| e.to_string())
         .and_then(|a| node::parse_node(a.status, &a.body).map_err(|e| e.to_string()));

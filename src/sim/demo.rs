@@ -322,6 +322,12 @@ pub async fn seed_config_pinned(state: &AppState, url: &str, sha256: &str) -> an
                 .to_input();
             kept.yubaba_url = input.yubaba_url;
             kept.yubaba_sha256 = input.yubaba_sha256;
+            // A demo database from before the config declared what a new machine adds gets
+            // it, so absorption can say how many would cover a loss; an operator's own
+            // values stay.
+            if kept.allocatable.memory_mb.is_none() && kept.allocatable.cpu_millis.is_none() {
+                kept.allocatable = input.allocatable;
+            }
             configs::update(ctx, &system, DEMO_CONFIG, &kept)
                 .await
                 .map(|_| ())

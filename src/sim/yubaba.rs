@@ -117,10 +117,10 @@ impl SimFleetOptions {
             .spare_allocatable
             .is_some_and(|(m, c)| m < TENANT_MEMORY_MB || c < TENANT_CPU_MILLIS)
         {
-            return fail(
-                "spare_allocatable",
-                "must hold at least one tenant (1024 MiB, 500 millicores)",
-            );
+            return Err(anyhow::anyhow!(
+                "sim fleet spare_allocatable: must hold at least one tenant \
+                 ({TENANT_MEMORY_MB} MiB, {TENANT_CPU_MILLIS} millicores)"
+            ));
         }
         Ok(())
     }

@@ -235,13 +235,13 @@ async fn under_absorption_a_spare_too_small_is_a_deficit_with_one_proposal_for_t
     }
     let viewer = app.quick_session("vera").await;
     let page = app.get("/fleets/prod", &viewer).await.text().await.unwrap();
+    let band = crate::helpers::texts(&page, "g.absorption-band rect.absorption-short title");
+    assert_eq!(band.len(), 1, "one short run drawn: {band:?}");
+    assert!(band[0].ends_with("UTC: absorption short"), "{band:?}");
+    let summary = crate::helpers::texts(&page, ".chart-summary").join(" ");
     assert!(
-        page.contains("<rect class=\"absorption-short\""),
-        "no band drawn"
-    );
-    assert!(
-        page.contains("Absorption short for "),
-        "the summary says it"
+        summary.contains("Absorption short in intervals totalling "),
+        "{summary}"
     );
 }
 

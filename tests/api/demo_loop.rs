@@ -459,16 +459,25 @@ async fn the_demo_fleets_show_the_two_rules_disagreeing_each_way() {
     );
     drop(tight);
 
-    let (demo, spec) = start(headroom::sim::demo::DEMO_FLEET).await;
-    demo.land_tenant().unwrap();
-    let o = scrape(spec).await;
-    assert_eq!((o.spare, o.required), (0, 1), "yubaba's count: N+0, short");
-    let a = o.absorption.expect("judged");
-    assert!(
-        a.absorbed(),
-        "every voter's two tenants fit elsewhere: {a:?}"
-    );
-    assert_eq!(a.words(), "survives losing any node");
+    for name in [
+        headroom::sim::demo::DEMO_FLEET,
+        headroom::sim::demo::LEGACY_FLEET,
+    ] {
+        let (sim, spec) = start(name).await;
+        sim.land_tenant().unwrap();
+        let o = scrape(spec).await;
+        assert_eq!(
+            (o.spare, o.required),
+            (0, 1),
+            "{name}: yubaba's count: N+0, short"
+        );
+        let a = o.absorption.expect("judged");
+        assert!(
+            a.absorbed(),
+            "{name}: every voter's two tenants fit elsewhere: {a:?}"
+        );
+        assert_eq!(a.words(), "survives losing any node", "{name}");
+    }
 }
 
 #[tokio::test]

@@ -273,8 +273,13 @@ impl Model {
             .filter_map(|p| p.absorbed)
             .collect();
         if !judged.is_empty() {
+            // Intervals whose worst verdict was short, as `below` counts intervals: one short
+            // sample marks its whole interval.
             let short = judged.iter().filter(|a| !**a).count() as i64 * self.step;
-            out.push_str(&format!(" Absorption short for {}.", minutes(short)));
+            out.push_str(&format!(
+                " Absorption short in intervals totalling {}.",
+                minutes(short)
+            ));
         }
         out
     }
@@ -422,27 +427,22 @@ fn deficit_path(m: &Model) -> String {
     d
 }
 
-/// A point's absorption verdict in words; `—` where no sample judged it.
-fn absorption_words(p: &Point) -> String {
+/// A point's absorption verdict in words; `None` where no sample judged it.
+fn absorption_words(p: &Point) -> Option<String> {
     match (p.ok, p.absorbed, p.machines_needed) {
-        (true, Some(true), _) => "absorbed".to_owned(),
-        (true, Some(false), Some(k)) => {
-            format!(
-                "short ({k} more restore machine{} needed)",
-                plural(k as usize)
-            )
-        }
-        (true, Some(false), None) => "short".to_owned(),
-        _ => "—".to_owned(),
+        (true, Some(true), _) => Some("absorbed".to_owned()),
+        (true, Some(false), Some(k)) if k > 0 => Some(format!(
+            "short ({k} more restore machine{} needed)",
+            plural(k as usize)
+        )),
+        (true, Some(false), _) => Some("short".to_owned()),
+        _ => None,
     }
 }
 
 fn point_title(p: &Point, step: i64) -> String {
     let when = utc(p.t);
-    let absorption = match absorption_words(p).as_str() {
-        "—" => String::new(),
-        words => format!(", absorption {words}"),
-    };
+    let absorption = absorption_words(p).map_or(String::new(), |w| format!(", absorption: {w}"));
     match Model::numbers(p) {
         Some((s, r)) => {
             let max = p
@@ -551,9 +551,10 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
             @if !deficit.is_empty() {
                 path.deficit d=(deficit) fill={ "url(#" (pattern) ")" } { title { "Below required" } }
             }
+            // Under the lines, so a spare line at 0 stays visible over it.
+            (absorption_band(m))
             path.required d=(required) fill="none" stroke-dasharray="6 4" {}
             path.spare d=(spare) fill="none" {}
-            (absorption_band(m))
             g.hits {
                 @for p in &m.points {
                     rect.hit x=(n(m.x(p.t))) y=(n(PT)) width=(n((m.x(p.t + m.step) - m.x(p.t)).max(0.5))) height=(n(PB - PT)) {
@@ -588,7 +589,12 @@ fn absorption_band(m: &Model) -> Markup {
             g.absorption-band {
                 @for (from, to, absorbed) in &runs {
                     rect class=(if *absorbed { "absorbed" } else { "absorption-short" })
-                        x=(n(m.x(*from))) y=(n(PB - BAND_H)) width=(n((m.x(*to) - m.x(*from)).max(1.0))) height=(n(BAND_H)) {}
+                        x=(n(m.x(*from))) y=(n(PB - BAND_H)) width=(n((m.x(*to) - m.x(*from)).max(1.0))) height=(n(BAND_H)) {
+                        title {
+                            (utc(*from)) " – " (utc(*to)) " UTC: "
+                            @if *absorbed { "absorbed (survives losing its worst node or region)" } @else { "absorption short" }
+                        }
+                    }
                 }
             }
         }
@@ -705,7 +711,7 @@ fn legend(m: &Model) -> Markup {
             @if m.born.is_some() {
                 li { span.swatch.before-fleet aria-hidden="true" {} "before the fleet existed (not a gap)" }
             }
-            @if m.points.iter().any(|p| p.absorbed.is_some()) {
+            @if m.points.iter().any(|p| p.ok && p.absorbed.is_some()) {
                 li { span.swatch.absorbed aria-hidden="true" {} "absorbed: survives losing its worst node or region (band along the bottom)" }
                 li { span.swatch.absorption-short aria-hidden="true" {} "absorption short: that loss would leave workloads without room" }
             }
@@ -747,7 +753,7 @@ fn data_table(m: &Model, ids: &Ids) -> Markup {
                                     }
                                     None => { td { "—" } td { "—" } td { "—" } td { "gap (scrape failed)" } }
                                 }
-                                td { (absorption_words(p)) }
+                                td { (absorption_words(p).unwrap_or_else(|| "—".to_owned())) }
                             }
                         }
                     }
@@ -886,9 +892,16 @@ mod tests {
             "{html}"
         );
         assert_eq!(html.matches("<rect class=\"absorption-short\"").count(), 1);
-        assert!(html.contains("Absorption short for 1 minute."), "{html}");
+        assert!(
+            html.contains("Absorption short in intervals totalling 1 minute."),
+            "{html}"
+        );
         assert!(html.contains("<td>short (2 more restore machines needed)</td>"));
-        assert!(html.contains(", absorption absorbed</title>"));
+        assert!(html.contains(", absorption: absorbed</title>"));
+        assert!(
+            html.contains("UTC: absorption short</title>"),
+            "each run has a title"
+        );
         assert!(html.contains("absorption short: that loss would leave workloads without room"));
         // A series nothing judged draws no band and says nothing of it.
         let plain = render(&series(vec![ok(FROM, 1, 1)]), &[]);
