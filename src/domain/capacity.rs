@@ -338,8 +338,9 @@ pub fn health(
 }
 
 /// Spares a fleet must keep when yubaba does not say (derived mode): its override, else N+2
-/// (two spares) when its machine configs span two or more regions, since a whole region can
-/// vanish with one of its spares, else N+1 (one spare).
+/// (two spares) when it spans two or more `regions` (those its members declare, else those
+/// of its machine configs), since a whole region can vanish with one of its spares, else N+1
+/// (one spare).
 pub fn required_spares(override_: Option<u32>, regions: usize) -> u32 {
     override_.unwrap_or(if regions >= 2 { 2 } else { 1 })
 }

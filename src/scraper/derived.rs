@@ -1,7 +1,8 @@
 //! Derived headroom, for yubaba builds whose `/raft/status` has no `headroom` section: spare
 //! is counted from each member's `/node` and `/node/usage` (yubaba's own rule), required from
-//! the regions the fleet's machine configs span (the rule is
-//! `domain::capacity::required_spares`: N+2 when a whole region can vanish).
+//! the regions the members declare or, when none does, the regions the fleet's machine
+//! configs span (the rule is `domain::capacity::required_spares`: N+2 when a whole region can
+//! vanish).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -174,9 +175,10 @@ async fn member_load(
     let usage = usage
         .map_err(|e| e.to_string())
         .and_then(|a| node::parse_usage(a.status, &a.body).map_err(|e| e.to_string()));
-    let listed = listed
-        .map_err(|e| e.to_string())
-        .and_then(|a| workloads::parse_workloads(a.status, &a.body).map_err(|e| e.to_string()));
+    let listed = listed.map_err(|e| e.to_string()).and_then(|a| {
+        workloads::parse_workloads(a.status, a.workload_source.as_deref(), &a.body)
+            .map_err(|e| e.to_string())
+    });
     if let Err(reason) = &listed {
         tracing::info!(reason = %reason, "workloads not read; committed totals are packed");
     }

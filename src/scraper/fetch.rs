@@ -17,7 +17,13 @@ pub struct Answer {
     pub status: u16,
     /// Its body.
     pub body: Vec<u8>,
+    /// yubaba's `x-workload-source` header (`kamaji`, `runtime` or `stub`), when sent as a
+    /// short token: it says whether a `/workloads` list is the node's truth.
+    pub workload_source: Option<String>,
 }
+
+/// The header naming which backend answered `/workloads`.
+pub const WORKLOAD_SOURCE: &str = "x-workload-source";
 
 /// Why a GET produced no answer to read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +75,12 @@ async fn read(
 ) -> Result<Answer, GetError> {
     let mut res = client.get_any_status(url, timeout).await?;
     let status = res.status().as_u16();
+    let workload_source = res
+        .headers()
+        .get(WORKLOAD_SOURCE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 16)
+        .map(str::to_ascii_lowercase);
     // A declared length over the cap is refused before a byte of the body is read.
     if res.content_length().is_some_and(|n| n > cap as u64) {
         return Err(GetError::TooLarge);
@@ -91,5 +103,9 @@ async fn read(
             }
         }
     }
-    Ok(Answer { status, body })
+    Ok(Answer {
+        status,
+        body,
+        workload_source,
+    })
 }

@@ -16,6 +16,7 @@ pub mod text;
 pub mod urls;
 pub mod workloads;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -100,8 +101,13 @@ async fn observe(
         // number by a different rule that it may contradict a moment later: a gap is honest.
         HeadroomSection::Null => return Err("leader has not evaluated headroom yet".to_owned()),
         HeadroomSection::Absent => {
+            // yubaba's own rule counts the regions its members declare; only when none
+            // declares one (older builds) do the fleet's machine configs stand in.
+            let declared: BTreeSet<&str> =
+                members.iter().filter_map(|m| m.region.as_deref()).collect();
             let required = match fleet.required_override() {
                 Some(r) => r,
+                None if !declared.is_empty() => required_spares(None, declared.len()),
                 None => required_spares(None, regions.get(ctx, fleet).await?.len()),
             };
             reads = derived::read_members(ctx, &mut members, &leader_url, node_deadline).await;
@@ -123,8 +129,8 @@ async fn observe(
 }
 
 /// Absorption headroom from the members read (`None` when none was). Regions are the ones
-/// members publish (builds with the `headroom` section); on older builds no region loss is
-/// judged, only node losses.
+/// members declare (`status::member_regions`); on older builds, which declare none, no region
+/// loss is judged, only node losses.
 async fn assess_absorption(
     ctx: &Ctx,
     fleet: &FleetSpec,

@@ -173,7 +173,8 @@ pub fn parse_answer(
     };
     let current_leader = id(top.get("current_leader"), "current_leader")?;
     let current_term = whole(top.get("current_term"), "current_term")?;
-    let (members, voter_sets) = membership(top)?;
+    let (mut members, voter_sets) = membership(top)?;
+    member_regions(top, &mut members);
     let headroom = headroom_section(top.get("headroom"))?;
     Ok(RaftStatus {
         node_id,
@@ -358,6 +359,30 @@ fn membership(top: &Map<String, Value>) -> Result<(Vec<Member>, Vec<Vec<u64>>), 
     Ok((members, voter_sets))
 }
 
+/// Regions from the top-level `members` map (`{"<id>": {"addr", "region", …}}`), which
+/// yubaba builds with regions publish beside raft's own membership (whose `nodes` carry only
+/// `addr`): fills each member whose `nodes` entry named none. The map is an optional section,
+/// so one that is malformed or oversized is ignored (logged), never an error: regions only
+/// refine the required count and absorption.
+fn member_regions(top: &Map<String, Value>, members: &mut [Member]) {
+    let map = match top.get("members") {
+        None | Some(Value::Null) => return,
+        Some(Value::Object(map)) if map.len() <= MAX_MEMBERS => map,
+        Some(_) => {
+            tracing::debug!(
+                field = "members",
+                "member regions ignored: not an object of at most {MAX_MEMBERS} entries"
+            );
+            return;
+        }
+    };
+    for member in members.iter_mut().filter(|m| m.region.is_none()) {
+        if let Some(Value::Object(entry)) = map.get(&member.id.to_string()) {
+            member.region = region(entry.get("region"), &format!("members.{}", member.id));
+        }
+    }
+}
+
 /// A member's `region` (builds with the `headroom` section publish one): absent or null is
 /// unknown; otherwise a short label, since it is stored and shown. A label that breaks the
 /// rule is logged and read as unknown: the region only refines absorption (a region loss is
@@ -487,6 +512,78 @@ mod tests {
             .find(|m| m.id.to_string() == first)
             .unwrap();
         assert_eq!(member.region, None);
+    }
+
+    #[test]
+    fn the_real_yubaba_0_8_48_names_its_members_regions_beside_raft_membership() {
+        // Captured from crates.io yubaba 0.8.48, three nodes on loopback, before its first
+        // headroom evaluation: `nodes` carry only `addr`, the top-level `members` the region.
+        let s = ok("raft-status-yubaba-0.8.48-leader.json");
+        assert!(s.is_leader());
+        assert_eq!(s.headroom, HeadroomSection::Absent);
+        let regions: Vec<(u64, Option<&str>, bool)> = s
+            .members
+            .iter()
+            .map(|m| (m.id, m.region.as_deref(), m.voter))
+            .collect();
+        assert_eq!(
+            regions,
+            [
+                (1, Some("fsn1"), true),
+                (2, Some("nbg1"), true),
+                (3, Some("hel1"), true)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_members_map_fills_unknown_regions_only_and_a_malformed_one_is_ignored() {
+        let base: Value =
+            serde_json::from_slice(&fixture("raft-status-leader-with-headroom.json")).unwrap();
+        let with = |members: Value, node_region: Option<&str>| {
+            let mut body = base.clone();
+            if let Some(r) = node_region {
+                body["membership_config"]["membership"]["nodes"]["1"]["region"] = json!(r);
+            }
+            body["members"] = members;
+            parse(200, body.to_string().as_bytes()).expect("still a status")
+        };
+        let region_of = |s: &RaftStatus, id: u64| {
+            s.members
+                .iter()
+                .find(|m| m.id == id)
+                .and_then(|m| m.region.clone())
+        };
+        let s = with(
+            json!({"1": {"region": "hel1"}, "2": {"region": "nbg1"}, "9": {"region": "ash"}}),
+            Some("fsn1"),
+        );
+        assert_eq!(
+            region_of(&s, 1).as_deref(),
+            Some("fsn1"),
+            "raft's own entry wins"
+        );
+        assert_eq!(region_of(&s, 2).as_deref(), Some("nbg1"));
+        assert_eq!(region_of(&s, 3), None, "not in the map");
+        assert!(
+            s.members.iter().all(|m| m.id != 9),
+            "the map adds no member"
+        );
+        let oversized: serde_json::Map<String, Value> = (0..=MAX_MEMBERS)
+            .map(|i| (i.to_string(), json!({"region": "fsn1"})))
+            .collect();
+        for (case, malformed) in [
+            json!([{"region": "fsn1"}]),
+            json!("fsn1"),
+            json!({"2": "nbg1", "3": {"region": "x<y"}, "4": {"region": 4}}),
+            Value::Object(oversized),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let s = with(malformed, None);
+            assert!(s.members.iter().all(|m| m.region.is_none()), "case {case}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Reader of a node's `GET /workloads`: the workloads it runs, each with its reserved size
 //! where yubaba knows it, for absorption headroom (`domain::absorption`). Builds without a
-//! workload runtime answer an empty list; a node whose runtime is unreachable answers 502.
+//! workload runtime answer an empty list marked `x-workload-source: stub`; a node whose
+//! runtime is unreachable answers 502.
 
 use serde_json::Value;
 
@@ -15,15 +16,23 @@ pub const WORKLOADS_MAX: usize = 2_000;
 /// What `/workloads` lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeWorkloads {
-    /// Each workload's reserved size, in list order; `None` when any entry lacks a size (the
-    /// node's committed total is packed instead).
+    /// Each workload's reserved size, in list order; `None` when any entry lacks a size or the
+    /// list comes from yubaba's stub runtime (the node's committed total is packed instead).
     pub sizes: Option<Vec<Resources>>,
     /// Entries listed.
     pub count: usize,
 }
 
-/// Reads a `/workloads` answer (2xx only).
-pub fn parse_workloads(http_status: u16, body: &[u8]) -> Result<NodeWorkloads, StatusError> {
+/// The `x-workload-source` of a build without a workload runtime: its list is always empty,
+/// whatever the node has committed, so it says nothing about sizes.
+pub const STUB_SOURCE: &str = "stub";
+
+/// Reads a `/workloads` answer (2xx only); `source` is its `x-workload-source` header.
+pub fn parse_workloads(
+    http_status: u16,
+    source: Option<&str>,
+    body: &[u8],
+) -> Result<NodeWorkloads, StatusError> {
     if !(200..300).contains(&http_status) {
         // A node's body is never echoed (it is node-published), only the code.
         return Err(super::status::http_error(http_status, body, false));
@@ -64,6 +73,9 @@ pub fn parse_workloads(http_status: u16, body: &[u8]) -> Result<NodeWorkloads, S
             // A workload whose size yubaba does not know: the list cannot say what moves.
             _ => sizes = None,
         }
+    }
+    if source == Some(STUB_SOURCE) {
+        sizes = None;
     }
     Ok(NodeWorkloads {
         sizes,
@@ -106,7 +118,7 @@ mod tests {
 
     #[test]
     fn the_fixture_lists_three_sized_workloads() {
-        let w = parse_workloads(200, &fixture()).unwrap();
+        let w = parse_workloads(200, Some("runtime"), &fixture()).unwrap();
         assert_eq!(w.count, 3);
         assert_eq!(
             w.sizes.unwrap(),
@@ -120,10 +132,24 @@ mod tests {
 
     #[test]
     fn a_stub_runtime_lists_none_and_an_unsized_entry_makes_sizes_unknown() {
-        let stub = parse_workloads(200, br#"{"workloads": []}"#).unwrap();
-        assert_eq!((stub.sizes, stub.count), (Some(Vec::new()), 0));
-        let unsized_one =
-            parse_workloads(200, br#"{"workloads": [{"ident": "a", "memory_mb": 5}]}"#).unwrap();
+        // The stub's empty list is no evidence of an empty node; a runtime's (or an older
+        // build's, which sends no header) is.
+        let stub = parse_workloads(200, Some("stub"), br#"{"workloads": []}"#).unwrap();
+        assert_eq!((stub.sizes, stub.count), (None, 0));
+        for source in [Some("runtime"), Some("kamaji"), None] {
+            let empty = parse_workloads(200, source, br#"{"workloads": []}"#).unwrap();
+            assert_eq!(
+                (empty.sizes, empty.count),
+                (Some(Vec::new()), 0),
+                "{source:?}"
+            );
+        }
+        let unsized_one = parse_workloads(
+            200,
+            None,
+            br#"{"workloads": [{"ident": "a", "memory_mb": 5}]}"#,
+        )
+        .unwrap();
         assert_eq!((unsized_one.sizes, unsized_one.count), (None, 1));
     }
 
@@ -143,7 +169,7 @@ mod tests {
             ),
         ];
         for (status, body, says) in cases {
-            let e = parse_workloads(status, body).unwrap_err().to_string();
+            let e = parse_workloads(status, None, body).unwrap_err().to_string();
             assert!(
                 e.contains(says),
                 "{status} {:?}: {e}",
@@ -154,14 +180,14 @@ mod tests {
             r#"{{"workloads": [{}]}}"#,
             vec![r#"{"memory_mb": 1, "cpu_millis": 1}"#; WORKLOADS_MAX + 1].join(",")
         );
-        assert!(parse_workloads(200, many.as_bytes()).is_err());
+        assert!(parse_workloads(200, None, many.as_bytes()).is_err());
     }
 
     proptest! {
         /// No body a node can send makes the reader panic.
         #[test]
         fn any_body_is_read_or_refused(body in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = parse_workloads(200, &body);
+            let _ = parse_workloads(200, None, &body);
         }
     }
 }

@@ -19,6 +19,16 @@ pub(crate) async fn node(
     workloads: &[(u64, u64)],
     listed: Option<Value>,
 ) -> MockServer {
+    node_from(allocatable, workloads, listed, None).await
+}
+
+/// `node` whose `/workloads` answer names its backend in `x-workload-source`.
+async fn node_from(
+    allocatable: (u64, u64),
+    workloads: &[(u64, u64)],
+    listed: Option<Value>,
+    source: Option<&str>,
+) -> MockServer {
     let s = MockServer::start().await;
     let committed = workloads
         .iter()
@@ -45,7 +55,17 @@ pub(crate) async fn node(
     .mount(&s)
     .await;
     match listed {
-        Some(body) => answer("/workloads", body).mount(&s).await,
+        Some(body) => {
+            let mut listed = ResponseTemplate::new(200).set_body_json(body);
+            if let Some(source) = source {
+                listed = listed.insert_header("x-workload-source", source);
+            }
+            Mock::given(method("GET"))
+                .and(path("/workloads"))
+                .respond_with(listed)
+                .mount(&s)
+                .await
+        }
         None => {
             Mock::given(method("GET"))
                 .and(path("/workloads"))
@@ -148,6 +168,32 @@ async fn a_stub_or_unreachable_runtime_falls_back_to_committed_totals_and_the_sa
         "each node's 1 GiB fits on the other: {abs:?}"
     );
     assert_eq!(o.members.len(), 2);
+}
+
+#[tokio::test]
+async fn an_idle_fleet_on_the_stub_runtime_is_judged_on_committed_totals_not_on_its_empty_lists() {
+    let app = TestApp::spawn().await;
+    let empty = || Some(json!({ "workloads": [] }));
+    // yubaba built without a workload runtime, as the open-source build runs: nothing
+    // committed, and a list that would be empty whatever ran.
+    let (a, b, c) = (
+        node_from((24151, 2000), &[], empty(), Some("stub")).await,
+        node_from((24151, 2000), &[], empty(), Some("stub")).await,
+        node_from((24151, 2000), &[], empty(), Some("stub")).await,
+    );
+    let o = scrape(&app, &[&a, &b, &c], 2).await;
+    let abs = o.absorption.expect("assessed");
+    assert_eq!(abs.basis, Basis::Committed, "{abs:?}");
+    assert!(abs.absorbed(), "nothing is committed anywhere: {abs:?}");
+
+    // The same empty lists from a runtime are the node's truth: sizes known, none running.
+    let (a, b, c) = (
+        node_from((24151, 2000), &[], empty(), Some("runtime")).await,
+        node_from((24151, 2000), &[], empty(), Some("runtime")).await,
+        node_from((24151, 2000), &[], empty(), Some("runtime")).await,
+    );
+    let o = scrape(&app, &[&a, &b, &c], 2).await;
+    assert_eq!(o.absorption.expect("assessed").basis, Basis::Workloads);
 }
 
 #[tokio::test]

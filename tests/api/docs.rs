@@ -663,7 +663,7 @@ fn the_yubaba_fixtures_are_in_the_repo_and_described() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 11, "{files:?}");
+    assert_eq!(files.len(), 12, "{files:?}");
     let doc = read(Path::new("docs/yubaba-and-hetzner.md"));
     for name in &files {
         assert!(

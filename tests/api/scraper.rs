@@ -412,6 +412,28 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     let sample = scrape_once(&ctx, &stored().await).await;
     assert_eq!((ok(&sample).spare, ok(&sample).required), (2, 2));
 
+    // Members that declare their regions (yubaba 0.8.48 names them in a top-level `members`
+    // map) decide by yubaba's own rule, whatever the configs span: one declared region is N+1,
+    // two are N+2. Each answer is mounted over the last.
+    for (priority, declared, required) in [
+        (2, ["eu-central", "eu-central"], 1),
+        (1, ["eu-central", "eu-north"], 2),
+    ] {
+        let mut body = status(1, Some(1), 3, &members, None);
+        body["members"] = json!({
+            "1": { "addr": addr(&n1), "region": declared[0] },
+            "2": { "addr": addr(&n2), "region": declared[1] },
+        });
+        Mock::given(method("GET"))
+            .and(path("/raft/status"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .with_priority(priority)
+            .mount(&n1)
+            .await;
+        let sample = scrape_once(&ctx, &stored().await).await;
+        assert_eq!(ok(&sample).required, required, "{declared:?}");
+    }
+
     // The override wins over both rules.
     let over = edited(&stored().await, json!({ "required_override": 3 }));
     assert_eq!(ok(&scrape_once(&ctx, &over).await).required, 3);
