@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs headroom's test suite, first installing the Debian packages the tests drive for real:
 # chromium + chromium-driver (browser tests over WebDriver) and cloud-init (its own schema
-# check of rendered payloads). Extra arguments go to `cargo test`.
+# check of rendered payloads), and builds the real yubaba that one test runs
+# (`scripts/yubaba.sh`). Extra arguments go to `cargo test`.
 #
 # In CI (`CI=true`) a test that did not run is a failure: the browser tests may not be
 # skipped (HEADROOM_SKIP_BROWSER), the browser and its driver must be on PATH after the
@@ -39,6 +40,11 @@ if $in_ci; then
     fi
   done
 fi
+
+# The real open-source yubaba, which one test runs as a three-node cluster (built once).
+echo "building the real yubaba for tests/api/real_yubaba.rs (once: about 3.5 minutes)"
+HEADROOM_YUBABA_BIN=$(scripts/yubaba.sh)
+export HEADROOM_YUBABA_BIN
 
 if ! $in_ci; then
   exec cargo test --locked "$@"

@@ -41,6 +41,7 @@ mod pin_check_abuse;
 mod plan_checks;
 mod provision_pages;
 mod provisions;
+mod real_yubaba;
 mod roles;
 mod runner;
 mod sandbox;

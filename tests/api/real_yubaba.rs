@@ -1,0 +1,294 @@
+//! The scraper against the real open-source yubaba (crates.io `yubaba`, built without its
+//! default features, so its workload runtime is the stub): three processes on loopback form a
+//! raft cluster across three regions, and a fleet created through the API is read with every
+//! member and judged by absorption on committed totals (the stub's empty `/workloads` says
+//! nothing about sizes), under either headroom rule, with no failed sample and no proposal.
+//!
+//! The binary is `HEADROOM_YUBABA_BIN`, else `target/yubaba/bin/yubaba`, where
+//! `scripts/test.sh` installs it (`scripts/yubaba.sh`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use headroom::auth::Caller;
+use headroom::capacity::record::record;
+use headroom::scraper::scrape_once;
+use serde_json::{json, Value};
+use tokio::process::{Child, Command};
+
+use crate::helpers::TestApp;
+use crate::runner::console;
+
+const REGIONS: [&str; 3] = ["fsn1", "nbg1", "hel1"];
+
+/// The yubaba binary to run, or a panic naming how to get one.
+fn yubaba_bin() -> PathBuf {
+    let bin = std::env::var_os("HEADROOM_YUBABA_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/yubaba/bin/yubaba"),
+        PathBuf::from,
+    );
+    assert!(
+        bin.is_file(),
+        "no yubaba at {}: run scripts/yubaba.sh (scripts/test.sh does) or set HEADROOM_YUBABA_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A loopback port nothing listens on now (the OS's pick, released for yubaba to bind).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Three yubaba processes, killed when dropped; each node's log is kept in `dir`.
+struct Cluster {
+    nodes: Vec<Child>,
+    addrs: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let bin = yubaba_bin();
+        let dir = tempfile::tempdir().unwrap();
+        let addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, addr) in addrs.iter().enumerate() {
+            let id = i + 1;
+            let home = dir.path().join(format!("n{id}"));
+            std::fs::create_dir_all(&home).unwrap();
+            let log = std::fs::File::create(home.join("log")).unwrap();
+            let child = Command::new(&bin)
+                .args(["serve", "--bind", addr])
+                .arg("--state")
+                .arg(home.join("state.json"))
+                .args(["--raft-node-id", &id.to_string(), "--region", REGIONS[i]])
+                .arg("--raft-dir")
+                .arg(home.join("raft"))
+                // Nothing of the test's environment (tokens, proxies) reaches yubaba.
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", &home)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("yubaba starts");
+            nodes.push(child);
+        }
+        Cluster { nodes, addrs, dir }
+    }
+
+    /// The tail of every node's log, for a failure's message.
+    fn logs(&self) -> String {
+        (1..=3)
+            .map(|id| {
+                let text = std::fs::read_to_string(self.dir.path().join(format!("n{id}/log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(5).collect();
+                format!("node {id}: {}", tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until `/health` answers on every node, then forms the raft group (one member per
+    /// region: yubaba refuses a region holding a majority) and waits for a leader.
+    async fn form(&mut self, client: &reqwest::Client) {
+        for addr in self.addrs.clone() {
+            self.until(client, &format!("http://{addr}/health"), |_| true)
+                .await;
+        }
+        let members: serde_json::Map<String, Value> = self
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| {
+                (
+                    (i + 1).to_string(),
+                    json!({ "addr": addr, "region": REGIONS[i] }),
+                )
+            })
+            .collect();
+        let res = client
+            .post(format!("http://{}/raft/initialize", self.addrs[0]))
+            .json(&json!({ "members": members }))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let body = res.text().await.unwrap();
+        assert!(status.is_success(), "initialize: {status} {body}");
+        let leader = format!("http://{}/raft/status", self.addrs[0]);
+        self.until(client, &leader, |s| {
+            s["current_leader"].is_u64() && s["members"].as_object().is_some_and(|m| m.len() == 3)
+        })
+        .await;
+    }
+
+    /// Polls `url` (a minute at most) until it answers 200 with JSON that `ready` accepts.
+    async fn until(&mut self, client: &reqwest::Client, url: &str, ready: impl Fn(&Value) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(res) = client.get(url).send().await {
+                if res.status().is_success() {
+                    if let Ok(body) = res.json::<Value>().await {
+                        if ready(&body) {
+                            return;
+                        }
+                    }
+                }
+            }
+            for node in &mut self.nodes {
+                if let Ok(Some(exit)) = node.try_wait() {
+                    panic!("a yubaba exited ({exit}):\n{}", self.logs());
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{url} not ready within a minute:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Scrapes fleet `real` as stored now and records the sample, a scrape interval later on the
+/// app's clock; the sample must be ok.
+async fn tick(app: &TestApp, cluster: &Cluster) {
+    let ctx = &app.state.ctx;
+    let fleet = headroom::fleets::get(ctx, &Caller::system(), "real")
+        .await
+        .unwrap();
+    app.clock.advance(Duration::from_secs(15));
+    let sample = scrape_once(ctx, &fleet.spec).await;
+    assert!(
+        sample.outcome.is_ok(),
+        "{:?}\n{}",
+        sample.outcome,
+        cluster.logs()
+    );
+    record(ctx, "real", &sample).await.expect("recorded");
+}
+
+/// What the fleet API says after the newest sample: read, healthy, judged on committed
+/// totals with every loss absorbed (nothing is committed anywhere).
+fn assert_read_on_committed_totals(detail: &Value) {
+    assert_eq!(detail["last_error"], Value::Null, "{detail}");
+    assert_eq!(detail["status"], "healthy", "{detail}");
+    // Three declared regions: N+2, by yubaba's rule (its members' regions, published beside
+    // raft's membership) whether yubaba has counted yet or headroom counts for it.
+    assert_eq!(detail["required"], 2, "{detail}");
+    let members = detail["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3, "{detail}");
+    assert!(members.iter().all(|m| m["voter"] == true), "{detail}");
+    let abs = &detail["absorption"];
+    assert_eq!(abs["basis"], "committed", "{detail}");
+    for loss in ["node_loss", "region_loss"] {
+        // Three regions: a region's loss is judged as well as a node's.
+        assert_eq!(abs[loss]["absorbed"], true, "{loss}: {detail}");
+        assert_eq!(abs[loss]["short_memory_mb"], 0, "{loss}: {detail}");
+        assert_eq!(abs[loss]["short_cpu_millis"], 0, "{loss}: {detail}");
+    }
+    assert_eq!(abs["machines_needed"], 0, "{detail}");
+}
+
+#[tokio::test]
+async fn the_real_yubaba_is_read_on_committed_totals_and_nothing_fails() {
+    let mut cluster = Cluster::start().await;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    cluster.form(&client).await;
+
+    // The premise: the open-source build's stub runtime lists nothing, and says so.
+    let res = client
+        .get(format!("http://{}/workloads", cluster.addrs[1]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-workload-source"], "stub");
+    assert_eq!(
+        res.json::<Value>().await.unwrap(),
+        json!({ "workloads": [] })
+    );
+
+    // The fleet is created as an operator would, through the API, under absorption.
+    let app = console(|_| {}).await;
+    let operator = app.token_for("olga").await;
+    let endpoints: Vec<String> = cluster
+        .addrs
+        .iter()
+        .map(|a| format!("http://{a}"))
+        .collect();
+    let (status, body) = app
+        .post_json(
+            "/api/v1/fleets",
+            &operator,
+            &json!({
+                "name": "real",
+                "endpoints": endpoints,
+                "restore_machine_config": "spare-fsn1",
+                "headroom_rule": "absorption",
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+
+    for _ in 0..3 {
+        tick(&app, &cluster).await;
+    }
+    app.create_user("vera", headroom::domain::Role::Viewer)
+        .await;
+    let viewer = app.token_for("vera").await;
+    let detail = app.api_json("/api/v1/fleets/real", &viewer).await;
+    assert_read_on_committed_totals(&detail);
+    let series = app.api_json("/api/v1/fleets/real/headroom", &viewer).await;
+    let points = series["points"].as_array().expect("points");
+    assert!(!points.is_empty(), "{series}");
+    for p in points {
+        assert_eq!(p["absorbed"], true, "{p}");
+        assert_eq!(p["ok"], true, "{p}");
+    }
+
+    // yubaba's own count decides again: the same reading, still healthy.
+    let res = app
+        .client
+        .put(app.url("/api/v1/fleets/real"))
+        .bearer_auth(&operator)
+        .json(&json!({
+            "endpoints": endpoints,
+            "restore_machine_config": "spare-fsn1",
+            "headroom_rule": "spare_count",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    tick(&app, &cluster).await;
+    let detail = app.api_json("/api/v1/fleets/real", &viewer).await;
+    assert_eq!(detail["headroom_rule"], "spare_count");
+    assert_read_on_committed_totals(&detail);
+    let (spare, required) = (detail["spare"].as_u64(), detail["required"].as_u64());
+    assert!(spare.zip(required).is_some_and(|(s, r)| s >= r), "{detail}");
+
+    // Nothing failed and nothing was proposed: every sample ok, no deficit, no provision.
+    let failed: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM fleet_samples WHERE error IS NOT NULL")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(failed, 0);
+    assert_eq!(app.count("fleet_deficits").await, 0);
+    assert_eq!(app.count("provisions").await, 0);
+}
