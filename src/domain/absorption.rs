@@ -90,9 +90,9 @@ pub struct MemberLoad {
 pub enum Basis {
     /// Every member published its workloads with sizes.
     Workloads,
-    /// At least one member did not (an empty list beside committed load, as yubaba's stub
-    /// runtime answers, or no list at all): its committed total is packed as one piece, which
-    /// can only overstate what is short.
+    /// At least one member did not (a list from yubaba's stub runtime, which is empty whatever
+    /// runs, an empty list beside committed load, or no list at all): its committed total is
+    /// packed as one piece, which can only overstate what is short.
     Committed,
 }
 

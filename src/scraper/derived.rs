@@ -176,7 +176,7 @@ async fn member_load(
         .map_err(|e| e.to_string())
         .and_then(|a| node::parse_usage(a.status, &a.body).map_err(|e| e.to_string()));
     let listed = listed.map_err(|e| e.to_string()).and_then(|a| {
-        workloads::parse_workloads(a.status, a.workload_source.as_deref(), &a.body)
+        workloads::parse_workloads(a.status, workloads::WorkloadSource::of(&a.headers), &a.body)
             .map_err(|e| e.to_string())
     });
     if let Err(reason) = &listed {

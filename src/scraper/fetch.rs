@@ -15,15 +15,11 @@ pub const BODY_CAP: usize = 256 * 1024;
 pub struct Answer {
     /// Its HTTP status.
     pub status: u16,
+    /// Its headers (moved out of the response, not copied; hyper bounds their number and size).
+    pub headers: reqwest::header::HeaderMap,
     /// Its body.
     pub body: Vec<u8>,
-    /// yubaba's `x-workload-source` header (`kamaji`, `runtime` or `stub`), when sent as a
-    /// short token: it says whether a `/workloads` list is the node's truth.
-    pub workload_source: Option<String>,
 }
-
-/// The header naming which backend answered `/workloads`.
-pub const WORKLOAD_SOURCE: &str = "x-workload-source";
 
 /// Why a GET produced no answer to read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,12 +71,7 @@ async fn read(
 ) -> Result<Answer, GetError> {
     let mut res = client.get_any_status(url, timeout).await?;
     let status = res.status().as_u16();
-    let workload_source = res
-        .headers()
-        .get(WORKLOAD_SOURCE)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| v.len() <= 16)
-        .map(str::to_ascii_lowercase);
+    let headers = std::mem::take(res.headers_mut());
     // A declared length over the cap is refused before a byte of the body is read.
     if res.content_length().is_some_and(|n| n > cap as u64) {
         return Err(GetError::TooLarge);
@@ -105,7 +96,7 @@ async fn read(
     }
     Ok(Answer {
         status,
+        headers,
         body,
-        workload_source,
     })
 }

@@ -16,7 +16,6 @@ pub mod text;
 pub mod urls;
 pub mod workloads;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -103,8 +102,7 @@ async fn observe(
         HeadroomSection::Absent => {
             // yubaba's own rule counts the regions its members declare; only when none
             // declares one (older builds) do the fleet's machine configs stand in.
-            let declared: BTreeSet<&str> =
-                members.iter().filter_map(|m| m.region.as_deref()).collect();
+            let declared = leader.declared_regions();
             let required = match fleet.required_override() {
                 Some(r) => r,
                 None if !declared.is_empty() => required_spares(None, declared.len()),
@@ -129,8 +127,8 @@ async fn observe(
 }
 
 /// Absorption headroom from the members read (`None` when none was). Regions are the ones
-/// members declare (`status::member_regions`); on older builds, which declare none, no region
-/// loss is judged, only node losses.
+/// members declare (in raft's `nodes` entries, else yubaba's top-level `members` map); on older
+/// builds, which declare none, no region loss is judged, only node losses.
 async fn assess_absorption(
     ctx: &Ctx,
     fleet: &FleetSpec,

@@ -65,6 +65,15 @@ impl RaftStatus {
     pub fn member(&self, id: u64) -> Option<&Member> {
         self.members.iter().find(|m| m.id == id)
     }
+
+    /// The distinct regions the members declare (none on builds that publish no region):
+    /// what yubaba's own rule counts for its required spares.
+    pub fn declared_regions(&self) -> BTreeSet<&str> {
+        self.members
+            .iter()
+            .filter_map(|m| m.region.as_deref())
+            .collect()
+    }
 }
 
 /// The `headroom` section of a status answer.

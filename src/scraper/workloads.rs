@@ -23,14 +23,41 @@ pub struct NodeWorkloads {
     pub count: usize,
 }
 
-/// The `x-workload-source` of a build without a workload runtime: its list is always empty,
-/// whatever the node has committed, so it says nothing about sizes.
-pub const STUB_SOURCE: &str = "stub";
+/// The header naming which backend answered `/workloads`.
+pub const WORKLOAD_SOURCE: &str = "x-workload-source";
 
-/// Reads a `/workloads` answer (2xx only); `source` is its `x-workload-source` header.
+/// Which backend answered `/workloads` (yubaba's `x-workload-source`): a runtime's or
+/// kamaji's list is the node's truth; the stub's, from a build without a workload runtime, is
+/// always empty whatever the node has committed, so it says nothing about sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadSource {
+    Runtime,
+    Kamaji,
+    Stub,
+    /// No header (older builds) or one this reader does not know: the list is taken as
+    /// it is.
+    Unnamed,
+}
+
+impl WorkloadSource {
+    /// Reads the header of `headers`.
+    pub fn of(headers: &reqwest::header::HeaderMap) -> Self {
+        let Some(value) = headers.get(WORKLOAD_SOURCE) else {
+            return Self::Unnamed;
+        };
+        match value.as_bytes().to_ascii_lowercase().as_slice() {
+            b"runtime" => Self::Runtime,
+            b"kamaji" => Self::Kamaji,
+            b"stub" => Self::Stub,
+            _ => Self::Unnamed,
+        }
+    }
+}
+
+/// Reads a `/workloads` answer (2xx only) from `source`.
 pub fn parse_workloads(
     http_status: u16,
-    source: Option<&str>,
+    source: WorkloadSource,
     body: &[u8],
 ) -> Result<NodeWorkloads, StatusError> {
     if !(200..300).contains(&http_status) {
@@ -74,7 +101,7 @@ pub fn parse_workloads(
             _ => sizes = None,
         }
     }
-    if source == Some(STUB_SOURCE) {
+    if source == WorkloadSource::Stub {
         sizes = None;
     }
     Ok(NodeWorkloads {
@@ -118,7 +145,7 @@ mod tests {
 
     #[test]
     fn the_fixture_lists_three_sized_workloads() {
-        let w = parse_workloads(200, Some("runtime"), &fixture()).unwrap();
+        let w = parse_workloads(200, WorkloadSource::Runtime, &fixture()).unwrap();
         assert_eq!(w.count, 3);
         assert_eq!(
             w.sizes.unwrap(),
@@ -134,9 +161,10 @@ mod tests {
     fn a_stub_runtime_lists_none_and_an_unsized_entry_makes_sizes_unknown() {
         // The stub's empty list is no evidence of an empty node; a runtime's (or an older
         // build's, which sends no header) is.
-        let stub = parse_workloads(200, Some("stub"), br#"{"workloads": []}"#).unwrap();
+        let stub = parse_workloads(200, WorkloadSource::Stub, br#"{"workloads": []}"#).unwrap();
         assert_eq!((stub.sizes, stub.count), (None, 0));
-        for source in [Some("runtime"), Some("kamaji"), None] {
+        use WorkloadSource::{Kamaji, Runtime, Unnamed};
+        for source in [Runtime, Kamaji, Unnamed] {
             let empty = parse_workloads(200, source, br#"{"workloads": []}"#).unwrap();
             assert_eq!(
                 (empty.sizes, empty.count),
@@ -146,11 +174,32 @@ mod tests {
         }
         let unsized_one = parse_workloads(
             200,
-            None,
+            WorkloadSource::Unnamed,
             br#"{"workloads": [{"ident": "a", "memory_mb": 5}]}"#,
         )
         .unwrap();
         assert_eq!((unsized_one.sizes, unsized_one.count), (None, 1));
+    }
+
+    #[test]
+    fn the_source_header_is_read_whatever_its_case_and_unknown_values_name_nothing() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let with = |v: &[u8]| {
+            let mut h = HeaderMap::new();
+            h.insert(WORKLOAD_SOURCE, HeaderValue::from_bytes(v).unwrap());
+            WorkloadSource::of(&h)
+        };
+        assert_eq!(with(b"stub"), WorkloadSource::Stub);
+        assert_eq!(with(b"STUB"), WorkloadSource::Stub);
+        assert_eq!(with(b"runtime"), WorkloadSource::Runtime);
+        assert_eq!(with(b"kamaji"), WorkloadSource::Kamaji);
+        for other in [&b"stub "[..], b"", b"stubby", b"\xffstub"] {
+            assert_eq!(with(other), WorkloadSource::Unnamed, "{other:?}");
+        }
+        assert_eq!(
+            WorkloadSource::of(&HeaderMap::new()),
+            WorkloadSource::Unnamed
+        );
     }
 
     #[test]
@@ -169,7 +218,9 @@ mod tests {
             ),
         ];
         for (status, body, says) in cases {
-            let e = parse_workloads(status, None, body).unwrap_err().to_string();
+            let e = parse_workloads(status, WorkloadSource::Unnamed, body)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(says),
                 "{status} {:?}: {e}",
@@ -180,14 +231,14 @@ mod tests {
             r#"{{"workloads": [{}]}}"#,
             vec![r#"{"memory_mb": 1, "cpu_millis": 1}"#; WORKLOADS_MAX + 1].join(",")
         );
-        assert!(parse_workloads(200, None, many.as_bytes()).is_err());
+        assert!(parse_workloads(200, WorkloadSource::Unnamed, many.as_bytes()).is_err());
     }
 
     proptest! {
         /// No body a node can send makes the reader panic.
         #[test]
         fn any_body_is_read_or_refused(body in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = parse_workloads(200, None, &body);
+            let _ = parse_workloads(200, WorkloadSource::Unnamed, &body);
         }
     }
 }

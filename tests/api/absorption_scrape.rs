@@ -5,6 +5,7 @@
 use headroom::domain::absorption::Basis;
 use headroom::domain::capacity::Observation;
 use headroom::scraper::scrape_once;
+use headroom::scraper::workloads::WORKLOAD_SOURCE;
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -58,7 +59,7 @@ async fn node_from(
         Some(body) => {
             let mut listed = ResponseTemplate::new(200).set_body_json(body);
             if let Some(source) = source {
-                listed = listed.insert_header("x-workload-source", source);
+                listed = listed.insert_header(WORKLOAD_SOURCE, source);
             }
             Mock::given(method("GET"))
                 .and(path("/workloads"))

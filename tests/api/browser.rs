@@ -23,17 +23,9 @@ impl Drop for Driver {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub(crate) async fn start_driver() -> Driver {
     let bin = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
-    let port = free_port();
+    let port = crate::helpers::free_port();
     // Killed and waited for in Driver's Drop (also when the port never opens).
     #[allow(clippy::zombie_processes)]
     let child = Command::new(&bin).arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn()

@@ -33,6 +33,16 @@ pub struct Session {
 
 pub const PASSWORD: &str = "correct horse battery staple";
 
+/// A loopback port nothing listens on now: the OS's pick, released for a process the test
+/// starts to bind (another may take it first; rare enough for a test).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Declares render-time secrets (`NAME=env:VAR`, `NAME=file:/path`), as the `secrets` setting
 /// does.
 pub fn declare(settings: &mut Settings, entries: &[&str]) {

@@ -4,8 +4,15 @@
 //! member and judged by absorption on committed totals (the stub's empty `/workloads` says
 //! nothing about sizes), under either headroom rule, with no failed sample and no proposal.
 //!
+//! yubaba 0.8.48 publishes its own count (the `headroom` section) only from its first
+//! evaluation, 30 s after start, and a leader's first count reads no spare (it has not yet
+//! confirmed its peers); before that headroom derives the count from the members. Each
+//! sample is checked against whichever of the two the leader gave, never against a fixed
+//! verdict, so the test holds on a machine slow enough to cross the 30 s.
+//!
 //! The binary is `HEADROOM_YUBABA_BIN`, else `target/yubaba/bin/yubaba`, where
-//! `scripts/test.sh` installs it (`scripts/yubaba.sh`).
+//! `scripts/test.sh` installs it (`scripts/yubaba.sh`). `HEADROOM_SKIP_YUBABA=1` at build time
+//! reports the test as ignored, never as passed (refused in CI).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +20,8 @@ use std::time::Duration;
 
 use headroom::auth::Caller;
 use headroom::capacity::record::record;
+use headroom::domain::absorption::Basis;
+use headroom::domain::capacity::Source;
 use headroom::scraper::scrape_once;
 use serde_json::{json, Value};
 use tokio::process::{Child, Command};
@@ -36,20 +45,25 @@ fn yubaba_bin() -> PathBuf {
     bin
 }
 
-/// A loopback port nothing listens on now (the OS's pick, released for yubaba to bind).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// Lines of each node's log a failure shows.
+const LOG_TAIL: usize = 40;
 
-/// Three yubaba processes, killed when dropped; each node's log is kept in `dir`.
+/// Three yubaba processes, killed when dropped; each node's log is in `dir`, which a failing
+/// test keeps (its path printed).
 struct Cluster {
     nodes: Vec<Child>,
     addrs: Vec<String>,
-    dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("yubaba's logs are kept in {}", dir.keep().display());
+            }
+        }
+    }
 }
 
 impl Cluster {
@@ -57,7 +71,7 @@ impl Cluster {
         let bin = yubaba_bin();
         let dir = tempfile::tempdir().unwrap();
         let addrs: Vec<String> = (0..3)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .map(|_| format!("127.0.0.1:{}", crate::helpers::free_port()))
             .collect();
         let mut nodes = Vec::new();
         for (i, addr) in addrs.iter().enumerate() {
@@ -72,10 +86,12 @@ impl Cluster {
                 .args(["--raft-node-id", &id.to_string(), "--region", REGIONS[i]])
                 .arg("--raft-dir")
                 .arg(home.join("raft"))
-                // Nothing of the test's environment (tokens, proxies) reaches yubaba.
+                // Nothing of the test's environment (tokens, proxies) reaches yubaba; its
+                // warning on every unauthenticated peer call would drown the log.
                 .env_clear()
                 .env("PATH", "/usr/bin:/bin")
                 .env("HOME", &home)
+                .env("RUST_LOG", "yubaba=info,yubaba::http_auth=error")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
@@ -84,17 +100,25 @@ impl Cluster {
                 .expect("yubaba starts");
             nodes.push(child);
         }
-        Cluster { nodes, addrs, dir }
+        Cluster {
+            nodes,
+            addrs,
+            dir: Some(dir),
+        }
     }
 
     /// The tail of every node's log, for a failure's message.
     fn logs(&self) -> String {
+        let Some(dir) = &self.dir else {
+            return String::new();
+        };
         (1..=3)
             .map(|id| {
-                let text = std::fs::read_to_string(self.dir.path().join(format!("n{id}/log")))
+                let text = std::fs::read_to_string(dir.path().join(format!("n{id}/log")))
                     .unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(5).collect();
-                format!("node {id}: {}", tail.join("\n"))
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+                format!("node {id}:\n{}", tail.join("\n"))
             })
             .collect::<Vec<_>>()
             .join("\n")
@@ -163,28 +187,47 @@ impl Cluster {
 }
 
 /// Scrapes fleet `real` as stored now and records the sample, a scrape interval later on the
-/// app's clock; the sample must be ok.
-async fn tick(app: &TestApp, cluster: &Cluster) {
+/// app's clock. The sample must be ok, and its count the one the leader gave: yubaba's own
+/// section when it published one (native), else one spare per idle member (derived: every
+/// member publishes its allocatable and runs nothing).
+async fn tick(app: &TestApp, cluster: &Cluster) -> Source {
     let ctx = &app.state.ctx;
     let fleet = headroom::fleets::get(ctx, &Caller::system(), "real")
         .await
         .unwrap();
     app.clock.advance(Duration::from_secs(15));
     let sample = scrape_once(ctx, &fleet.spec).await;
-    assert!(
-        sample.outcome.is_ok(),
-        "{:?}\n{}",
-        sample.outcome,
-        cluster.logs()
-    );
+    let o = match &sample.outcome {
+        Ok(o) => o,
+        Err(e) => panic!("a failed sample: {e}\n{}", cluster.logs()),
+    };
+    let published = &o.evidence["headroom"];
+    match o.source {
+        Source::Native => assert_eq!(
+            (json!(o.spare), json!(o.required)),
+            (published["spare"].clone(), published["required"].clone()),
+            "yubaba's own count, as published"
+        ),
+        Source::Derived => {
+            assert_eq!(published, &Value::Null, "derived only without a section");
+            assert_eq!(
+                (o.spare, o.required),
+                (3, 2),
+                "three idle members, three regions"
+            );
+        }
+        Source::None => panic!("an ok sample names its source"),
+    }
+    let basis = o.absorption.as_ref().map(|a| a.basis);
+    assert_eq!(basis, Some(Basis::Committed));
     record(ctx, "real", &sample).await.expect("recorded");
+    o.source
 }
 
-/// What the fleet API says after the newest sample: read, healthy, judged on committed
-/// totals with every loss absorbed (nothing is committed anywhere).
+/// What the fleet API says after the newest sample: read, judged on committed totals with
+/// every loss absorbed (nothing is committed anywhere), three regions.
 fn assert_read_on_committed_totals(detail: &Value) {
     assert_eq!(detail["last_error"], Value::Null, "{detail}");
-    assert_eq!(detail["status"], "healthy", "{detail}");
     // Three declared regions: N+2, by yubaba's rule (its members' regions, published beside
     // raft's membership) whether yubaba has counted yet or headroom counts for it.
     assert_eq!(detail["required"], 2, "{detail}");
@@ -203,6 +246,10 @@ fn assert_read_on_committed_totals(detail: &Value) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    headroom_skip_yubaba,
+    ignore = "HEADROOM_SKIP_YUBABA was set when the tests were built"
+)]
 async fn the_real_yubaba_is_read_on_committed_totals_and_nothing_fails() {
     let mut cluster = Cluster::start().await;
     let client = reqwest::Client::builder()
@@ -245,14 +292,17 @@ async fn the_real_yubaba_is_read_on_committed_totals_and_nothing_fails() {
         .await;
     assert_eq!(status, 201, "{body}");
 
+    let mut sources = Vec::new();
     for _ in 0..3 {
-        tick(&app, &cluster).await;
+        sources.push(tick(&app, &cluster).await);
     }
     app.create_user("vera", headroom::domain::Role::Viewer)
         .await;
     let viewer = app.token_for("vera").await;
     let detail = app.api_json("/api/v1/fleets/real", &viewer).await;
     assert_read_on_committed_totals(&detail);
+    // Under absorption the verdict is the packing's, whatever yubaba counts.
+    assert_eq!(detail["status"], "healthy", "{detail}");
     let series = app.api_json("/api/v1/fleets/real/headroom", &viewer).await;
     let points = series["points"].as_array().expect("points");
     assert!(!points.is_empty(), "{series}");
@@ -275,14 +325,14 @@ async fn the_real_yubaba_is_read_on_committed_totals_and_nothing_fails() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
-    tick(&app, &cluster).await;
+    sources.push(tick(&app, &cluster).await);
     let detail = app.api_json("/api/v1/fleets/real", &viewer).await;
     assert_eq!(detail["headroom_rule"], "spare_count");
     assert_read_on_committed_totals(&detail);
-    let (spare, required) = (detail["spare"].as_u64(), detail["required"].as_u64());
-    assert!(spare.zip(required).is_some_and(|(s, r)| s >= r), "{detail}");
+    println!("samples by source: {sources:?}");
 
-    // Nothing failed and nothing was proposed: every sample ok, no deficit, no provision.
+    // Nothing failed and nothing was proposed: every sample ok, no deficit (one sample under
+    // yubaba's count is fewer than a deficit needs), no provision.
     let failed: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM fleet_samples WHERE error IS NOT NULL")
             .fetch_one(&app.pool)

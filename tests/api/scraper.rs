@@ -412,31 +412,62 @@ async fn derived_mode_counts_idle_members_with_published_capacity_and_regions_se
     let sample = scrape_once(&ctx, &stored().await).await;
     assert_eq!((ok(&sample).spare, ok(&sample).required), (2, 2));
 
-    // Members that declare their regions (yubaba 0.8.48 names them in a top-level `members`
-    // map) decide by yubaba's own rule, whatever the configs span: one declared region is N+1,
-    // two are N+2. Each answer is mounted over the last.
+    // The override wins over both rules.
+    let over = edited(&stored().await, json!({ "required_override": 3 }));
+    assert_eq!(ok(&scrape_once(&ctx, &over).await).required, 3);
+}
+
+#[tokio::test]
+async fn declared_member_regions_decide_derived_required_over_the_configs() {
+    let app = console(|_| {}).await;
+    let ctx = &app.state.ctx;
+    let node = fixture_json("node.json");
+    let idle = fixture_json("node-usage-idle.json");
+    let (n1, n2) = (
+        member(node.clone(), idle.clone()).await,
+        member(node, idle).await,
+    );
+    let members = [(1, addr(&n1)), (2, addr(&n2))];
+    let input = FleetInput {
+        name: "prod".into(),
+        endpoints: vec![n1.uri()],
+        restore_machine_config: "spare-fsn1".into(),
+        scrape_timeout_secs: Some(json!(3)),
+        ..FleetInput::default()
+    };
+    headroom::fleets::create(ctx, &headroom::auth::Caller::system(), &input)
+        .await
+        .unwrap();
+    let spec = headroom::fleets::get(ctx, &headroom::auth::Caller::system(), "prod")
+        .await
+        .unwrap()
+        .spec;
+    // The fleet's one config is in one region. Members that declare theirs (yubaba 0.8.48
+    // names them in a top-level `members` map) decide by yubaba's own rule: two declared
+    // regions are N+2, one is N+1; none declared leaves the configs' one region. Each answer
+    // is mounted over the last.
     for (priority, declared, required) in [
-        (2, ["eu-central", "eu-central"], 1),
-        (1, ["eu-central", "eu-north"], 2),
+        (3, json!(null), 1),
+        (2, json!(["eu-central", "eu-north"]), 2),
+        (1, json!(["eu-north", "eu-north"]), 1),
     ] {
         let mut body = status(1, Some(1), 3, &members, None);
-        body["members"] = json!({
-            "1": { "addr": addr(&n1), "region": declared[0] },
-            "2": { "addr": addr(&n2), "region": declared[1] },
-        });
+        if let Some(regions) = declared.as_array() {
+            body["members"] = json!({
+                "1": { "addr": addr(&n1), "region": regions[0] },
+                "2": { "addr": addr(&n2), "region": regions[1] },
+            });
+        }
         Mock::given(method("GET"))
             .and(path("/raft/status"))
             .respond_with(ResponseTemplate::new(200).set_body_json(body))
             .with_priority(priority)
             .mount(&n1)
             .await;
-        let sample = scrape_once(&ctx, &stored().await).await;
-        assert_eq!(ok(&sample).required, required, "{declared:?}");
+        let sample = scrape_once(ctx, &spec).await;
+        assert_eq!(ok(&sample).source, Source::Derived);
+        assert_eq!(ok(&sample).required, required, "{declared}");
     }
-
-    // The override wins over both rules.
-    let over = edited(&stored().await, json!({ "required_override": 3 }));
-    assert_eq!(ok(&scrape_once(&ctx, &over).await).required, 3);
 }
 
 #[tokio::test]

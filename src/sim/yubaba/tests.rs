@@ -240,9 +240,12 @@ async fn node_and_usage_answers_carry_the_fixture_keys_and_the_tenants() {
         // The workloads add up to what /node/usage commits, and the reader takes them.
         let (status, workloads) = get(&node.addr, "/workloads").await;
         assert_eq!(status, 200);
-        let read =
-            crate::scraper::workloads::parse_workloads(200, None, workloads.to_string().as_bytes())
-                .unwrap();
+        let read = crate::scraper::workloads::parse_workloads(
+            200,
+            crate::scraper::workloads::WorkloadSource::Unnamed,
+            workloads.to_string().as_bytes(),
+        )
+        .unwrap();
         assert_eq!(read.count, node.tenants as usize);
         let sizes = read.sizes.unwrap();
         assert_eq!(
