@@ -1,8 +1,8 @@
 //! Derived headroom, for yubaba builds whose `/raft/status` has no `headroom` section: spare
 //! is counted from each member's `/node` and `/node/usage` (yubaba's own rule), required from
-//! the regions the members declare or, when none does, the regions the fleet's machine
-//! configs span (the rule is `domain::capacity::required_spares`: N+2 when a whole region can
-//! vanish).
+//! the regions the members declare or, unless every member declares one, the larger count of
+//! those and the regions the fleet's machine configs span (the rule is
+//! `domain::capacity::required_spares`: N+2 when a whole region can vanish).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -100,13 +100,19 @@ async fn observe(
         // number by a different rule that it may contradict a moment later: a gap is honest.
         HeadroomSection::Null => return Err("leader has not evaluated headroom yet".to_owned()),
         HeadroomSection::Absent => {
-            // yubaba's own rule counts the regions its members declare; only when none
-            // declares one (older builds) do the fleet's machine configs stand in.
-            let declared = leader.declared_regions();
+            // yubaba's own rule counts the regions its members declare. Where some member
+            // declares none (older builds, a mixed roll), the fleet's machine configs stand
+            // in, and the larger count wins: a half-labelled fleet never drops to N+1.
+            let declared = leader.declared_regions().len();
+            let every_member_declares =
+                !leader.members.is_empty() && leader.members.iter().all(|m| m.region.is_some());
             let required = match fleet.required_override() {
                 Some(r) => r,
-                None if !declared.is_empty() => required_spares(None, declared.len()),
-                None => required_spares(None, regions.get(ctx, fleet).await?.len()),
+                None if every_member_declares => required_spares(None, declared),
+                None => {
+                    let configs = regions.get(ctx, fleet).await?.len();
+                    required_spares(None, declared.max(configs))
+                }
             };
             reads = derived::read_members(ctx, &mut members, &leader_url, node_deadline).await;
             (Source::Derived, reads.spare, required)

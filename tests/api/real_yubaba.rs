@@ -73,13 +73,23 @@ impl Cluster {
         let addrs: Vec<String> = (0..3)
             .map(|_| format!("127.0.0.1:{}", crate::helpers::free_port()))
             .collect();
+        // yubaba runs host tools (it starts and stops a headscale unit with `systemctl` on
+        // every leadership change): on its PATH there is only `df`, which it reads disk
+        // usage with, so nothing it runs reaches the machine's services.
+        let tools = dir.path().join("bin");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/df", tools.join("df")).unwrap();
         let mut nodes = Vec::new();
         for (i, addr) in addrs.iter().enumerate() {
             let id = i + 1;
             let home = dir.path().join(format!("n{id}"));
             std::fs::create_dir_all(&home).unwrap();
             let log = std::fs::File::create(home.join("log")).unwrap();
-            let child = Command::new(&bin)
+            // Started through util-linux's `setpriv --pdeathsig`: yubaba dies with the test
+            // process even when that is killed outright (no unwinding, so no kill_on_drop).
+            let mut command = Command::new("/usr/bin/setpriv");
+            command.args(["--pdeathsig", "KILL", "--"]).arg(&bin);
+            let child = command
                 .args(["serve", "--bind", addr])
                 .arg("--state")
                 .arg(home.join("state.json"))
@@ -89,7 +99,7 @@ impl Cluster {
                 // Nothing of the test's environment (tokens, proxies) reaches yubaba; its
                 // warning on every unauthenticated peer call would drown the log.
                 .env_clear()
-                .env("PATH", "/usr/bin:/bin")
+                .env("PATH", &tools)
                 .env("HOME", &home)
                 .env("RUST_LOG", "yubaba=info,yubaba::http_auth=error")
                 .stdin(Stdio::null())
@@ -124,13 +134,38 @@ impl Cluster {
             .join("\n")
     }
 
-    /// Waits until `/health` answers on every node, then forms the raft group (one member per
-    /// region: yubaba refuses a region holding a majority) and waits for a leader.
-    async fn form(&mut self, client: &reqwest::Client) {
+    /// Three nodes answering `/health`, formed into a raft group with a leader. A node that
+    /// exits before it answers most likely lost its port to another process between
+    /// `free_port` and its bind: the cluster is started again on new ports (twice at most).
+    async fn formed(client: &reqwest::Client) -> Cluster {
+        let mut attempt = 1;
+        loop {
+            let mut cluster = Cluster::start().await;
+            match cluster.all_healthy(client).await {
+                Ok(()) => {
+                    cluster.form(client).await;
+                    return cluster;
+                }
+                Err(why) if attempt < 3 => {
+                    eprintln!("yubaba did not start ({why}); again on new ports");
+                    attempt += 1;
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+    }
+
+    async fn all_healthy(&mut self, client: &reqwest::Client) -> Result<(), String> {
         for addr in self.addrs.clone() {
             self.until(client, &format!("http://{addr}/health"), |_| true)
-                .await;
+                .await?;
         }
+        Ok(())
+    }
+
+    /// Forms the raft group (one member per region: yubaba refuses a region holding a
+    /// majority) and waits for a leader.
+    async fn form(&mut self, client: &reqwest::Client) {
         let members: serde_json::Map<String, Value> = self
             .addrs
             .iter()
@@ -152,28 +187,39 @@ impl Cluster {
         let body = res.text().await.unwrap();
         assert!(status.is_success(), "initialize: {status} {body}");
         let leader = format!("http://{}/raft/status", self.addrs[0]);
-        self.until(client, &leader, |s| {
-            s["current_leader"].is_u64() && s["members"].as_object().is_some_and(|m| m.len() == 3)
-        })
-        .await;
+        let led = self
+            .until(client, &leader, |s| {
+                s["current_leader"].is_u64()
+                    && s["members"].as_object().is_some_and(|m| m.len() == 3)
+            })
+            .await;
+        if let Err(why) = led {
+            panic!("{why}");
+        }
     }
 
-    /// Polls `url` (a minute at most) until it answers 200 with JSON that `ready` accepts.
-    async fn until(&mut self, client: &reqwest::Client, url: &str, ready: impl Fn(&Value) -> bool) {
+    /// Polls `url` (a minute at most) until it answers 200 with JSON that `ready` accepts;
+    /// an error when a node has exited meanwhile.
+    async fn until(
+        &mut self,
+        client: &reqwest::Client,
+        url: &str,
+        ready: impl Fn(&Value) -> bool,
+    ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(res) = client.get(url).send().await {
                 if res.status().is_success() {
                     if let Ok(body) = res.json::<Value>().await {
                         if ready(&body) {
-                            return;
+                            return Ok(());
                         }
                     }
                 }
             }
             for node in &mut self.nodes {
                 if let Ok(Some(exit)) = node.try_wait() {
-                    panic!("a yubaba exited ({exit}):\n{}", self.logs());
+                    return Err(format!("a yubaba exited ({exit}):\n{}", self.logs()));
                 }
             }
             assert!(
@@ -251,12 +297,11 @@ fn assert_read_on_committed_totals(detail: &Value) {
     ignore = "HEADROOM_SKIP_YUBABA was set when the tests were built"
 )]
 async fn the_real_yubaba_is_read_on_committed_totals_and_nothing_fails() {
-    let mut cluster = Cluster::start().await;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    cluster.form(&client).await;
+    let cluster = Cluster::formed(&client).await;
 
     // The premise: the open-source build's stub runtime lists nothing, and says so.
     let res = client

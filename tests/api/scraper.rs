@@ -442,22 +442,21 @@ async fn declared_member_regions_decide_derived_required_over_the_configs() {
         .await
         .unwrap()
         .spec;
-    // The fleet's one config is in one region. Members that declare theirs (yubaba 0.8.48
-    // names them in a top-level `members` map) decide by yubaba's own rule: two declared
-    // regions are N+2, one is N+1; none declared leaves the configs' one region. Each answer
-    // is mounted over the last.
+    // The fleet's one config is in one region. Members that all declare theirs (yubaba
+    // 0.8.48 names them in a top-level `members` map) decide by yubaba's own rule: two
+    // declared regions are N+2, one is N+1. None declared leaves the configs' one region; a
+    // half-labelled fleet takes the larger count. Each answer is mounted over the last.
     for (priority, declared, required) in [
-        (3, json!(null), 1),
-        (2, json!(["eu-central", "eu-north"]), 2),
-        (1, json!(["eu-north", "eu-north"]), 1),
+        (4, json!([null, null]), 1),
+        (3, json!(["eu-central", "eu-north"]), 2),
+        (2, json!(["eu-north", "eu-north"]), 1),
+        (1, json!([null, "eu-north"]), 1),
     ] {
         let mut body = status(1, Some(1), 3, &members, None);
-        if let Some(regions) = declared.as_array() {
-            body["members"] = json!({
-                "1": { "addr": addr(&n1), "region": regions[0] },
-                "2": { "addr": addr(&n2), "region": regions[1] },
-            });
-        }
+        body["members"] = json!({
+            "1": { "addr": addr(&n1), "region": declared[0] },
+            "2": { "addr": addr(&n2), "region": declared[1] },
+        });
         Mock::given(method("GET"))
             .and(path("/raft/status"))
             .respond_with(ResponseTemplate::new(200).set_body_json(body))
