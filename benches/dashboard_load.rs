@@ -1,27 +1,32 @@
-//! The dashboard under load against a static file, same concurrency: the real console on
-//! loopback (port 0) over a SQLite file holding 20 fleets and 90 days of history, one
-//! signed-in admin session, then `HEADROOM_BENCH_CONNECTIONS` (default 32) keep-alive
-//! connections for `HEADROOM_BENCH_SECONDS` (default 10) each against `/` and
-//! `/static/app.css`. Prints requests per second and p50/p99 latency for each and their
-//! ratio (goal: the dashboard at least half the static file's rate).
+//! The dashboard under load against nginx serving the very same bytes: the real console on
+//! loopback over a SQLite file holding 20 healthy fleets, each a simulated yubaba fleet that
+//! the real scrape loops read every 5 s throughout, with 90 days of history, and one
+//! signed-in admin session. The page `/` is fetched once and handed to nginx (Debian's
+//! package, started here on loopback with 2 workers); then wrk (2 threads,
+//! `HEADROOM_BENCH_CONNECTIONS` keep-alive connections, default 32, for
+//! `HEADROOM_BENCH_SECONDS`, default 10) loads headroom's `/` and nginx's, one after the other.
+//! Then every fleet is deleted and both are loaded again with the empty board's bytes.
+//! Goals: 20 fleets at least 0.5× nginx's rate, none at least 0.7×, no error answers.
+//! Without nginx or wrk it says how to install them and exits 0.
 //!
 //! The history has the shape retention leaves (raw samples every 15 s for the last 48 h,
 //! one a minute back to 14 days, one an hour back to 90 days), each written through the real
-//! `db::fleet_samples::insert` with its rollups, and the newest through the real `record`,
-//! so fleet status and deficits are what the scraper would have left.
+//! `db::fleet_samples::insert` with its rollups, and the newest through the real `record`.
 //!
 //! `cargo bench --bench dashboard_load`
 
 #[path = "support/goals.rs"]
 mod goals;
+#[path = "support/peers.rs"]
+mod peers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use headroom::auth::secret_token;
 use headroom::domain::capacity::{Member, Observation, Sample, Source};
-use headroom::domain::fleet::FleetInput;
 use headroom::domain::{Caller, Role, SystemClock, UnixMillis, Username};
+use headroom::sim::yubaba::SimFleetOptions;
 
 const FLEETS: usize = 20;
 const MINUTE: i64 = 60_000;
@@ -132,74 +137,85 @@ async fn admin_cookie(ctx: &headroom::context::Ctx) -> String {
     format!("{}={token}", headroom::auth::sessions::COOKIE)
 }
 
-struct Run {
-    requests: usize,
-    rps: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
-/// `connections` clients, each with its own keep-alive connection, GET `url` until the
-/// deadline; every answer must be 200.
-async fn load(url: &str, cookie: &str, connections: usize, seconds: u64) -> Run {
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(seconds);
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(1)
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("client");
-        let url = url.to_owned();
-        let cookie = cookie.to_owned();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let t = Instant::now();
-                let res = client
-                    .get(&url)
-                    .header("Cookie", &cookie)
-                    .send()
-                    .await
-                    .expect("request");
-                let status = res.status();
-                let _ = res.bytes().await.expect("body");
-                assert_eq!(status, 200, "GET {url}");
-                latencies.push(t.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("load task"));
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort();
-    let pick = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    Run {
-        requests: all.len(),
-        rps: all.len() as f64 / elapsed,
-        p50: pick(0.50),
-        p99: pick(0.99),
-    }
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+/// Loads headroom's `/` and nginx's copy of its bytes, prints both and checks the ratio.
+async fn compare(
+    goals: &mut goals::Goals,
+    what: &str,
+    goal: f64,
+    base: &str,
+    cookie: &str,
+    dir: &std::path::Path,
+) {
+    let client = reqwest::Client::new();
+    let page = client
+        .get(format!("{base}/"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .expect("dashboard");
+    assert_eq!(page.status(), 200);
+    let content_type = page.headers()["content-type"]
+        .to_str()
+        .expect("content type")
+        .to_owned();
+    let bytes = page.bytes().await.expect("page bytes");
+    let nginx = peers::Nginx::serve(dir, &bytes, &content_type, 2);
     let connections: usize = env_or("HEADROOM_BENCH_CONNECTIONS", 32);
     let seconds: u64 = env_or("HEADROOM_BENCH_SECONDS", 10);
+    let cookie_header = vec![format!("Cookie: {cookie}")];
+    // wrk is a blocking process: run it off the runtime that serves the simulated fleets.
+    let (ours, theirs) = {
+        let base = base.to_owned();
+        let nginx_url = format!("http://127.0.0.1:{}/", nginx.port);
+        tokio::task::spawn_blocking(move || {
+            let ours = peers::wrk(&format!("{base}/"), &cookie_header, connections, seconds);
+            let theirs = peers::wrk(&nginx_url, &cookie_header, connections, seconds);
+            (ours, theirs)
+        })
+        .await
+        .expect("wrk runs")
+    };
+    drop(nginx);
+    println!(
+        "{what}: a {:.1} KiB page, {connections} connections, {seconds} s each",
+        bytes.len() as f64 / 1024.0
+    );
+    for (who, r) in [("headroom /", &ours), ("nginx, same bytes", &theirs)] {
+        println!(
+            "  {who:<18} {:>8.0} req/s  p50 {:>9}  p99 {:>9}  ({} requests, {} errors)",
+            r.rps,
+            ms(r.p50),
+            ms(r.p99),
+            r.requests,
+            r.errors
+        );
+    }
+    let ratio = ours.rps / theirs.rps;
+    println!("  headroom / nginx = {ratio:.2}×");
+    goals.check(
+        &format!("{what}: at least {goal:.2}× nginx's rate ({ratio:.2}×)"),
+        ratio >= goal,
+    );
+    goals.check(
+        &format!("{what}: no error answers ({} from headroom)", ours.errors),
+        ours.errors == 0,
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    peers::require(&[("nginx", "nginx-light"), ("wrk", "wrk")]);
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = headroom::config::Settings {
         bind: "127.0.0.1:0".into(),
         database_url: format!("sqlite:{}", dir.path().join("bench.db").display()),
         render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
         simulated_provider: true,
+        scrape_enabled: true,
         ..headroom::config::Settings::default()
     };
     let pool = headroom::db::connect(&settings.database_url)
@@ -214,19 +230,19 @@ async fn main() {
     headroom::sim::demo::seed_config(&state)
         .await
         .expect("machine config");
-    let names: Vec<String> = (1..=FLEETS).map(|i| format!("fleet-{i:02}")).collect();
-    for name in &names {
-        let input = FleetInput {
-            name: name.clone(),
-            // The discard port on loopback: any scrape of it fails fast, nothing else is hit.
-            endpoints: vec!["http://127.0.0.1:9".into()],
-            restore_machine_config: "spare-fsn1".into(),
-            ..FleetInput::default()
-        };
-        headroom::fleets::create(&ctx, &Caller::system(), &input)
-            .await
-            .expect("create fleet");
-    }
+    // Healthy fleets that stay so: one spare each, no tenant arriving during the run.
+    let options: Vec<SimFleetOptions> = (1..=FLEETS)
+        .map(|i| SimFleetOptions {
+            name: format!("fleet-{i:02}"),
+            first_tenant_after: Duration::from_secs(365 * 24 * 3600),
+            tenant_every: None,
+            ..SimFleetOptions::default()
+        })
+        .collect();
+    let fleets = headroom::sim::demo::start_fleets(&ctx, &options)
+        .await
+        .expect("simulated fleets");
+    let names: Vec<String> = fleets.iter().map(|f| f.name().to_owned()).collect();
     let t = Instant::now();
     let written = fill_history(&ctx, &names).await;
     println!(
@@ -235,34 +251,57 @@ async fn main() {
     );
     let cookie = admin_cookie(&ctx).await;
     tokio::spawn(app.run_until_stopped());
+    until_all_scraped_healthy(&ctx).await;
 
     let base = format!("http://127.0.0.1:{port}");
-    // One warm-up request each (templates, caches, connections).
-    let _ = load(&format!("{base}/"), &cookie, 1, 1).await;
-    let dash = load(&format!("{base}/"), &cookie, connections, seconds).await;
-    let stat = load(
-        &format!("{base}/static/app.css"),
+    let mut goals = goals::Goals::default();
+    let nginx_dir = tempfile::tempdir().expect("nginx dir");
+    compare(
+        &mut goals,
+        "20 fleets being scraped",
+        0.5,
+        &base,
         &cookie,
-        connections,
-        seconds,
+        nginx_dir.path(),
     )
     .await;
-    println!("{connections} keep-alive connections, {seconds} s each:");
-    for (what, r) in [("dashboard /", &dash), ("static /static/app.css", &stat)] {
-        println!(
-            "  {what:<24} {:>8.0} req/s  p50 {:>9}  p99 {:>9}  ({} requests)",
-            r.rps,
-            ms(r.p50),
-            ms(r.p99),
-            r.requests
-        );
+    for name in &names {
+        headroom::fleets::delete(&ctx, &Caller::system(), name)
+            .await
+            .expect("delete fleet");
     }
-    let ratio = dash.rps / stat.rps;
-    println!("  dashboard / static = {ratio:.2}");
-    let mut goals = goals::Goals::default();
-    goals.check(
-        &format!("dashboard at least 0.50× the static file's rate ({ratio:.2}×)"),
-        ratio >= 0.5,
-    );
+    compare(
+        &mut goals,
+        "no fleets",
+        0.7,
+        &base,
+        &cookie,
+        nginx_dir.path(),
+    )
+    .await;
+    drop(fleets);
     goals.exit_if_missed();
+}
+
+/// Waits (a minute at most) until the scrape loops have read every fleet as healthy.
+async fn until_all_scraped_healthy(ctx: &headroom::context::Ctx) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let board = headroom::capacity::board::board(ctx, &Caller::system())
+            .await
+            .expect("board");
+        let healthy = board
+            .iter()
+            .filter(|f| f.status == headroom::domain::capacity::Health::Healthy)
+            .count();
+        if healthy == FLEETS {
+            println!("all {FLEETS} fleets scraped and healthy");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {healthy} of {FLEETS} fleets healthy after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod board_html;
 pub mod capacity;
 pub mod cli;
 pub mod cloud_init;

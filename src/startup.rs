@@ -138,6 +138,7 @@ async fn prepare(
         login_key,
         sessions: Arc::new(crate::auth::sessions::Activity::default()),
         scrape_stats: Arc::new(crate::scraper::ScrapeStats::default()),
+        cards: Arc::default(),
     };
     crate::machine_setup::templates::ensure_default(&state.ctx).await?;
     // Stored templates that the sandbox now refuses are reported, never changed: each

@@ -19,4 +19,6 @@ pub struct AppState {
     /// The scraper's tick, miss, failure and lag counters: `/metrics` copies them out as
     /// plain numbers for `telemetry` to render.
     pub scrape_stats: Arc<crate::scraper::ScrapeStats>,
+    /// The dashboard's cards, rendered once a second for every viewer of the same board.
+    pub cards: Arc<crate::board_html::BoardHtml>,
 }

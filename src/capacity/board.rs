@@ -4,6 +4,8 @@
 //! each fleet's voter and learner counts as stored with the sample; only `now` (one fleet's
 //! page and API answer) reads and parses the members list itself.
 
+use std::sync::Arc;
+
 use crate::context::Ctx;
 use crate::db;
 use crate::db::fleet_status::BoardRow;
@@ -21,6 +23,13 @@ pub const DEFICITS_LIMIT_MAX: u32 = 200;
 /// empty here: the cards and `/metrics` need only the counts (`voters`, `learners`).
 #[tracing::instrument(skip_all, err)]
 pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, OpError> {
+    Ok(board_shared(ctx, caller).await?.as_ref().clone())
+}
+
+/// [`board`] as the cache holds it, shared rather than copied: the same `Arc` until a write or
+/// the ttl loads it again, so a reader can tell an unchanged board by pointer (the dashboard
+/// keeps its rendered cards that way).
+pub async fn board_shared(ctx: &Ctx, caller: &Caller) -> Result<Arc<Vec<FleetNow>>, OpError> {
     caller.require(Role::Viewer)?;
     // Shared by every reader for up to `context::BOARD_TTL_MS`, and loaded again as soon as a
     // sample, a fleet or a request changes (each invalidates it): many open dashboards cost
@@ -36,7 +45,7 @@ pub async fn board(ctx: &Ctx, caller: &Caller) -> Result<Vec<FleetNow>, OpError>
                 .collect::<Result<Vec<_>, OpError>>()
         })
         .await?;
-    Ok(fleets.as_ref().clone())
+    Ok(fleets)
 }
 
 /// One fleet now, with its members listed (viewer and up).

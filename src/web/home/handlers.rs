@@ -17,9 +17,13 @@ const SEEN_MAX: usize = 16_384;
 /// page: the dashboard is what every operator keeps open during an incident, so it reads the
 /// (cached) board and nothing else.
 pub async fn show(reply: Reply) -> Result<HttpResponse, WebError> {
-    let fleets = board::board(reply.ctx(), &reply.caller()).await?;
+    let fleets = board::board_shared(reply.ctx(), &reply.caller()).await?;
+    let can_create = reply.principal.role.includes(Role::Operator);
     let now = reply.ctx().now();
-    let body = || views::overview(&reply.principal, now, &fleets);
+    let cards = reply.state.cards.get(&fleets, now, can_create, || {
+        views::cards(now, &fleets, can_create).into_string()
+    });
+    let body = || views::overview(&reply.principal, &cards);
     Ok(reply.page(StatusCode::OK, "Overview", "home", body).await)
 }
 
@@ -32,10 +36,14 @@ pub struct CardsQuery {
 /// GET /dashboard/cards: the fleet cards alone (polled by the dashboard), with a live-region
 /// update when a status changed since `seen`.
 pub async fn cards(reply: Reply, query: web::Query<CardsQuery>) -> Result<HttpResponse, WebError> {
-    let fleets = board::board(reply.ctx(), &reply.caller()).await?;
+    let fleets = board::board_shared(reply.ctx(), &reply.caller()).await?;
     let seen = query.seen.as_deref().filter(|s| s.len() <= SEEN_MAX);
     let changes = views::status_changes(seen, &fleets);
     let can_create = reply.principal.role.includes(Role::Operator);
-    let body = views::cards(reply.ctx().now(), &fleets, &changes, can_create);
+    let now = reply.ctx().now();
+    let cards = reply.state.cards.get(&fleets, now, can_create, || {
+        views::cards(now, &fleets, can_create).into_string()
+    });
+    let body = maud::html! { (cards) (views::announcement(&changes)) };
     Ok(fragment(StatusCode::OK, body))
 }

@@ -4,6 +4,7 @@
 use maud::{html, Markup};
 
 use crate::auth::Principal;
+use crate::board_html::SharedHtml;
 use crate::domain::capacity::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
 use crate::web::fleets::capacity::{
@@ -17,8 +18,9 @@ pub const REFRESH_SECS: u32 = 10;
 /// Most status changes announced one by one; beyond, the announcement counts them.
 const ANNOUNCE_MAX: usize = 5;
 
-/// The dashboard: fleet cards and who is signed in, with links to what their role reaches.
-pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> Markup {
+/// The dashboard: fleet cards (rendered by [`cards`]) and who is signed in, with links to what
+/// their role reaches.
+pub fn overview(principal: &Principal, cards: &SharedHtml) -> Markup {
     html! {
         h1 { "Overview" }
         section.card aria-labelledby="fleets-heading" {
@@ -26,7 +28,7 @@ pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> M
             // Outside the swapped cards, so it persists and speaks only when a refresh puts a
             // status change in it.
             div #fleet-announcer.visually-hidden role="status" aria-live="polite" {}
-            (cards(now, board, &[], principal.role.includes(Role::Operator)))
+            (cards)
         }
         section.card {
             h2 { "You" }
@@ -43,11 +45,12 @@ pub fn overview(principal: &Principal, now: UnixMillis, board: &[FleetNow]) -> M
     }
 }
 
-/// The cards and their polling container (what `GET /dashboard/cards` answers). The
-/// container's `hx-get` carries the statuses it shows (`seen`), so the next refresh can tell
-/// what changed without any state on the server; `changes` (from [`status_changes`]) is put
-/// into the live region out of band, and only when non-empty, so nothing is re-announced.
-pub fn cards(now: UnixMillis, board: &[FleetNow], changes: &[String], can_create: bool) -> Markup {
+/// The cards and their polling container (what `GET /dashboard/cards` answers, followed by
+/// [`announcement`]). The container's `hx-get` carries the statuses it shows (`seen`), so the
+/// next refresh can tell what changed without any state on the server. The same for every
+/// viewer given the board, the second and whether they may add a fleet, so it is rendered once
+/// for all of them (`board_html`).
+pub fn cards(now: UnixMillis, board: &[FleetNow], can_create: bool) -> Markup {
     let poll = format!("{}?seen={}", paths::DASHBOARD_CARDS, seen_token(board));
     html! {
         div #fleet-cards data-live hx-get=(poll) hx-trigger={ "every " (REFRESH_SECS) "s" } hx-swap="outerHTML" {
@@ -62,6 +65,13 @@ pub fn cards(now: UnixMillis, board: &[FleetNow], changes: &[String], can_create
                 }
             }
         }
+    }
+}
+
+/// `changes` (from [`status_changes`]) put into the live region out of band, and only when
+/// non-empty, so nothing is re-announced.
+pub fn announcement(changes: &[String]) -> Markup {
+    html! {
         @if !changes.is_empty() {
             div #fleet-announcer hx-swap-oob="innerHTML" {
                 p { @for c in changes { (c) " " } }
@@ -265,7 +275,7 @@ mod tests {
     #[test]
     fn the_cards_poll_with_their_token_and_announce_out_of_band_only_on_change() {
         let board = [fleet("a<b", Health::Deficit)];
-        let quiet = cards(0, &board, &[], false).into_string();
+        let quiet = cards(0, &board, false).into_string();
         assert!(quiet.contains(&format!(
             "hx-get=\"/dashboard/cards?seen={}\"",
             seen_token(&board)
@@ -273,7 +283,8 @@ mod tests {
         assert!(quiet.contains("hx-trigger=\"every 10s\""));
         assert!(!quiet.contains("hx-swap-oob"));
         assert!(quiet.contains("a&lt;b"), "{quiet}");
-        let loud = cards(0, &board, &["x changed".into()], false).into_string();
+        assert_eq!(announcement(&[]).into_string(), "");
+        let loud = announcement(&["x changed".into()]).into_string();
         assert!(loud.contains("hx-swap-oob=\"innerHTML\""));
     }
 }
