@@ -1362,3 +1362,58 @@ async fn deleting_a_fleet_takes_an_approver_on_the_page_too() {
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
     assert_eq!(app.count("fleets").await, 0);
 }
+
+/// Forty rule switches at once, half to each rule: every one is answered (none half-written),
+/// the history of the rule is one unbroken chain (each change starts from the value the one
+/// before left, so none was lost under another), and the fleet ends on the last change's value.
+#[tokio::test]
+async fn parallel_headroom_rule_switches_leave_one_unbroken_history() {
+    let (app, token) = setup(Role::Operator).await;
+    let api = Api { app: &app, token };
+    let (status, created) = api.post("/api/v1/fleets", &body("ruled")).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let mut switches = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let mut b = body("ruled");
+        b["headroom_rule"] = json!(if i % 2 == 0 {
+            "absorption"
+        } else {
+            "spare_count"
+        });
+        let put = app
+            .client
+            .put(app.url("/api/v1/fleets/ruled"))
+            .bearer_auth(&api.token)
+            .json(&b);
+        switches.spawn(async move {
+            let res = put.send().await.unwrap();
+            (res.status(), res.text().await.unwrap())
+        });
+    }
+    while let Some(done) = switches.join_next().await {
+        let (status, answer) = done.unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    // The creation (kind `create`, before null) starts the chain.
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT kind, changes FROM fleet_changes WHERE fleet = 'ruled' ORDER BY id")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    let mut rule = Value::Null;
+    let mut changed = 0;
+    for (kind, changes) in rows {
+        let changes: Value = serde_json::from_str(&changes).unwrap();
+        if let Some(c) = changes.get("headroom_rule") {
+            assert_eq!(
+                c["before"], rule,
+                "{kind}: a change that did not start from the last"
+            );
+            changed += usize::from(kind != "create");
+            rule = c["after"].clone();
+        }
+    }
+    assert!(changed >= 1, "the rule never changed");
+    let (_, now) = api.get("/api/v1/fleets/ruled").await;
+    assert_eq!(now["headroom_rule"], rule, "{now}");
+}
