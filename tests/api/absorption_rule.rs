@@ -14,10 +14,10 @@ use headroom::scraper::scrape_once;
 use serde_json::json;
 use wiremock::MockServer;
 
-use crate::absorption_scrape::{node, sized};
+use crate::absorption_scrape::{lead, node, sized};
 use crate::helpers::TestApp;
 use crate::runner::{console, fleet};
-use crate::scraper::{addr, serve_status, spec_with, status};
+use crate::scraper::spec_with;
 
 const INTERVAL: Duration = Duration::from_secs(15);
 
@@ -70,17 +70,6 @@ async fn tick(app: &TestApp, ctx: &Ctx, nodes: &[&MockServer], ticks: usize) {
         assert!(sample.outcome.is_ok(), "{:?}", sample.outcome);
         record(ctx, "prod", &sample).await.expect("record");
     }
-}
-
-/// Serves node 1's status naming every node, yubaba counting `spare` of required 1.
-async fn lead(nodes: &[&MockServer], spare: u32) {
-    let members: Vec<(u64, String)> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (i as u64 + 1, addr(n)))
-        .collect();
-    let headroom = json!({ "spare": spare, "required": 1 });
-    serve_status(nodes[0], status(1, Some(1), 3, &members, Some(headroom))).await;
 }
 
 async fn provisions(app: &TestApp) -> Vec<(String, i64, String)> {

@@ -90,8 +90,9 @@ pub(crate) fn sized(sizes: &[(u64, u64)]) -> Value {
     json!({ "workloads": list })
 }
 
-/// Scrapes a fleet of `nodes` (node 1 leads and says `spare`/`required` natively).
-async fn scrape(app: &TestApp, nodes: &[&MockServer], spare: u32) -> Observation {
+/// Serves node 1's status naming every node (ids from 1, in order), yubaba counting `spare` of
+/// required 1.
+pub(crate) async fn lead(nodes: &[&MockServer], spare: u32) {
     let members: Vec<(u64, String)> = nodes
         .iter()
         .enumerate()
@@ -99,6 +100,11 @@ async fn scrape(app: &TestApp, nodes: &[&MockServer], spare: u32) -> Observation
         .collect();
     let headroom = json!({ "spare": spare, "required": 1 });
     serve_status(nodes[0], status(1, Some(1), 3, &members, Some(headroom))).await;
+}
+
+/// Scrapes a fleet of `nodes` (node 1 leads and says `spare`/`required` natively).
+async fn scrape(app: &TestApp, nodes: &[&MockServer], spare: u32) -> Observation {
+    lead(nodes, spare).await;
     let spec = spec_with(&[nodes[0].uri()], json!({ "scrape_timeout_secs": 3 }));
     let sample = scrape_once(&app.state.ctx, &spec).await;
     sample.outcome.expect("an ok sample")

@@ -612,6 +612,22 @@ fn assert_labelled(html: &str) {
     assert_eq!(texts(html, "h1").len(), 1, "one h1");
 }
 
+/// Posts the new-fleet form for fleet `formed` (one endpoint, the demo's config) with one
+/// more field, `extra`.
+async fn post_fleet_form(app: &TestApp, s: &Session, extra: (&str, &str)) -> reqwest::Response {
+    app.post_form(
+        "/fleets",
+        s,
+        &[
+            ("name", "formed"),
+            ("endpoints", "http://127.0.0.1:7603"),
+            ("restore_machine_config", "spare-fsn1"),
+            extra,
+        ],
+    )
+    .await
+}
+
 async fn operator(app: &TestApp) -> Session {
     app.session_for(Role::Operator).await
 }
@@ -1174,23 +1190,7 @@ async fn a_monthly_budget_is_set_shown_cleared_and_refused_by_rule_in_the_api_an
         texts(&html, "label[for=f-monthly_budget]")[0].contains("Monthly budget (EUR, optional)")
     );
     assert!(texts(&html, "#f-monthly_budget-help")[0].contains("Empty sets no budget"));
-    let post = |budget: &'static str| {
-        let s = &s;
-        let app = &app;
-        async move {
-            app.post_form(
-                "/fleets",
-                s,
-                &[
-                    ("name", "formed"),
-                    ("endpoints", "http://127.0.0.1:7603"),
-                    ("restore_machine_config", "spare-fsn1"),
-                    ("monthly_budget", budget),
-                ],
-            )
-            .await
-        }
-    };
+    let post = |budget: &'static str| post_fleet_form(&app, &s, ("monthly_budget", budget));
     for (v, rule) in [
         ("-1", "must not be negative"),
         ("0", "must be more than 0"),
@@ -1292,23 +1292,7 @@ async fn the_headroom_rule_is_set_shown_and_refused_by_rule_in_the_api_and_the_f
         ["spare_count", "absorption"]
     );
     assert!(texts(&html, "#f-headroom_rule-help")[0].contains("Both are shown either way"));
-    let post = |rule: &'static str| {
-        let s = &s;
-        let app = &app;
-        async move {
-            app.post_form(
-                "/fleets",
-                s,
-                &[
-                    ("name", "formed"),
-                    ("endpoints", "http://127.0.0.1:7603"),
-                    ("restore_machine_config", "spare-fsn1"),
-                    ("headroom_rule", rule),
-                ],
-            )
-            .await
-        }
-    };
+    let post = |rule: &'static str| post_fleet_form(&app, &s, ("headroom_rule", rule));
     let res = post("\"><b>x</b>").await;
     assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let html = res.text().await.unwrap();
