@@ -283,13 +283,18 @@ async fn main() -> anyhow::Result<()> {
             r.bytes as f64 / 1024.0
         );
     }
-    let ratio = medians[medians.len() - 1] / medians[0];
-    println!("\n90d / 1h (median total): {ratio:.2}×");
     let mut goals = goals::Goals::default();
-    goals.check(
-        &format!("90 d chart at most 2× the 1 h chart ({ratio:.2}×)"),
-        ratio <= 2.0,
-    );
+    println!();
+    for (r, median) in rows.iter().zip(&medians).skip(1) {
+        let ratio = median / medians[0];
+        goals.check(
+            &format!(
+                "{} chart at most 2× the 1 h chart (median total {ratio:.2}×)",
+                r.range.as_str()
+            ),
+            ratio <= 2.0,
+        );
+    }
     goals.exit_if_missed();
     Ok(())
 }

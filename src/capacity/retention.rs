@@ -49,7 +49,14 @@ pub async fn prune_once(ctx: &Ctx) -> anyhow::Result<Pruned> {
     let now = ctx.now();
     let r = ctx.settings.retention;
     let raw = prune(ctx, Kind::Raw, cutoff(now, r.raw)).await?;
-    let minute = prune(ctx, Kind::Rollup(Resolution::Minute), cutoff(now, r.minute)).await?;
+    // Five-minute rollups are kept as long as the minute ones: they summarise the same span.
+    let minute = prune(ctx, Kind::Rollup(Resolution::Minute), cutoff(now, r.minute)).await?
+        + prune(
+            ctx,
+            Kind::Rollup(Resolution::FiveMinutes),
+            cutoff(now, r.minute),
+        )
+        .await?;
     // Six-hour rollups are kept as long as the hour ones: they summarise the same span.
     let hour = prune(ctx, Kind::Rollup(Resolution::Hour), cutoff(now, r.hour)).await?
         + prune(ctx, Kind::Rollup(Resolution::SixHours), cutoff(now, r.hour)).await?;

@@ -32,7 +32,7 @@ pub const MAX_ANNOTATIONS: u32 = 50;
 /// [`CHART_POINTS`] whole steps and is at least two scrape intervals (a bucket narrower than
 /// that would show a gap between two healthy ticks); with one, it is used as given (whole
 /// seconds). Either way the points are read from the coarsest stored resolution whose bucket
-/// divides the step (six-hour, hour, minute rollups, else raw samples) — rounded up to whole
+/// divides the step (six-hour, hour, five-minute, minute rollups, else raw samples) — rounded up to whole
 /// minutes or hours only when the range is older than the raw or minute retention.
 ///
 /// The grid is epoch-aligned: points start at multiples of the step, so a point covers the
@@ -387,7 +387,7 @@ mod tests {
                 (30_000, Resolution::Raw, 30),
                 (30_000, Resolution::Raw, 120),
                 (MINUTE, Resolution::Minute, 360),
-                (5 * MINUTE, Resolution::Minute, 288),
+                (5 * MINUTE, Resolution::FiveMinutes, 288),
                 (HOUR, Resolution::Hour, 168),
                 (2 * HOUR, Resolution::Hour, 360),
                 (6 * HOUR, Resolution::SixHours, 360),
@@ -498,7 +498,11 @@ mod tests {
         assert_eq!(p(last(Range::D7), 2 * HOUR), (Resolution::Hour, 2 * HOUR));
         assert_eq!(
             p(last(Range::H24), 30 * MINUTE),
-            (Resolution::Minute, 30 * MINUTE)
+            (Resolution::FiveMinutes, 30 * MINUTE)
+        );
+        assert_eq!(
+            p(last(Range::H24), 3 * MINUTE),
+            (Resolution::Minute, 3 * MINUTE)
         );
         // 90 s is no whole number of minutes: raw rows, while they are kept.
         assert_eq!(p(last(Range::H24), 90_000), (Resolution::Raw, 90_000));

@@ -1,5 +1,5 @@
 //! The `fleet_samples` and `fleet_rollups` tables: every scrape tick, and its per-minute,
-//! per-hour and per-six-hours summaries, written together so the rollups are never behind the
+//! per-five-minutes, per-hour and per-six-hours summaries, written together so the rollups are never behind the
 //! raw rows.
 
 use sqlx::{Row, SqliteConnection};
@@ -48,8 +48,8 @@ impl<'a> Folded<'a> {
     }
 }
 
-/// Stores one sample of fleet `fleet_id` and folds it into its minute, hour and six-hour
-/// rollups. Run it inside the caller's write transaction: four statements, one commit.
+/// Stores one sample of fleet `fleet_id` and folds it into its minute, five-minute, hour and
+/// six-hour rollups. Run it inside the caller's write transaction: five statements, one commit.
 pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
     let folded = Folded::of(s);
     let (voters, learners, leader_id, term, absorption) = match &s.outcome {
@@ -89,7 +89,12 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
     .bind(absorption)
     .fetch_one(&mut *conn)
     .await?;
-    for resolution in [Resolution::Minute, Resolution::Hour, Resolution::SixHours] {
+    for resolution in [
+        Resolution::Minute,
+        Resolution::FiveMinutes,
+        Resolution::Hour,
+        Resolution::SixHours,
+    ] {
         fold_into_rollup(&mut *conn, fleet_id, resolution, s.at, &folded).await?;
     }
     Ok(id)

@@ -468,7 +468,8 @@ impl Range {
     }
 }
 
-/// Which stored rows a series is read from; serialised `raw`, `minute`, `hour`, `six_hours`.
+/// Which stored rows a series is read from; serialised `raw`, `minute`, `five_minutes`,
+/// `hour`, `six_hours`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
@@ -476,6 +477,8 @@ pub enum Resolution {
     Raw,
     /// Per-minute rollups.
     Minute,
+    /// Per-five-minutes rollups: the 24-hour chart's points, one row each.
+    FiveMinutes,
     /// Per-hour rollups.
     Hour,
     /// Per-six-hours rollups: the 90-day chart's points, one row each.
@@ -488,6 +491,7 @@ impl Resolution {
         match self {
             Resolution::Raw => 0,
             Resolution::Minute => 60_000,
+            Resolution::FiveMinutes => 300_000,
             Resolution::Hour => 3_600_000,
             Resolution::SixHours => 21_600_000,
         }
@@ -496,10 +500,15 @@ impl Resolution {
     /// The coarsest stored resolution whose bucket divides `step` (raw when no rollup's
     /// does), so every point of that step is made of whole stored rows: 7 h reads hour rows.
     pub fn dividing(step: i64) -> Resolution {
-        [Resolution::SixHours, Resolution::Hour, Resolution::Minute]
-            .into_iter()
-            .find(|r| step > 0 && step % r.bucket_millis() == 0)
-            .unwrap_or(Resolution::Raw)
+        [
+            Resolution::SixHours,
+            Resolution::Hour,
+            Resolution::FiveMinutes,
+            Resolution::Minute,
+        ]
+        .into_iter()
+        .find(|r| step > 0 && step % r.bucket_millis() == 0)
+        .unwrap_or(Resolution::Raw)
     }
 }
 
@@ -1100,7 +1109,7 @@ mod tests {
         let at_least_30s = |r: Range| step_for(r.millis(), CHART_POINTS, 30_000);
         assert_eq!(at_least_30s(Range::H1), (30_000, Resolution::Raw));
         assert_eq!(at_least_30s(Range::H6), (MIN, Resolution::Minute));
-        assert_eq!(at_least_30s(Range::H24), (5 * MIN, Resolution::Minute));
+        assert_eq!(at_least_30s(Range::H24), (5 * MIN, Resolution::FiveMinutes));
         assert_eq!(at_least_30s(Range::D7), (HOUR, Resolution::Hour));
         assert_eq!(at_least_30s(Range::D30), (2 * HOUR, Resolution::Hour));
         assert_eq!(at_least_30s(Range::D90), (6 * HOUR, Resolution::SixHours));

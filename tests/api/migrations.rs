@@ -157,6 +157,112 @@ async fn six_hour_rollups_filled_by_the_migration_equal_those_written_with_each_
         .unwrap();
 }
 
+/// 0017 rebuilds `fleet_rollups` for the five-minute level and fills it from the minute rows:
+/// the result equals the five-minute rows the current code writes sample by sample, and the
+/// absorption columns (0016) come through the rebuild.
+#[tokio::test]
+async fn five_minute_rollups_filled_by_the_migration_equal_those_written_with_each_sample() {
+    let fleet = "INSERT INTO fleets (id, name, spec, restore_machine_config, created_at, updated_at, updated_by)
+                 VALUES (1, 'prod', '{}', 'spare', 0, 0, 'test')";
+    let mut current = migrated_to(i64::MAX).await;
+    sqlx::raw_sql(fleet).execute(&mut current).await.unwrap();
+    // Two hours from a time inside a five-minute bucket, every 15 s.
+    let start = 1_796_000_000_000_i64 - 1_796_000_000_000 % 300_000 + 120_000;
+    for i in 0..(2 * 240) {
+        headroom::db::fleet_samples::insert(&mut current, 1, &sample(start + i * 15_000, i))
+            .await
+            .unwrap();
+    }
+    // A verdict on the minute rows, as absorption leaves it: kept by the rebuild, folded
+    // (worst, most) into the new level.
+    sqlx::raw_sql(
+        "UPDATE fleet_rollups SET absorbed_min = (bucket / 60000) % 2,
+                                  machines_needed_max = (bucket / 60000) % 3
+         WHERE resolution = 60",
+    )
+    .execute(&mut current)
+    .await
+    .unwrap();
+    let mut before = migrated_to(16).await;
+    sqlx::raw_sql(fleet).execute(&mut before).await.unwrap();
+    let minute_rows: Vec<Rollup> = rollups(&mut current, 60).await;
+    let verdicts: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT absorbed_min, machines_needed_max FROM fleet_rollups
+         WHERE resolution = 60 ORDER BY bucket",
+    )
+    .fetch_all(&mut current)
+    .await
+    .unwrap();
+    for (r, v) in minute_rows.iter().zip(&verdicts) {
+        sqlx::query(
+            "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples,
+                 spare_min, spare_max, spare_last, required_min, required_max, required_last,
+                 last_at, source_last, absorbed_min, machines_needed_max)
+             VALUES (1, 60, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(r.0)
+        .bind(r.1)
+        .bind(r.2)
+        .bind(r.3)
+        .bind(r.4)
+        .bind(r.5)
+        .bind(r.6)
+        .bind(r.7)
+        .bind(r.8)
+        .bind(r.9)
+        .bind(&r.10)
+        .bind(v.0)
+        .bind(v.1)
+        .execute(&mut before)
+        .await
+        .unwrap();
+    }
+    assert!(
+        sqlx::query("INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, last_at, source_last)
+                     VALUES (1, 300, 0, 1, 0, 0, 'none')")
+            .execute(&mut before)
+            .await
+            .is_err(),
+        "before 0017 the five-minute level is refused by the table's CHECK"
+    );
+    apply(&mut before, 17).await;
+
+    // The current code's five-minute rows, with the verdicts folded as the fill folds them.
+    let expected = rollups(&mut current, 300).await;
+    // Two hours starting two minutes into a five-minute bucket touch 25 buckets.
+    assert_eq!(expected.len(), 25);
+    assert_eq!(rollups(&mut before, 300).await, expected);
+    let folded: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT min(absorbed_min), max(machines_needed_max) FROM fleet_rollups
+         WHERE resolution = 60 GROUP BY bucket / 300000 ORDER BY bucket / 300000",
+    )
+    .fetch_all(&mut current)
+    .await
+    .unwrap();
+    let filled: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT absorbed_min, machines_needed_max FROM fleet_rollups
+         WHERE resolution = 300 ORDER BY bucket",
+    )
+    .fetch_all(&mut before)
+    .await
+    .unwrap();
+    assert_eq!(filled, folded);
+    // The minute rows came through the rebuild untouched, verdicts included.
+    assert_eq!(rollups(&mut before, 60).await, minute_rows);
+    let kept: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT absorbed_min, machines_needed_max FROM fleet_rollups
+         WHERE resolution = 60 ORDER BY bucket",
+    )
+    .fetch_all(&mut before)
+    .await
+    .unwrap();
+    assert_eq!(kept, verdicts);
+    // And the rebuilt table takes new samples at every level.
+    headroom::db::fleet_samples::insert(&mut before, 1, &sample(start + 3 * 3_600_000, 1))
+        .await
+        .unwrap();
+}
+
 /// Migration 0013 keeps every session, takes deficits that had ended as settled, and from then
 /// on a session id is never handed out twice (a row cached for a second by another process's
 /// deletion can no longer name a newcomer's session).

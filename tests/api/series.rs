@@ -213,8 +213,8 @@ async fn the_bulk_generator_stores_exactly_what_the_product_stores() {
         .await
         .unwrap();
     assert_eq!(
-        (stored.raw, stored.minute, stored.hour),
-        (4 * 240, 4 * 60, 4)
+        (stored.raw, stored.minute, stored.five_minutes, stored.hour),
+        (4 * 240, 4 * 60, 4 * 12, 4)
     );
     let raw = "SELECT at, ok, source, spare, required, voters, learners, leader_id, term,
                       latency_ms, error FROM fleet_samples WHERE fleet_id = ? ORDER BY at";
@@ -404,6 +404,7 @@ async fn an_ok_bucket_whose_newest_sample_failed_reports_the_newest_ok_samples_s
         [
             row(60, start, "native"),
             row(60, start + MINUTE, "none"),
+            row(300, start, "native"),
             row(3600, start, "native"),
             row(21_600, start, "native"),
         ]
@@ -479,7 +480,7 @@ async fn a_series_reads_and_returns_the_same_points_with_1_day_or_30_days_of_his
     assert_eq!((old[0].points.len(), old[1].points.len()), (120, 288));
     assert_eq!(
         (old[1].step, old[1].resolution),
-        (5 * MINUTE, Resolution::Minute)
+        (5 * MINUTE, Resolution::FiveMinutes)
     );
 
     // The rows scanned are the range's: each read is an index range on (fleet, time).
@@ -807,7 +808,11 @@ async fn retention_deletes_only_rows_older_than_each_setting_in_batches() {
     // The minute holding the cutoff is kept whole; every minute that ended before it is gone.
     let minute_cutoff = now - minute_kept;
     assert!(oldest_minute + MINUTE > minute_cutoff && oldest_minute <= minute_cutoff);
-    assert_eq!(pruned.minute as i64, (minute_cutoff - from) / MINUTE);
+    // Five-minute rows go with the minute ones (and are counted with them).
+    assert_eq!(
+        pruned.minute as i64,
+        (minute_cutoff - from) / MINUTE + (minute_cutoff - from) / (5 * MINUTE)
+    );
     // Hours are kept 400 days: none is old enough.
     assert_eq!(pruned.hour, 0);
     assert_eq!(
@@ -963,7 +968,7 @@ async fn the_headroom_api_answers_the_last_hour_by_default_for_a_viewer() {
             Some("2026-11-30T23:00:00Z"),
             Some("2026-12-01T01:00:00Z"),
             Some(600),
-            Some("minute")
+            Some("five_minutes")
         )
     );
 }

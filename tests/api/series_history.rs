@@ -158,13 +158,14 @@ impl Rollup {
 pub struct Stored {
     pub raw: u64,
     pub minute: u64,
+    pub five_minutes: u64,
     pub hour: u64,
     pub six_hours: u64,
 }
 
 /// Stores fleet `fleet_id`'s ticks (`seed`) from `from` to `to` every `interval` ms: raw rows
-/// for ticks at or after `raw_since` (what the raw retention keeps), minute, hour and six-hour
-/// rollups for all of them. `from` must be hour-aligned; a six-hour bucket it starts inside
+/// for ticks at or after `raw_since` (what the raw retention keeps), minute, five-minute, hour
+/// and six-hour rollups for all of them. `from` must be hour-aligned; a six-hour bucket it starts inside
 /// holds only the ticks from `from` on, as the product's would for a fleet first scraped then.
 pub async fn generate(
     pool: &SqlitePool,
@@ -178,6 +179,7 @@ pub async fn generate(
     anyhow::ensure!(from % 3_600_000 == 0, "from must be hour-aligned");
     let mut raw: Vec<Tick> = Vec::new();
     let mut minutes: Vec<Rollup> = Vec::new();
+    let mut five_minutes: Vec<Rollup> = Vec::new();
     let mut hours: Vec<Rollup> = Vec::new();
     let mut six_hours: Vec<Rollup> = Vec::new();
     let mut stored = Stored::default();
@@ -186,6 +188,7 @@ pub async fn generate(
         let t = tick(seed, at, interval);
         for (rows, width) in [
             (&mut minutes, 60_000),
+            (&mut five_minutes, 300_000),
             (&mut hours, 3_600_000),
             (&mut six_hours, 21_600_000),
         ] {
@@ -211,6 +214,8 @@ pub async fn generate(
     }
     stored.raw += write_raw(pool, fleet_id, &raw).await?;
     stored.minute += write_rollups(pool, fleet_id, Resolution::Minute, &minutes).await?;
+    stored.five_minutes +=
+        write_rollups(pool, fleet_id, Resolution::FiveMinutes, &five_minutes).await?;
     stored.hour += write_rollups(pool, fleet_id, Resolution::Hour, &hours).await?;
     stored.six_hours += write_rollups(pool, fleet_id, Resolution::SixHours, &six_hours).await?;
     Ok(stored)

@@ -806,6 +806,7 @@ fn resolution_words(r: Resolution) -> &'static str {
     match r {
         Resolution::Raw => "from raw samples",
         Resolution::Minute => "from per-minute rollups",
+        Resolution::FiveMinutes => "from five-minute rollups",
         Resolution::Hour => "from per-hour rollups",
         Resolution::SixHours => "from six-hour rollups",
     }
