@@ -890,3 +890,44 @@ async fn members_say_their_role_on_the_page_and_in_the_api() {
     assert_eq!(detail["members"][0]["addr"], "127.0.0.1:7443");
     assert_eq!(detail["members"][0]["voter"], true);
 }
+
+/// The cards are rendered once a second and shared (`board_html`): under fifty requests at
+/// once from a viewer and an operator, each still gets the cards for their role (only the
+/// operator is offered "Add a fleet" on an empty board), and a fleet created in the same
+/// second is on the very next dashboard, not hidden behind the shared copy.
+#[tokio::test]
+async fn shared_cards_keep_each_role_its_own_and_show_a_new_fleet_at_once() {
+    let app = console(|_| {}).await;
+    app.create_user("vic", Role::Viewer).await;
+    let viewer = app.quick_session("vic").await;
+    let operator = app.quick_session("olga").await;
+    let mut loads = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let (s, path) = (
+            if i % 2 == 0 { &viewer } else { &operator },
+            if i % 3 == 0 { "/dashboard/cards" } else { "/" },
+        );
+        let get = app
+            .client
+            .get(app.url(path))
+            .header("Cookie", &s.cookie)
+            .header("HX-Request", "true");
+        let operator_asks = i % 2 == 1;
+        loads.spawn(async move {
+            let res = get.send().await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            (operator_asks, res.text().await.unwrap())
+        });
+    }
+    while let Some(done) = loads.join_next().await {
+        let (operator_asks, html) = done.unwrap();
+        assert!(html.contains("No fleets yet."), "{html}");
+        assert_eq!(html.contains("Add a fleet"), operator_asks, "{html}");
+    }
+    // Within the same second (the app's clock stands still): a write replaces the board.
+    fleet(&app.state.ctx, "fresh", &[]).await;
+    for s in [&viewer, &operator] {
+        let html = app.get("/", s).await.text().await.unwrap();
+        assert_eq!(texts(&html, "article.fleet-card h3"), ["fresh"], "{html}");
+    }
+}
