@@ -83,6 +83,38 @@ async fn rollups(conn: &mut SqliteConnection, resolution: i64) -> Vec<Rollup> {
     .unwrap()
 }
 
+/// Stores `rows` as fleet 1's rollups of `resolution` (the columns every version has).
+async fn insert_rollups(conn: &mut SqliteConnection, resolution: i64, rows: &[Rollup]) {
+    for r in rows {
+        sqlx::query(
+            "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples,
+                 spare_min, spare_max, spare_last, required_min, required_max, required_last,
+                 last_at, source_last)
+             VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(resolution)
+        .bind(r.0)
+        .bind(r.1)
+        .bind(r.2)
+        .bind(r.3)
+        .bind(r.4)
+        .bind(r.5)
+        .bind(r.6)
+        .bind(r.7)
+        .bind(r.8)
+        .bind(r.9)
+        .bind(&r.10)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    }
+}
+
+/// An absorption verdict on each minute row, as 0016's columns hold it, varying by minute.
+const VERDICTS_ON_MINUTES: &str = "UPDATE fleet_rollups
+     SET absorbed_min = (bucket / 60000) % 2, machines_needed_max = (bucket / 60000) % 3
+     WHERE resolution = 60";
+
 /// 0011 rebuilds `fleet_rollups` for the six-hour level and fills it from the hour rows: the
 /// result equals the six-hour rows the current code writes sample by sample.
 #[tokio::test]
@@ -102,33 +134,8 @@ async fn six_hour_rollups_filled_by_the_migration_equal_those_written_with_each_
     // The same hours in a database from before 0011: only minute and hour rows existed.
     let mut before = migrated_to(10).await;
     sqlx::raw_sql(fleet).execute(&mut before).await.unwrap();
-    for r in rollups(&mut current, 3600).await {
-        sqlx::query(
-            "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples,
-                 spare_min, spare_max, spare_last, required_min, required_max, required_last,
-                 last_at, source_last)
-             SELECT fleet_id, resolution, bucket, samples, ok_samples, spare_min, spare_max,
-                 spare_last, required_min, required_max, required_last, last_at, source_last
-             FROM (SELECT 1 AS fleet_id, 3600 AS resolution, ? AS bucket, ? AS samples,
-                          ? AS ok_samples, ? AS spare_min, ? AS spare_max, ? AS spare_last,
-                          ? AS required_min, ? AS required_max, ? AS required_last,
-                          ? AS last_at, ? AS source_last)",
-        )
-        .bind(r.0)
-        .bind(r.1)
-        .bind(r.2)
-        .bind(r.3)
-        .bind(r.4)
-        .bind(r.5)
-        .bind(r.6)
-        .bind(r.7)
-        .bind(r.8)
-        .bind(r.9)
-        .bind(&r.10)
-        .execute(&mut before)
-        .await
-        .unwrap();
-    }
+    let hours = rollups(&mut current, 3600).await;
+    insert_rollups(&mut before, 3600, &hours).await;
     assert!(
         sqlx::query("INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, last_at, source_last)
                      VALUES (1, 21600, 0, 1, 0, 0, 'none')")
@@ -175,14 +182,10 @@ async fn five_minute_rollups_filled_by_the_migration_equal_those_written_with_ea
     }
     // A verdict on the minute rows, as absorption leaves it: kept by the rebuild, folded
     // (worst, most) into the new level.
-    sqlx::raw_sql(
-        "UPDATE fleet_rollups SET absorbed_min = (bucket / 60000) % 2,
-                                  machines_needed_max = (bucket / 60000) % 3
-         WHERE resolution = 60",
-    )
-    .execute(&mut current)
-    .await
-    .unwrap();
+    sqlx::raw_sql(VERDICTS_ON_MINUTES)
+        .execute(&mut current)
+        .await
+        .unwrap();
     let mut before = migrated_to(16).await;
     sqlx::raw_sql(fleet).execute(&mut before).await.unwrap();
     let minute_rows: Vec<Rollup> = rollups(&mut current, 60).await;
@@ -193,30 +196,11 @@ async fn five_minute_rollups_filled_by_the_migration_equal_those_written_with_ea
     .fetch_all(&mut current)
     .await
     .unwrap();
-    for (r, v) in minute_rows.iter().zip(&verdicts) {
-        sqlx::query(
-            "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples,
-                 spare_min, spare_max, spare_last, required_min, required_max, required_last,
-                 last_at, source_last, absorbed_min, machines_needed_max)
-             VALUES (1, 60, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(r.0)
-        .bind(r.1)
-        .bind(r.2)
-        .bind(r.3)
-        .bind(r.4)
-        .bind(r.5)
-        .bind(r.6)
-        .bind(r.7)
-        .bind(r.8)
-        .bind(r.9)
-        .bind(&r.10)
-        .bind(v.0)
-        .bind(v.1)
+    insert_rollups(&mut before, 60, &minute_rows).await;
+    sqlx::raw_sql(VERDICTS_ON_MINUTES)
         .execute(&mut before)
         .await
         .unwrap();
-    }
     assert!(
         sqlx::query("INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, last_at, source_last)
                      VALUES (1, 300, 0, 1, 0, 0, 'none')")
