@@ -13,7 +13,9 @@
 //! has one hover `<title>`; a `<details>` table lists the points and the requests in words
 //! for screen readers and for copying.
 
-use maud::{html, Markup};
+use std::fmt::Write as _;
+
+use maud::{html, Markup, Render};
 
 use super::capacity::span_words;
 use crate::domain::capacity::{Annotation, Point, Range, Resolution, Series, CHART_POINTS};
@@ -354,8 +356,43 @@ fn gaps(points: &[Point], step: i64, born: UnixMillis) -> Vec<Gap> {
 }
 
 /// A number for an SVG attribute: one decimal, fixed, so output is deterministic.
-fn n(v: f64) -> String {
-    format!("{v:.1}")
+fn n(v: f64) -> Tenths {
+    Tenths(v)
+}
+
+/// A coordinate rounded to tenths, written as two integers: a 360-point chart writes some two
+/// thousand of them, and float formatting (with its allocation and escaping) was the largest
+/// part of its render. Digits, a point and a sign need no escaping.
+#[derive(Debug, Clone, Copy)]
+struct Tenths(f64);
+
+impl Tenths {
+    fn push_to(self, out: &mut String) {
+        // `as` saturates (and makes NaN 0): coordinates are clamped to the plot anyway.
+        let tenths = (self.0 * 10.0).round() as i64;
+        if tenths < 0 {
+            out.push('-');
+        }
+        let abs = tenths.unsigned_abs();
+        let _ = write!(out, "{}.{}", abs / 10, abs % 10);
+    }
+}
+
+impl Render for Tenths {
+    fn render_to(&self, buffer: &mut String) {
+        self.push_to(buffer);
+    }
+}
+
+/// Appends a path command: its letter, then its numbers separated by spaces.
+fn command(d: &mut String, letter: char, numbers: &[f64]) {
+    d.push(letter);
+    for (i, v) in numbers.iter().enumerate() {
+        if i > 0 {
+            d.push(' ');
+        }
+        n(*v).push_to(d);
+    }
 }
 
 /// Step-line paths over runs of consecutive points with numbers; a gap ends a run (the line
@@ -366,7 +403,7 @@ fn step_path(m: &Model, value: impl Fn(u32, u32) -> u32) -> String {
     for p in &m.points {
         let Some((s, r)) = Model::numbers(p) else {
             if let Some((_, end)) = cur.take() {
-                d.push_str(&format!("H{}", n(m.x(end))));
+                command(&mut d, 'H', &[m.x(end)]);
             }
             continue;
         };
@@ -374,19 +411,20 @@ fn step_path(m: &Model, value: impl Fn(u32, u32) -> u32) -> String {
         match cur {
             Some((cy, end)) if p.t <= end => {
                 if cy != y {
-                    d.push_str(&format!("H{}V{}", n(m.x(p.t)), n(y)));
+                    command(&mut d, 'H', &[m.x(p.t)]);
+                    command(&mut d, 'V', &[y]);
                 }
             }
             Some((_, end)) => {
-                d.push_str(&format!("H{}", n(m.x(end))));
-                d.push_str(&format!("M{} {}", n(m.x(p.t)), n(y)));
+                command(&mut d, 'H', &[m.x(end)]);
+                command(&mut d, 'M', &[m.x(p.t), y]);
             }
-            None => d.push_str(&format!("M{} {}", n(m.x(p.t)), n(y))),
+            None => command(&mut d, 'M', &[m.x(p.t), y]),
         }
         cur = Some((y, p.t + m.step));
     }
     if let Some((_, end)) = cur {
-        d.push_str(&format!("H{}", n(m.x(end))));
+        command(&mut d, 'H', &[m.x(end)]);
     }
     d
 }
@@ -399,14 +437,11 @@ fn deficit_path(m: &Model) -> String {
     let flush = |o: Option<(UnixMillis, UnixMillis, u32, u32)>, d: &mut String| {
         if let Some((a, b, s, r)) = o {
             let (x0, x1, y0, y1) = (m.x(a), m.x(b), m.y(r), m.y(s));
-            d.push_str(&format!(
-                "M{} {}H{}V{}H{}Z",
-                n(x0),
-                n(y0),
-                n(x1),
-                n(y1),
-                n(x0)
-            ));
+            command(d, 'M', &[x0, y0]);
+            command(d, 'H', &[x1]);
+            command(d, 'V', &[y1]);
+            command(d, 'H', &[x0]);
+            d.push('Z');
         }
     };
     for p in &m.points {
@@ -440,24 +475,32 @@ fn absorption_words(p: &Point) -> Option<String> {
     }
 }
 
-fn point_title(p: &Point, step: i64) -> String {
-    let when = utc(p.t);
-    let absorption = absorption_words(p).map_or(String::new(), |w| format!(", absorption: {w}"));
+/// A point's hover title: `2026-12-03 09:30:00 UTC (+6 h): spare 1 (max 2), required 2, below
+/// required, native, absorption: absorbed`. `step_words` is the step in words, worked out once
+/// per chart.
+fn point_title(p: &Point, step_words: &str) -> String {
+    let mut out = utc(p.t);
+    let _ = write!(out, " UTC (+{step_words}): ");
     match Model::numbers(p) {
         Some((s, r)) => {
-            let max = p
-                .spare_max
-                .filter(|m| *m != s)
-                .map_or(String::new(), |m| format!(" (max {m})"));
-            let state = if s < r { ", below required" } else { "" };
-            format!(
-                "{when} UTC (+{}): spare {s}{max}, required {r}{state}, {}{absorption}",
-                duration(step),
-                p.source.as_str()
-            )
+            let _ = write!(out, "spare {s}");
+            if let Some(max) = p.spare_max.filter(|m| *m != s) {
+                let _ = write!(out, " (max {max})");
+            }
+            let _ = write!(out, ", required {r}");
+            if s < r {
+                out.push_str(", below required");
+            }
+            out.push_str(", ");
+            out.push_str(p.source.as_str());
+            if let Some(words) = absorption_words(p) {
+                out.push_str(", absorption: ");
+                out.push_str(&words);
+            }
         }
-        None => format!("{when} UTC (+{}): no data (scrape failed)", duration(step)),
+        None => out.push_str("no data (scrape failed)"),
     }
+    out
 }
 
 fn gap_title(g: &Gap) -> String {
@@ -526,6 +569,7 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
     let required = step_path(m, |_, r| r);
     let deficit = deficit_path(m);
     let pattern = format!("{}-hatch", ids.summary);
+    let step_words = duration(m.step);
     html! {
         svg.chart viewBox={ "0 0 " (W) " " (H) } width="100%" preserveAspectRatio="xMidYMid meet"
             role="img" aria-labelledby=(labelledby) xmlns="http://www.w3.org/2000/svg" {
@@ -558,7 +602,7 @@ fn svg(m: &Model, ids: &Ids) -> Markup {
             g.hits {
                 @for p in &m.points {
                     rect.hit x=(n(m.x(p.t))) y=(n(PT)) width=(n((m.x(p.t + m.step) - m.x(p.t)).max(0.5))) height=(n(PB - PT)) {
-                        title { (point_title(p, m.step)) }
+                        title { (point_title(p, &step_words)) }
                     }
                 }
             }
@@ -765,10 +809,11 @@ fn data_table(m: &Model, ids: &Ids) -> Markup {
 
 /// `2026-12-03 09:30:00` (UTC, shown with a "UTC" suffix by the caller).
 fn utc(at: UnixMillis) -> String {
-    crate::domain::clock::format_utc(at)
-        .replace('T', " ")
-        .trim_end_matches('Z')
-        .to_owned()
+    let mut out = String::with_capacity(19);
+    if !crate::domain::clock::write_utc(&mut out, at, ' ') {
+        out = format_utc(at).replace('T', " ").trim_end_matches('Z').to_owned();
+    }
+    out
 }
 
 /// The requests in words, each linked to its page: what the bars say, for everyone.
@@ -1028,9 +1073,9 @@ mod tests {
         assert!(
             html.contains(&format!(
                 "<rect x=\"{}\" y=\"{}\" width=\"{}\"",
-                n(PL),
-                n(PT + 1.0),
-                n(PR - PL)
+                n(PL).render().0,
+                n(PT + 1.0).render().0,
+                n(PR - PL).render().0
             )),
             "{html}"
         );
