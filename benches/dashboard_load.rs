@@ -19,13 +19,14 @@
 mod goals;
 #[path = "support/peers.rs"]
 mod peers;
+#[path = "support/session.rs"]
+mod session;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use headroom::auth::secret_token;
 use headroom::domain::capacity::{Member, Observation, Sample, Source};
-use headroom::domain::{Caller, Role, SystemClock, UnixMillis, Username};
+use headroom::domain::{Caller, SystemClock, UnixMillis};
 use headroom::sim::yubaba::SimFleetOptions;
 
 const FLEETS: usize = 20;
@@ -115,26 +116,6 @@ async fn fill_history(ctx: &headroom::context::Ctx, names: &[String]) -> usize {
         written += 1;
     }
     written
-}
-
-/// Signs in an admin the way the login form leaves things: a session row behind a cookie.
-async fn admin_cookie(ctx: &headroom::context::Ctx) -> String {
-    let mut conn = ctx.pool.acquire().await.expect("connection");
-    let user = headroom::db::users::insert(
-        &mut conn,
-        &Username::parse("bench-admin").expect("name"),
-        Role::Admin,
-        "not-a-password-hash",
-        ctx.now(),
-    )
-    .await
-    .expect("insert user")
-    .expect("new user");
-    let token = secret_token::generate("hs_");
-    headroom::db::sessions::insert(&mut conn, &secret_token::digest(&token), user.id, ctx.now())
-        .await
-        .expect("insert session");
-    format!("{}={token}", headroom::auth::sessions::COOKIE)
 }
 
 fn ms(d: Duration) -> String {
@@ -249,7 +230,7 @@ async fn main() {
         "history: {FLEETS} fleets, 90 days, {written} samples (with rollups) in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    let cookie = admin_cookie(&ctx).await;
+    let cookie = session::admin_cookie(&ctx, "bench-admin").await;
     tokio::spawn(app.run_until_stopped());
     until_all_scraped_healthy(&ctx).await;
 
