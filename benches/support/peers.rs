@@ -1,9 +1,14 @@
 //! The real alternatives a benchmark measures headroom against, run as their own processes
-//! on loopback: nginx serving the very bytes headroom answered, and wrk as the load generator
-//! for both. Each is Debian's package; a bench without them prints how to install them and
-//! exits 0 (nothing was measured, so nothing was missed).
+//! on loopback: nginx serving the very bytes headroom answered, wrk as the load generator
+//! for both, and Prometheus answering `query_range` over a TSDB that promtool built. Each is
+//! Debian's package; a bench without them prints how to install them and exits 0 (nothing was
+//! measured, so nothing was missed).
 
-use std::path::Path;
+// Each bench includes this file and uses only its own peers.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,7 +21,13 @@ pub fn require(needed: &[(&str, &str)]) {
     if missing.is_empty() {
         return;
     }
-    let packages: Vec<&str> = missing.iter().map(|(_, package)| *package).collect();
+    let mut packages: Vec<&str> = Vec::new();
+    for (_, package) in &missing {
+        // prometheus and promtool come in one package: name it once.
+        if !packages.contains(package) {
+            packages.push(package);
+        }
+    }
     println!(
         "skipped: {} not installed (apt-get install {})",
         missing
@@ -50,8 +61,8 @@ pub fn free_port() -> u16 {
 /// nginx serving one file at `/`, stopped when dropped.
 pub struct Nginx {
     child: Child,
-    conf: std::path::PathBuf,
-    prefix: std::path::PathBuf,
+    conf: PathBuf,
+    prefix: PathBuf,
     pub port: u16,
 }
 
@@ -125,6 +136,103 @@ fn open_to_all(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let mode = if path.is_dir() { 0o755 } else { 0o644 };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Builds TSDB blocks in `out` from the OpenMetrics file `input` (`promtool tsdb
+/// create-blocks-from openmetrics`), none longer than `max_block` (a Prometheus duration);
+/// promtool's listing of the blocks goes to `<out>.promtool.log`.
+pub fn promtool_blocks(input: &Path, out: &Path, max_block: &str) {
+    std::fs::create_dir_all(out).expect("TSDB dir");
+    let log_path = out.with_extension("promtool.log");
+    let log = std::fs::File::create(&log_path).expect("promtool log");
+    let status = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(format!("--max-block-duration={max_block}"))
+        .arg(input)
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log handle"))
+        .stderr(log)
+        .status()
+        .expect("promtool runs");
+    assert!(
+        status.success(),
+        "promtool failed ({status}): see {}",
+        log_path.display()
+    );
+}
+
+/// Prometheus serving the TSDB at `tsdb` on loopback with no scrape targets, killed when
+/// dropped (a panicking bench leaves no server behind).
+pub struct Prometheus {
+    child: Child,
+    pub port: u16,
+    /// Its standard output and error.
+    pub log: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts Prometheus over `tsdb` (config and log in `dir`) keeping `retention` of samples,
+    /// and waits (two minutes at most) until `/-/ready` answers 200: the blocks are loaded.
+    pub fn serve(dir: &Path, tsdb: &Path, retention: &str) -> Prometheus {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(&config, "global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+            .expect("prometheus.yml");
+        let log = dir.join("prometheus.log");
+        let out = std::fs::File::create(&log).expect("prometheus log");
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--storage.tsdb.retention.time={retention}"))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log handle"))
+            .stderr(out)
+            .spawn()
+            .expect("prometheus starts");
+        let mut prometheus = Prometheus { child, port, log };
+        prometheus.until_ready();
+        prometheus
+    }
+
+    fn until_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("prometheus exited ({status}): see {}", self.log.display());
+            }
+            if http_status(self.port, "/-/ready") == Some(200) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus not ready after 2 minutes: see {}",
+                self.log.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        // One process, a throwaway TSDB: nothing to shut down gracefully.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status code of `GET path` on loopback `port` (one HTTP/1.0 request), `None` when
+/// nothing answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut head = [0_u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    // "HTTP/1.1 200"
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
 /// Waits (10 s at most) until something accepts connections on loopback `port`.

@@ -1,5 +1,6 @@
-//! Fast generation of long headroom histories, for the series tests and the chart benchmark
-//! (`benches/headroom_chart.rs` includes this file): realistic samples computed in Rust, their
+//! Fast generation of long headroom histories, for the series tests and the chart benchmarks
+//! (`benches/headroom_chart.rs` and `benches/prometheus_chart.rs` include this file; the latter
+//! writes the same `tick`s for Prometheus too): realistic samples computed in Rust, their
 //! minute and hour rollups folded here exactly as `db::fleet_samples::insert` folds them, and
 //! everything written with multi-row inserts in large transactions. The series tests check
 //! that what this stores equals what the product stores sample by sample.
