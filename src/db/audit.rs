@@ -77,8 +77,10 @@ pub struct AuditFilter {
 }
 
 /// Newest-first page of entries matching `filter` with id below `before` (the cursor).
-/// Every condition is indexed (actor, action, at) and the cursor walks the primary key, so a
-/// page costs the same on the millionth entry as on the first.
+/// Every condition is indexed (actor, action, target, at) and the page walks its index from
+/// the cursor, so a page costs the same on the millionth entry as on the first
+/// (`benches/history.rs`). With only a time bound the page is in time order, which is id
+/// order for entries appended as they happen.
 pub async fn page(
     conn: &mut SqliteConnection,
     filter: &AuditFilter,
@@ -188,6 +190,32 @@ async fn filtered(
         },
         None => (None, None),
     };
+    // A time bound alone is answered from `audit_log_at` in time order (the same as id order
+    // for a log appended as things happen): walking ids instead would pass over every entry
+    // outside the bound first (all history after `to`, or before `from` for an export). With
+    // another filter, that filter's `(…, id)` index walks ids and checks the time.
+    let by_time = (filter.from.is_some() || filter.to.is_some())
+        && filter.actor.is_none()
+        && filter.action.is_none()
+        && target_kind.is_none();
+    let (mut from, mut to) = (filter.from, filter.to);
+    let mut tie = None;
+    if let (true, Some(c)) = (by_time, cursor) {
+        // Seek to the cursor's own time (one primary-key read), so a deep page starts there
+        // instead of walking down from the bound; `tie` orders entries of that same time.
+        let (Cursor::Before(id) | Cursor::After(id)) = c;
+        let at: Option<UnixMillis> = sqlx::query_scalar("SELECT at FROM audit_log WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if let Some(at) = at {
+            match c {
+                Cursor::Before(_) => to = Some(to.map_or(at + 1, |t| t.min(at + 1))),
+                Cursor::After(_) => from = Some(from.map_or(at, |f| f.max(at))),
+            }
+            tie = Some(at);
+        }
+    }
     // Only the conditions in use go into the SQL: `?n IS NULL OR …` would keep SQLite from
     // using the indexes. The text is assembled from static fragments; every value is bound.
     let mut sql = String::from("SELECT * FROM audit_log WHERE 1 = 1");
@@ -208,23 +236,36 @@ async fn filtered(
     if let Some(i) = target_id {
         add(" AND target_id = ?", Bind::Text(i));
     }
-    if let Some(from) = filter.from {
+    if let Some(from) = from {
         add(" AND at >= ?", Bind::Int(from));
     }
-    if let Some(to) = filter.to {
+    if let Some(to) = to {
         add(" AND at < ?", Bind::Int(to));
     }
-    match cursor {
-        Some(Cursor::Before(id)) => add(" AND id < ?", Bind::Int(id)),
-        Some(Cursor::After(id)) => add(" AND id > ?", Bind::Int(id)),
-        None => {}
+    match (cursor, tie) {
+        (Some(Cursor::Before(id)), Some(at)) => {
+            add(" AND (at < ?", Bind::Int(at));
+            add(" OR id < ?)", Bind::Int(id));
+        }
+        (Some(Cursor::After(id)), Some(at)) => {
+            add(" AND (at > ?", Bind::Int(at));
+            add(" OR id > ?)", Bind::Int(id));
+        }
+        (Some(Cursor::Before(id)), None) => add(" AND id < ?", Bind::Int(id)),
+        (Some(Cursor::After(id)), None) => add(" AND id > ?", Bind::Int(id)),
+        (None, _) => {}
     }
     let order = if matches!(cursor, Some(Cursor::After(_))) {
         "ASC"
     } else {
         "DESC"
     };
-    add(&format!(" ORDER BY id {order} LIMIT ?"), Bind::Int(limit));
+    let order = if by_time {
+        format!(" ORDER BY at {order}, id {order} LIMIT ?")
+    } else {
+        format!(" ORDER BY id {order} LIMIT ?")
+    };
+    add(&order, Bind::Int(limit));
     let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
     for b in binds {
         query = match b {

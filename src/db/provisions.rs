@@ -270,7 +270,48 @@ pub async fn machines_of(
     rows.iter().map(machine_of_request).collect()
 }
 
-fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ProvisionFilter, before: Option<i64>) {
+/// How a listing walks the history, chosen from its filters (see [`list_query`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Newest id first, through the primary key or an equality filter's `(column, id)` index.
+    ById,
+    /// Only a time bound: `provisions_by_created` in time order, from the cursor's time.
+    ByTime,
+    /// An approver (and no time bound): their approvals, newest request first.
+    ByApprovals,
+}
+
+impl Walk {
+    fn of(f: &ProvisionFilter) -> Walk {
+        let equality = f.fleet.is_some()
+            || f.machine_config.is_some()
+            || f.state.is_some()
+            || f.requester.is_some()
+            || f.approver.is_some();
+        if (f.from.is_some() || f.to.is_some()) && !equality {
+            Walk::ByTime
+        } else if f.approver.is_some() && f.from.is_none() && f.to.is_none() {
+            Walk::ByApprovals
+        } else {
+            Walk::ById
+        }
+    }
+}
+
+/// The cursor of a listing: the id a page gave out, with that request's `created_at` when
+/// the walk is in time order (`None` when that request does not exist).
+#[derive(Debug, Clone, Copy)]
+struct Before {
+    id: i64,
+    created_at: Option<UnixMillis>,
+}
+
+fn push_filter(
+    q: &mut QueryBuilder<Sqlite>,
+    f: &ProvisionFilter,
+    walk: Walk,
+    before: Option<Before>,
+) {
     q.push(" WHERE 1 = 1");
     if let Some(v) = &f.fleet {
         q.push(" AND p.fleet = ").push_bind(v.clone());
@@ -285,19 +326,51 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ProvisionFilter, before: Option
         q.push(" AND p.requester = ").push_bind(v.clone());
     }
     if let Some(v) = &f.approver {
-        // Answered from `provision_approvals_by_approver` (approver, provision_id).
-        q.push(" AND p.id IN (SELECT provision_id FROM provision_approvals WHERE approver = ")
-            .push_bind(v.clone())
-            .push(")");
+        if walk == Walk::ByApprovals {
+            q.push(" AND a.approver = ").push_bind(v.clone());
+        } else {
+            // One primary-key probe of `provision_approvals` per request walked.
+            q.push(" AND EXISTS (SELECT 1 FROM provision_approvals a WHERE a.provision_id = p.id AND a.approver = ")
+                .push_bind(v.clone())
+                .push(")");
+        }
+    }
+    let mut to = f.to;
+    if let Some(Before {
+        created_at: Some(at),
+        ..
+    }) = before.filter(|_| walk == Walk::ByTime)
+    {
+        // Start at the cursor's time, not at `to`: a deep page does not walk the ones before.
+        to = Some(to.map_or(at + 1, |t| t.min(at + 1)));
     }
     if let Some(v) = f.from {
         q.push(" AND p.created_at >= ").push_bind(v);
     }
-    if let Some(v) = f.to {
+    if let Some(v) = to {
         q.push(" AND p.created_at < ").push_bind(v);
     }
-    if let Some(b) = before {
-        q.push(" AND p.id < ").push_bind(b);
+    match (before, walk) {
+        (None, _) => {}
+        (Some(b), Walk::ByApprovals) => {
+            q.push(" AND a.provision_id < ").push_bind(b.id);
+        }
+        (
+            Some(Before {
+                id,
+                created_at: Some(at),
+            }),
+            Walk::ByTime,
+        ) => {
+            q.push(" AND (p.created_at < ")
+                .push_bind(at)
+                .push(" OR p.id < ")
+                .push_bind(id)
+                .push(")");
+        }
+        (Some(b), _) => {
+            q.push(" AND p.id < ").push_bind(b.id);
+        }
     }
 }
 
@@ -305,18 +378,51 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, f: &ProvisionFilter, before: Option
 ///
 /// Every equality filter has an `(column, id)` index, so SQLite seeks the filter and walks
 /// `id` downwards from the cursor: a page costs the same however long the history is. With no
-/// filter it walks the primary key backwards; `approver` is answered from
-/// `provision_approvals_by_approver`. [`explain_list`] shows the plan (tested).
+/// filter it walks the primary key backwards. An approver alone walks their approvals
+/// (`provision_approvals_by_approver`), newest request first. A time bound alone walks
+/// `provisions_by_created` in time order (the id order, requests being filed as they come),
+/// from the cursor's time; walking ids would first pass every request after `to`.
+/// [`explain_list`] shows the plan (tested; `benches/history.rs` times it).
 fn list_query(
     prefix: &str,
     f: &ProvisionFilter,
-    before: Option<i64>,
+    before: Option<Before>,
     limit: i64,
 ) -> QueryBuilder<Sqlite> {
-    let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM provisions p"));
-    push_filter(&mut q, f, before);
-    q.push(" ORDER BY p.id DESC LIMIT ").push_bind(limit);
+    let walk = Walk::of(f);
+    let from = match walk {
+        Walk::ByApprovals => "provision_approvals a JOIN provisions p ON p.id = a.provision_id",
+        Walk::ById | Walk::ByTime => "provisions p",
+    };
+    let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM {from}"));
+    push_filter(&mut q, f, walk, before);
+    q.push(match walk {
+        Walk::ById => " ORDER BY p.id DESC LIMIT ",
+        Walk::ByTime => " ORDER BY p.created_at DESC, p.id DESC LIMIT ",
+        Walk::ByApprovals => " ORDER BY a.provision_id DESC LIMIT ",
+    })
+    .push_bind(limit);
     q
+}
+
+/// The cursor `before` as [`list_query`] needs it for `f` (a time walk reads its time).
+async fn cursor(
+    conn: &mut SqliteConnection,
+    f: &ProvisionFilter,
+    before: Option<i64>,
+) -> sqlx::Result<Option<Before>> {
+    let Some(id) = before else {
+        return Ok(None);
+    };
+    let created_at = if Walk::of(f) == Walk::ByTime {
+        sqlx::query_scalar("SELECT created_at FROM provisions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?
+    } else {
+        None
+    };
+    Ok(Some(Before { id, created_at }))
 }
 
 /// SQLite's `EXPLAIN QUERY PLAN` of a listing, one line per step.
@@ -325,6 +431,7 @@ pub async fn explain_list(
     f: &ProvisionFilter,
     before: Option<i64>,
 ) -> sqlx::Result<Vec<String>> {
+    let before = cursor(conn, f, before).await?;
     let mut q = list_query("EXPLAIN QUERY PLAN ", f, before, 50);
     let rows = q.build().fetch_all(conn).await?;
     rows.iter()
@@ -339,6 +446,7 @@ pub async fn list(
     before: Option<i64>,
     limit: i64,
 ) -> sqlx::Result<Vec<ProvisionRow>> {
+    let before = cursor(conn, f, before).await?;
     let mut q = list_query("", f, before, limit);
     q.build_query_as().fetch_all(conn).await
 }

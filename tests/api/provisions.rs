@@ -856,6 +856,21 @@ async fn listing_filters_pages_and_uses_the_indexes() {
             },
             "provision_approvals_by_approver",
         ),
+        (
+            ListFilter {
+                to: Some(1_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_created",
+        ),
+        (
+            ListFilter {
+                from: Some(1_000),
+                to: Some(2_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_created",
+        ),
     ];
     for (filter, index) in cases {
         let plan = explain_list(&mut conn, &filter, Some(100))
