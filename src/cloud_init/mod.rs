@@ -1,7 +1,7 @@
-//! What a new machine boots with: sandboxed tera rendering (in a worker process, under time
-//! and output limits) with the project's escaping filters, the blocking validation of every
-//! payload, the raw-insertion lint for templates, cloud-init's own JSON schema, and the tarball
-//! pin pre-flight.
+//! What a new machine boots with: sandboxed tera rendering (in a pool of warm worker
+//! processes, under time and output limits) with the project's escaping filters, the blocking
+//! validation of every payload, the raw-insertion lint for templates, cloud-init's own JSON
+//! schema, and the tarball pin pre-flight.
 
 pub mod filters;
 pub mod firewall;
@@ -9,6 +9,7 @@ pub mod identifiers;
 pub mod known_keys;
 pub mod lint;
 pub mod pin;
+pub mod pool;
 pub mod render;
 pub mod sample;
 pub mod sandbox;

@@ -6,10 +6,10 @@
 //! nothing published depends on a value (rotation is still noticed: see
 //! [`Secrets::keyed_digest`]).
 //!
-//! The tera part runs in the sandbox, in a worker process (`worker`), under a time and an
-//! output limit; validation runs on the blocking pool. Both hold one of a fixed number of
-//! permits (one per core), so renders never occupy the HTTP workers and a burst of them waits
-//! its turn instead of starving everything else.
+//! The tera part runs in the sandbox, on a warm worker process (`pool`, `worker`), under a time
+//! and an output limit; validation runs on the blocking pool. Both hold one of a fixed number
+//! of permits (one per core, as many as the pool keeps workers), so renders never occupy the
+//! HTTP workers and a burst of them waits its turn instead of starving everything else.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,10 +22,11 @@ use sha2::Sha256;
 use tokio::sync::Semaphore;
 
 use super::lint;
+use super::pool::Pool;
 use super::sandbox::{self, EngineError, EngineLimits, Job, Outcome};
 use super::stand_in;
 use super::validate::{self, Finding, Severity};
-use super::worker::{self, WorkerFailure};
+use super::worker::WorkerFailure;
 use super::MAX_PAYLOAD_BYTES;
 use crate::domain::clock::format_utc;
 use crate::domain::digest::sha256_hex;
@@ -280,8 +281,8 @@ fn too_many(who: &str) -> String {
 /// Where the sandboxed engine runs.
 #[derive(Debug, Clone)]
 enum Isolation {
-    /// In a worker process started from this program (production, integration tests).
-    Process(PathBuf),
+    /// On a pool of worker processes (production, integration tests).
+    Process(Arc<Pool>),
     /// In the calling thread: unit tests only, which have no binary to start.
     #[cfg(test)]
     InThread,
@@ -298,14 +299,16 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// A renderer starting workers from `program` (see `worker::default_program`), with as
-    /// many concurrent renders as there are cores.
+    /// A renderer with a pool of workers started from `program` (see
+    /// `worker::default_program`), one per core, and as many concurrent renders. Build it
+    /// inside the runtime that should own the workers (the server's main one).
     pub fn new(
         program: PathBuf,
         limits: RenderLimits,
         schema: Option<Arc<jsonschema::Validator>>,
     ) -> Self {
-        Self::with_isolation(Isolation::Process(program), limits, schema)
+        let pool = Pool::new(program, cores());
+        Self::with_isolation(Isolation::Process(pool), limits, schema)
     }
 
     fn with_isolation(
@@ -313,7 +316,7 @@ impl Renderer {
         limits: RenderLimits,
         schema: Option<Arc<jsonschema::Validator>>,
     ) -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let cores = cores();
         Self {
             isolation,
             limits,
@@ -334,10 +337,11 @@ impl Renderer {
         self.limits
     }
 
-    /// Starts a worker once, so a misconfigured worker program stops start-up.
+    /// Starts the pool's workers and renders on one, so a misconfigured worker program stops
+    /// start-up.
     pub async fn probe(&self) -> anyhow::Result<()> {
         match &self.isolation {
-            Isolation::Process(program) => worker::probe(program).await,
+            Isolation::Process(pool) => pool.probe().await,
             #[cfg(test)]
             Isolation::InThread => Ok(()),
         }
@@ -352,7 +356,7 @@ impl Renderer {
             self.limits.timeout
         };
         match &self.isolation {
-            Isolation::Process(program) => worker::run_job(program, &job, deadline).await,
+            Isolation::Process(pool) => pool.run(&job, deadline).await,
             #[cfg(test)]
             Isolation::InThread => Ok(sandbox::run(&job)),
         }
@@ -494,6 +498,11 @@ impl Renderer {
             findings,
         }
     }
+}
+
+/// The cores to use (2 when unknown): permits and pool size alike.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
 }
 
 /// The documented variables, secrets as stand-ins (`""` when not set).

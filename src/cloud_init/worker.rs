@@ -1,21 +1,25 @@
 //! Template rendering in a child process. A tera template is a small program: loops, string
 //! building and deep nesting can take unbounded time, memory or stack, and neither can be
-//! interrupted inside a thread. So each job runs in a fresh `headroom render-worker` process
-//! with an empty environment (nothing of the server's to read), limits on its address space
-//! and CPU time, and a wall-clock deadline after which the parent kills it. A template that
+//! interrupted inside a thread. So jobs run in `headroom render-worker` processes with an empty
+//! environment (nothing of the server's to read), limits on their address space and CPU time,
+//! and a wall-clock deadline per job after which the parent kills the process. A template that
 //! overruns any of these ends that process, never the server.
 //!
-//! The protocol is one JSON `sandbox::Job` on stdin and one JSON `sandbox::Outcome` on stdout.
+//! Starting a process costs more than a render, so workers are started ahead and kept warm in
+//! a pool (`pool`), each doing one job at a time. A worker builds a fresh engine for every job
+//! (`sandbox::run`), so nothing of one template or its data is left for the next.
+//!
+//! The protocol is framed, the same both ways: a big-endian `u32` length, then that many bytes
+//! of JSON. The parent writes a `sandbox::Job`, the worker answers one `sandbox::Outcome`, and
+//! so on until the parent closes the worker's stdin; the worker then exits. This module is the
+//! worker's side and what both sides share; `pool` is the parent's.
 
 use std::io::{Read, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use super::sandbox::{self, Job, Outcome};
+use super::sandbox::{self, Job};
 
 /// The argument that turns the binary into a render worker (checked before anything else
 /// starts, so a worker costs a process start and nothing more).
@@ -25,11 +29,13 @@ pub const WORKER_ARG: &str = "render-worker";
 /// a string-doubling template fails inside the worker instead of pushing the host into swap.
 const ADDRESS_SPACE_BYTES: u64 = 1024 * 1024 * 1024;
 
-/// CPU seconds a worker may use: a backstop should the parent die before its deadline fires.
-const CPU_SECONDS: u64 = 5;
+/// CPU seconds a worker may use in its whole life: a backstop should the parent die before a
+/// deadline fires. The pool retires a worker once its jobs have taken half of it
+/// (`pool::CPU_BUDGET`), so every job still has at least 5 s, what a process of its own had.
+pub(super) const CPU_SECONDS: u64 = 10;
 
 /// Largest job a worker reads (the template and its contexts are far smaller).
-const MAX_JOB_BYTES: u64 = 8 * 1024 * 1024;
+const MAX_JOB_BYTES: u32 = 8 * 1024 * 1024;
 
 /// Why a job produced no outcome.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,111 +51,6 @@ pub enum WorkerFailure {
     Unavailable(String),
 }
 
-/// Runs `job` in a fresh worker process started from `program`, killed after `timeout`.
-#[tracing::instrument(skip_all, fields(render.contexts = job.contexts.len()), err(level = "info"))]
-pub async fn run_job(
-    program: &Path,
-    job: &Job,
-    timeout: Duration,
-) -> Result<Outcome, WorkerFailure> {
-    let input = serde_json::to_vec(job).map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
-    // JSON escaping can grow output several times over; anything beyond this is not ours.
-    let max_answer =
-        8 * (job.limits.output_bytes as u64) * (job.contexts.len() as u64 + 1) + 65_536;
-    let mut child = tokio::process::Command::new(program)
-        .arg(WORKER_ARG)
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| WorkerFailure::Unavailable(format!("{}: {e}", program.display())))?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-
-    let exchange = async {
-        // Write and read at once: a worker that answers early must not block on a full pipe.
-        let write = async {
-            let r = stdin.write_all(&input).await;
-            drop(stdin);
-            r
-        };
-        let mut answer = Vec::new();
-        let mut diagnostics = Vec::new();
-        let mut stdout = (&mut stdout).take(max_answer + 1);
-        let read = stdout.read_to_end(&mut answer);
-        let (w, r) = tokio::join!(write, read);
-        if answer.len() as u64 > max_answer {
-            // Reading stopped at the cap; the worker would wait on a full pipe until the
-            // deadline. It has said too much already: end it now.
-            let _ = child.start_kill();
-        }
-        // The worker writes a line or two to stderr at most, and only before it exits.
-        let _ = (&mut stderr).take(4096).read_to_end(&mut diagnostics).await;
-        let status = child.wait().await;
-        (w, r, status, answer, diagnostics)
-    };
-    let finished = tokio::time::timeout(timeout, exchange).await;
-    let (written, read, status, answer, diagnostics) = match finished {
-        Ok(done) => done,
-        Err(_) => {
-            // `exchange` is gone with its borrow of `child`: kill and reap the worker here.
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            return Err(WorkerFailure::TimedOut(timeout));
-        }
-    };
-    let status = status.map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
-    if answer.len() as u64 > max_answer {
-        return Err(WorkerFailure::Unavailable(
-            "the worker's answer was larger than any render can be".into(),
-        ));
-    }
-    if !status.success() {
-        let why = match status.signal() {
-            Some(sig) => format!("signal {sig}"),
-            None => format!("exit status {}", status.code().unwrap_or(-1)),
-        };
-        let first_line = String::from_utf8_lossy(&diagnostics)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(200)
-            .collect::<String>();
-        tracing::warn!(render.worker_status = %why, render.worker_said = %first_line, "render worker died");
-        return Err(WorkerFailure::Died(why));
-    }
-    if written.is_err() || read.is_err() || answer.len() as u64 > max_answer {
-        return Err(WorkerFailure::Unavailable(
-            "the worker's answer was cut short or too large".into(),
-        ));
-    }
-    serde_json::from_slice(&answer)
-        .map_err(|e| WorkerFailure::Unavailable(format!("unreadable answer: {e}")))
-}
-
-/// Checks at start-up that `program` really is a render worker, so a misconfigured path fails
-/// loudly once instead of as a finding on every render.
-pub async fn probe(program: &Path) -> anyhow::Result<()> {
-    let job = Job {
-        body: "{{ hostname | yaml }}".into(),
-        contexts: vec![serde_json::json!({"hostname": "ok"})],
-        limits: sandbox::EngineLimits::default(),
-    };
-    match run_job(program, &job, Duration::from_secs(10)).await {
-        Ok(Outcome::Rendered(r)) if r == [Ok("\"ok\"".to_owned())] => Ok(()),
-        Ok(other) => anyhow::bail!(
-            "render worker {} answered unexpectedly: {other:?}",
-            program.display()
-        ),
-        Err(e) => anyhow::bail!("render worker {}: {e}", program.display()),
-    }
-}
-
 /// The program to start workers from: the configured one, or this very executable. On Linux
 /// that is `/proc/self/exe`, which stays the running binary even after an upgrade replaces the
 /// file on disk, so a worker always speaks the server's protocol.
@@ -161,7 +62,34 @@ pub fn default_program(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// The worker's side: limits itself, reads one job from stdin, writes its outcome to stdout.
+/// `json` as one frame: its length as a big-endian `u32`, then the bytes.
+pub(super) fn frame(json: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(json.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(4 + json.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(json);
+    out
+}
+
+/// The next frame's bytes, or `None` when the input ends between frames (the parent is done).
+fn read_frame(input: &mut impl Read, max: u32) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0_u8; 4];
+    match input.read_exact(&mut len) {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        r => r?,
+    }
+    let len = u32::from_be_bytes(len);
+    if len > max {
+        return Err(std::io::Error::other(format!(
+            "a job of {len} bytes is over the {max}-byte limit"
+        )));
+    }
+    let mut bytes = vec![0; len as usize];
+    input.read_exact(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// The worker's side: limits itself, then answers jobs from stdin on stdout until stdin ends.
 pub fn serve_stdio() -> ExitCode {
     // Failing to set a limit is not fatal for correctness, but is worth knowing about.
     if let Err(e) = rlimit::setrlimit(
@@ -174,28 +102,55 @@ pub fn serve_stdio() -> ExitCode {
         eprintln!("render worker: cannot set resource limits: {e}");
         return ExitCode::FAILURE;
     }
-    let mut input = Vec::new();
-    if let Err(e) = std::io::stdin().take(MAX_JOB_BYTES).read_to_end(&mut input) {
-        eprintln!("render worker: reading the job: {e}");
-        return ExitCode::FAILURE;
-    }
-    let job: Job = match serde_json::from_slice(&input) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("render worker: unreadable job: {e}");
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    loop {
+        let bytes = match read_frame(&mut input, MAX_JOB_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("render worker: reading a job: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let job: Job = match serde_json::from_slice(&bytes) {
+            Ok(j) => j,
+            Err(e) => {
+                eprintln!("render worker: unreadable job: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        // A fresh engine per job: `run` builds its own tera and drops it.
+        let outcome = sandbox::run(&job);
+        let written = serde_json::to_vec(&outcome)
+            .map_err(std::io::Error::from)
+            .and_then(|json| output.write_all(&frame(&json)))
+            .and_then(|()| output.flush());
+        if let Err(e) = written {
+            eprintln!("render worker: writing the outcome: {e}");
             return ExitCode::FAILURE;
         }
-    };
-    let outcome = sandbox::run(&job);
-    let mut out = std::io::stdout().lock();
-    let written = serde_json::to_writer(&mut out, &outcome)
-        .map_err(std::io::Error::from)
-        .and_then(|()| out.flush());
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("render worker: writing the outcome: {e}");
-            ExitCode::FAILURE
-        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_read_back_as_written_and_end_cleanly_between_frames() {
+        let mut stream = frame(b"{\"a\":1}");
+        stream.extend(frame(b""));
+        let mut input = stream.as_slice();
+        assert_eq!(read_frame(&mut input, 100).unwrap().unwrap(), b"{\"a\":1}");
+        assert_eq!(read_frame(&mut input, 100).unwrap().unwrap(), b"");
+        assert_eq!(read_frame(&mut input, 100).unwrap(), None);
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_or_cut_short_is_an_error() {
+        assert!(read_frame(&mut frame(&[b'x'; 101]).as_slice(), 100).is_err());
+        let cut = frame(b"abcdef");
+        assert!(read_frame(&mut &cut[..6], 100).is_err());
     }
 }

@@ -2,9 +2,13 @@
 //! rendered, nothing of the server's environment is reachable, and a runaway template ends
 //! with a blocking finding within the time limit while the server keeps answering.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use headroom::auth::Caller;
+use headroom::cloud_init::pool::Pool;
+use headroom::cloud_init::sandbox::{EngineLimits, Job, Outcome};
+use headroom::cloud_init::worker::WorkerFailure;
 use headroom::db::versions::{self, Family};
 use headroom::domain::Role;
 use serde_json::{json, Value};
@@ -175,20 +179,16 @@ async fn every_refused_construct_is_refused_on_save_and_blocked_on_preview_and_r
     );
 }
 
-#[tokio::test]
-async fn the_render_worker_starts_with_an_empty_environment() {
-    // A stand-in worker program records the environment it was started with, then becomes the
-    // real worker: whatever a template could ever reach is in that record.
-    use headroom::cloud_init::sandbox::{EngineLimits, Job, Outcome};
-    use headroom::cloud_init::worker::run_job;
-    let (var, secret) = secret_env();
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("env.txt");
-    let script = dir.path().join("worker.sh");
+/// A worker program that appends `--- <pid>` and the environment it was started with to
+/// `env.txt` in `dir`, then becomes the real worker (same pid): whatever a template could ever
+/// reach is in that record.
+fn recording_worker(dir: &std::path::Path) -> (PathBuf, PathBuf) {
+    let record = dir.join("env.txt");
+    let script = dir.join("worker.sh");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\nenv > '{}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\n{{ echo \"--- $$\"; /usr/bin/env; }} >> '{}'\nexec '{}' \"$@\"\n",
             record.display(),
             env!("CARGO_BIN_EXE_headroom")
         ),
@@ -196,28 +196,277 @@ async fn the_render_worker_starts_with_an_empty_environment() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let job = Job {
+    (script, record)
+}
+
+/// Each start in a [`recording_worker`]'s record: its pid and the names of its environment.
+fn recorded_starts(record: &std::path::Path) -> Vec<(u32, Vec<String>)> {
+    let mut starts: Vec<(u32, Vec<String>)> = Vec::new();
+    for line in std::fs::read_to_string(record).unwrap().lines() {
+        match line.strip_prefix("--- ") {
+            Some(pid) => starts.push((pid.parse().unwrap(), Vec::new())),
+            None => starts
+                .last_mut()
+                .unwrap()
+                .1
+                .push(line.split('=').next().unwrap().to_owned()),
+        }
+    }
+    starts
+}
+
+/// Asserts an environment holds only what sh itself sets (PWD, SHLVL, _ and the like).
+fn assert_empty_environment(names: &[String], record: &str, var: &str, secret: &str) {
+    assert!(!record.contains(var) && !record.contains(secret), "{record}");
+    assert!(names.len() <= 4, "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "PATH" || n == "HOME"),
+        "{names:?}"
+    );
+}
+
+fn tiny_job(hostname: &str) -> Job {
+    Job {
         body: "{{ hostname | yaml }}".into(),
-        contexts: vec![json!({"hostname": "ok"})],
+        contexts: vec![json!({ "hostname": hostname })],
         limits: EngineLimits::default(),
-    };
-    let outcome = run_job(&script, &job, Duration::from_secs(10))
+    }
+}
+
+fn rendered(hostname: &str) -> Outcome {
+    Outcome::Rendered(vec![Ok(format!("\"{hostname}\""))])
+}
+
+/// Nested capped loops: runs until the deadline stops it.
+const RUNAWAY: &str = "{% for i in range(end=10000) %}{% for j in range(end=10000) %}{% endfor %}{% endfor %}";
+
+fn real_worker() -> PathBuf {
+    env!("CARGO_BIN_EXE_headroom").into()
+}
+
+/// Waits (up to 5 s) until the pool's idle workers are `n` and none is in `not`.
+async fn idle_workers_settle(pool: &Pool, n: usize, not: &[u32]) -> Vec<u32> {
+    let t = Instant::now();
+    loop {
+        let idle = pool.idle_workers();
+        if idle.len() == n && !idle.iter().any(|p| not.contains(p)) {
+            return idle;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "idle workers {idle:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits (up to 5 s) until process `pid` is gone (killed and reaped).
+async fn process_ends(pid: u32) {
+    let t = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(t.elapsed() < Duration::from_secs(5), "worker {pid} still there");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_render_worker_starts_with_an_empty_environment() {
+    let (var, secret) = secret_env();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, record) = recording_worker(dir.path());
+    let pool = Pool::new(script, 1);
+    let outcome = pool
+        .run(&tiny_job("ok"), Duration::from_secs(10))
         .await
         .unwrap();
-    assert_eq!(outcome, Outcome::Rendered(vec![Ok("\"ok\"".into())]));
-    let seen = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(outcome, rendered("ok"));
     assert!(
         std::env::var(&var).is_ok(),
         "the test process has the variable"
     );
-    assert!(!seen.contains(&var) && !seen.contains(&secret), "{seen}");
-    // Only what sh itself sets (PWD, SHLVL, _ and the like) is there.
-    let names: Vec<&str> = seen.lines().filter_map(|l| l.split('=').next()).collect();
-    assert!(names.len() <= 4, "{names:?}");
+    let starts = recorded_starts(&record);
+    assert_eq!(starts.len(), 1);
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_empty_environment(&starts[0].1, &text, &var, &secret);
+}
+
+#[tokio::test]
+async fn a_workers_environment_stays_empty_across_jobs_and_replacements() {
+    let (var, secret) = secret_env();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, record) = recording_worker(dir.path());
+    let pool = Pool::new(script, 1);
+    pool.probe().await.unwrap();
+    let first = pool.idle_workers();
+    for i in 0..5 {
+        let host = format!("h{i}");
+        let out = pool.run(&tiny_job(&host), Duration::from_secs(10)).await;
+        assert_eq!(out.unwrap(), rendered(&host));
+    }
+    // The same process did all five.
+    assert_eq!(pool.idle_workers(), first);
+    let runaway = Job {
+        body: RUNAWAY.into(),
+        contexts: vec![json!({})],
+        limits: EngineLimits::default(),
+    };
+    let failure = pool.run(&runaway, Duration::from_millis(200)).await;
+    assert!(matches!(failure, Err(WorkerFailure::TimedOut(_))), "{failure:?}");
+    let second = idle_workers_settle(&pool, 1, &first).await;
+    for i in 0..3 {
+        let host = format!("g{i}");
+        let out = pool.run(&tiny_job(&host), Duration::from_secs(10)).await;
+        assert_eq!(out.unwrap(), rendered(&host));
+    }
+    assert_eq!(pool.idle_workers(), second);
+
+    let starts = recorded_starts(&record);
+    let pids: Vec<u32> = starts.iter().map(|(p, _)| *p).collect();
+    assert_eq!(pids, [first[0], second[0]], "one start per worker");
+    let text = std::fs::read_to_string(&record).unwrap();
+    for (_, names) in &starts {
+        assert_empty_environment(names, &text, &var, &secret);
+    }
+    // What the live worker holds after its jobs, read from outside.
+    let environ = std::fs::read(format!("/proc/{}/environ", second[0])).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
     assert!(
-        !names.contains(&"PATH") && !names.contains(&"HOME"),
-        "{names:?}"
+        !environ.contains(&var) && !environ.contains(&secret) && !environ.contains("PATH="),
+        "{environ}"
     );
+}
+
+#[tokio::test]
+async fn a_worker_killed_by_a_runaway_template_is_replaced_and_the_next_render_is_quick() {
+    let pool = Pool::new(real_worker(), 1);
+    pool.probe().await.unwrap();
+    let killed = pool.idle_workers();
+    let runaway = Job {
+        body: RUNAWAY.into(),
+        contexts: vec![json!({})],
+        limits: EngineLimits::default(),
+    };
+    let t = Instant::now();
+    let failure = pool.run(&runaway, Duration::from_millis(200)).await;
+    assert!(matches!(failure, Err(WorkerFailure::TimedOut(_))), "{failure:?}");
+    assert!(t.elapsed() < Duration::from_millis(700), "{:?}", t.elapsed());
+    process_ends(killed[0]).await;
+    let fresh = idle_workers_settle(&pool, 1, &killed).await;
+    let t = Instant::now();
+    let out = pool.run(&tiny_job("next"), Duration::from_secs(10)).await;
+    let took = t.elapsed();
+    eprintln!("the render after the runaway one took {took:?}");
+    assert_eq!(out.unwrap(), rendered("next"));
+    assert_eq!(pool.idle_workers(), fresh, "the warm replacement did it");
+    assert!(took < Duration::from_millis(100), "{took:?}");
+}
+
+#[tokio::test]
+async fn more_renders_at_once_than_workers_all_succeed() {
+    let pool = Pool::new(real_worker(), 2);
+    pool.probe().await.unwrap();
+    let mut jobs = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let pool = pool.clone();
+        jobs.spawn(async move {
+            let host = format!("p{i}");
+            let out = pool.run(&tiny_job(&host), Duration::from_secs(10)).await;
+            (host, out)
+        });
+    }
+    while let Some(done) = jobs.join_next().await {
+        let (host, out) = done.unwrap();
+        assert_eq!(out.unwrap(), rendered(&host));
+    }
+    assert!(pool.idle_workers().len() <= 2, "{:?}", pool.idle_workers());
+}
+
+#[tokio::test]
+async fn one_jobs_template_cannot_see_the_previous_jobs_data() {
+    let pool = Pool::new(real_worker(), 1);
+    pool.probe().await.unwrap();
+    let worker = pool.idle_workers();
+    let first = Job {
+        body: "{% set_global machine = hostname %}{{ machine }}".into(),
+        contexts: vec![json!({"hostname": "first-tenant-data"})],
+        limits: EngineLimits::default(),
+    };
+    let out = pool.run(&first, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(out, Outcome::Rendered(vec![Ok("first-tenant-data".into())]));
+    let second = Job {
+        body: "{{ hostname | default(value=\"unset\") }} {{ machine | default(value=\"unset\") }}"
+            .into(),
+        contexts: vec![json!({})],
+        limits: EngineLimits::default(),
+    };
+    let out = pool.run(&second, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(out, Outcome::Rendered(vec![Ok("unset unset".into())]));
+    assert_eq!(pool.idle_workers(), worker, "both ran in the same process");
+}
+
+#[tokio::test]
+async fn a_garbage_or_oversized_answer_kills_only_that_worker() {
+    let bin = env!("CARGO_BIN_EXE_headroom");
+    // Garbage: a well-framed answer that is not JSON. Oversized: a length past any render.
+    for (case, answer, expected) in [
+        ("garbage", "\\000\\000\\000\\005hello", "unreadable answer"),
+        ("oversized", "\\377\\377\\377\\377", "larger than any render"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.sh");
+        // Once armed, the next worker started answers badly and then hangs; all others are real.
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nif [ -e '{d}/armed' ] && /bin/mkdir '{d}/bad' 2>/dev/null; then\n  echo $$ > '{d}/bad.pid'\n  printf '{answer}'\n  exec /bin/sleep 30\nfi\nexec '{bin}' \"$@\"\n",
+                d = dir.path().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let pool = Pool::new(script, 2);
+        pool.probe().await.unwrap();
+        // A runaway job gets one worker replaced: the replacement is the bad one.
+        let started = pool.idle_workers();
+        std::fs::write(dir.path().join("armed"), "").unwrap();
+        let runaway = Job {
+            body: RUNAWAY.into(),
+            contexts: vec![json!({})],
+            limits: EngineLimits::default(),
+        };
+        assert!(pool.run(&runaway, Duration::from_millis(100)).await.is_err());
+        let idle = idle_workers_settle(&pool, 2, &started[1..]).await;
+        let waited = Instant::now();
+        let bad = loop {
+            // The script writes it once running, a moment after the pool has its pid.
+            assert!(waited.elapsed() < Duration::from_secs(5), "{case}: no bad.pid");
+            let pid = std::fs::read_to_string(dir.path().join("bad.pid")).unwrap_or_default();
+            if let Ok(pid) = pid.trim().parse::<u32>() {
+                break pid;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(idle.contains(&bad), "{case}: {idle:?}");
+        let good = *idle.iter().find(|p| **p != bad).unwrap();
+
+        // Two at once: one lands on each worker.
+        let (a, b) = (tiny_job("a"), tiny_job("b"));
+        let (a, b) = tokio::join!(
+            pool.run(&a, Duration::from_secs(10)),
+            pool.run(&b, Duration::from_secs(10)),
+        );
+        let failures: Vec<WorkerFailure> = [a, b].into_iter().filter_map(Result::err).collect();
+        assert_eq!(failures.len(), 1, "{case}: {failures:?}");
+        assert!(
+            matches!(&failures[0], WorkerFailure::Unavailable(m) if m.contains(expected)),
+            "{case}: {failures:?}"
+        );
+        process_ends(bad).await;
+        let idle = idle_workers_settle(&pool, 2, &[bad]).await;
+        assert!(idle.contains(&good), "{case}: the good worker was kept: {idle:?}");
+        for host in ["c", "d", "e"] {
+            let out = pool.run(&tiny_job(host), Duration::from_secs(10)).await;
+            assert_eq!(out.unwrap(), rendered(host), "{case}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -396,16 +645,14 @@ async fn a_finding_about_a_secret_quotes_its_stand_in_never_its_value() {
 async fn a_worker_that_outgrows_its_address_space_dies_alone() {
     // With a generous deadline, the string-doubling template meets the address-space limit
     // before the clock: the worker dies, the caller gets a reason, this process is untouched.
-    use headroom::cloud_init::sandbox::{EngineLimits, Job};
-    use headroom::cloud_init::worker::{run_job, WorkerFailure};
     let job = Job {
         body: "{% set s = \"xxxxxxxxxxxxxxxx\" %}{% for i in range(end=40) %}{% set_global s = s ~ s %}{% endfor %}".into(),
         contexts: vec![json!({})],
         limits: EngineLimits::default(),
     };
-    let program = std::path::Path::new(env!("CARGO_BIN_EXE_headroom"));
     let t = Instant::now();
-    let failure = run_job(program, &job, Duration::from_secs(30))
+    let failure = Pool::new(real_worker(), 1)
+        .run(&job, Duration::from_secs(30))
         .await
         .unwrap_err();
     eprintln!("memory bomb: {failure} after {:?}", t.elapsed());
