@@ -1,5 +1,6 @@
 //! Time to render and validate the default template for the sample config:
-//! - the sandboxed engine alone, in this thread (what a worker does for a job);
+//! - the sandboxed engine alone in this thread, parsing the template afresh (a worker keeps
+//!   the parse of the last few templates, `sandbox::Parsed`, and skips this part);
 //! - the pool's own cost: a one-line template on a warm worker;
 //! - the whole render as the server does it: a job on a warm worker of the pool (started by
 //!   the probe, as at start-up), then validation on the blocking pool, without and with
@@ -102,7 +103,7 @@ async fn bench() -> anyhow::Result<goals::Goals> {
             t.elapsed()
         })
         .collect();
-    report("sandboxed engine alone (in this thread)", times, "");
+    report("engine alone, parsing afresh (in this thread)", times, "");
 
     // The pool's own cost: a one-line template through a warm worker, no validation.
     let pool = Pool::new(program.clone(), 1);

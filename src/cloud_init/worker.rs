@@ -7,7 +7,8 @@
 //!
 //! Starting a process costs more than a render, so workers are started ahead and kept warm in
 //! a pool (`pool`), each doing one job at a time. A worker builds a fresh engine for every job
-//! (`sandbox::run`), so nothing of one template or its data is left for the next.
+//! (`sandbox::run_parsed`), so nothing of one template's render or its data is left for the
+//! next; it keeps only the parse of the last few template texts (`sandbox::Parsed`).
 //!
 //! The protocol is framed, the same both ways: a big-endian `u32` length, then that many bytes
 //! of JSON. The parent writes a `sandbox::Job`, the worker answers one `sandbox::Outcome`, and
@@ -104,6 +105,7 @@ pub fn serve_stdio() -> ExitCode {
     }
     let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
+    let mut parsed = sandbox::Parsed::default();
     loop {
         let bytes = match read_frame(&mut input, MAX_JOB_BYTES) {
             Ok(Some(bytes)) => bytes,
@@ -120,8 +122,9 @@ pub fn serve_stdio() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        // A fresh engine per job: `run` builds its own tera and drops it.
-        let outcome = sandbox::run(&job);
+        // A fresh engine per job: `run_parsed` builds its own tera and drops it (only the
+        // parse of a body seen before is kept, `sandbox::Parsed`).
+        let outcome = sandbox::run_parsed(&job, &mut parsed);
         let written = serde_json::to_vec(&outcome)
             .map_err(std::io::Error::from)
             .and_then(|json| output.write_all(&frame(&json)))
