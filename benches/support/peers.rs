@@ -176,8 +176,11 @@ impl Prometheus {
     /// and waits (two minutes at most) until `/-/ready` answers 200: the blocks are loaded.
     pub fn serve(dir: &Path, tsdb: &Path, retention: &str) -> Prometheus {
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, "global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-            .expect("prometheus.yml");
+        std::fs::write(
+            &config,
+            "global:\n  scrape_interval: 15s\nscrape_configs: []\n",
+        )
+        .expect("prometheus.yml");
         let log = dir.join("prometheus.log");
         let out = std::fs::File::create(&log).expect("prometheus log");
         let port = free_port();

@@ -125,7 +125,8 @@ impl Pool {
         job: &Job,
         deadline: Duration,
     ) -> Result<Outcome, WorkerFailure> {
-        let json = serde_json::to_vec(job).map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
+        let json =
+            serde_json::to_vec(job).map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
         let input = worker::frame(&json);
         // JSON escaping can grow output several times over; anything beyond this is not ours.
         let max_answer =

@@ -679,7 +679,11 @@ mod tests {
             Outcome::Rendered(vec![Ok("unset".into())])
         );
         // Refusals and syntax errors come out the same from a kept parse.
-        for body in ["{{ get_env(name=\"A\") }}", "{% extends \"x\" %}", "{{ a | yaml }"] {
+        for body in [
+            "{{ get_env(name=\"A\") }}",
+            "{% extends \"x\" %}",
+            "{{ a | yaml }",
+        ] {
             let j = job(body, vec![json!({})]);
             assert_eq!(run_parsed(&j, &mut parsed), run(&j), "{body}");
             assert_eq!(run_parsed(&j, &mut parsed), run(&j), "{body}");

@@ -274,11 +274,11 @@ pub async fn machines_of(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
     /// Newest id first, through the primary key or an equality filter's `(column, id)` index.
-    ById,
+    Id,
     /// Only a time bound: `provisions_by_created` in time order, from the cursor's time.
-    ByTime,
+    Time,
     /// An approver (and no time bound): their approvals, newest request first.
-    ByApprovals,
+    Approvals,
 }
 
 impl Walk {
@@ -289,11 +289,11 @@ impl Walk {
             || f.requester.is_some()
             || f.approver.is_some();
         if (f.from.is_some() || f.to.is_some()) && !equality {
-            Walk::ByTime
+            Walk::Time
         } else if f.approver.is_some() && f.from.is_none() && f.to.is_none() {
-            Walk::ByApprovals
+            Walk::Approvals
         } else {
-            Walk::ById
+            Walk::Id
         }
     }
 }
@@ -326,7 +326,7 @@ fn push_filter(
         q.push(" AND p.requester = ").push_bind(v.clone());
     }
     if let Some(v) = &f.approver {
-        if walk == Walk::ByApprovals {
+        if walk == Walk::Approvals {
             q.push(" AND a.approver = ").push_bind(v.clone());
         } else {
             // One primary-key probe of `provision_approvals` per request walked.
@@ -339,7 +339,7 @@ fn push_filter(
     if let Some(Before {
         created_at: Some(at),
         ..
-    }) = before.filter(|_| walk == Walk::ByTime)
+    }) = before.filter(|_| walk == Walk::Time)
     {
         // Start at the cursor's time, not at `to`: a deep page does not walk the ones before.
         to = Some(to.map_or(at + 1, |t| t.min(at + 1)));
@@ -352,7 +352,7 @@ fn push_filter(
     }
     match (before, walk) {
         (None, _) => {}
-        (Some(b), Walk::ByApprovals) => {
+        (Some(b), Walk::Approvals) => {
             q.push(" AND a.provision_id < ").push_bind(b.id);
         }
         (
@@ -360,7 +360,7 @@ fn push_filter(
                 id,
                 created_at: Some(at),
             }),
-            Walk::ByTime,
+            Walk::Time,
         ) => {
             q.push(" AND (p.created_at < ")
                 .push_bind(at)
@@ -391,15 +391,15 @@ fn list_query(
 ) -> QueryBuilder<Sqlite> {
     let walk = Walk::of(f);
     let from = match walk {
-        Walk::ByApprovals => "provision_approvals a JOIN provisions p ON p.id = a.provision_id",
-        Walk::ById | Walk::ByTime => "provisions p",
+        Walk::Approvals => "provision_approvals a JOIN provisions p ON p.id = a.provision_id",
+        Walk::Id | Walk::Time => "provisions p",
     };
     let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM {from}"));
     push_filter(&mut q, f, walk, before);
     q.push(match walk {
-        Walk::ById => " ORDER BY p.id DESC LIMIT ",
-        Walk::ByTime => " ORDER BY p.created_at DESC, p.id DESC LIMIT ",
-        Walk::ByApprovals => " ORDER BY a.provision_id DESC LIMIT ",
+        Walk::Id => " ORDER BY p.id DESC LIMIT ",
+        Walk::Time => " ORDER BY p.created_at DESC, p.id DESC LIMIT ",
+        Walk::Approvals => " ORDER BY a.provision_id DESC LIMIT ",
     })
     .push_bind(limit);
     q
@@ -414,7 +414,7 @@ async fn cursor(
     let Some(id) = before else {
         return Ok(None);
     };
-    let created_at = if Walk::of(f) == Walk::ByTime {
+    let created_at = if Walk::of(f) == Walk::Time {
         sqlx::query_scalar("SELECT created_at FROM provisions WHERE id = ?")
             .bind(id)
             .fetch_optional(conn)

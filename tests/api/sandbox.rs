@@ -217,7 +217,10 @@ fn recorded_starts(record: &std::path::Path) -> Vec<(u32, Vec<String>)> {
 
 /// Asserts an environment holds only what sh itself sets (PWD, SHLVL, _ and the like).
 fn assert_empty_environment(names: &[String], record: &str, var: &str, secret: &str) {
-    assert!(!record.contains(var) && !record.contains(secret), "{record}");
+    assert!(
+        !record.contains(var) && !record.contains(secret),
+        "{record}"
+    );
     assert!(names.len() <= 4, "{names:?}");
     assert!(
         !names.iter().any(|n| n == "PATH" || n == "HOME"),
@@ -238,7 +241,8 @@ fn rendered(hostname: &str) -> Outcome {
 }
 
 /// Nested capped loops: runs until the deadline stops it.
-const RUNAWAY: &str = "{% for i in range(end=10000) %}{% for j in range(end=10000) %}{% endfor %}{% endfor %}";
+const RUNAWAY: &str =
+    "{% for i in range(end=10000) %}{% for j in range(end=10000) %}{% endfor %}{% endfor %}";
 
 fn real_worker() -> PathBuf {
     env!("CARGO_BIN_EXE_headroom").into()
@@ -252,7 +256,10 @@ async fn idle_workers_settle(pool: &Pool, n: usize, not: &[u32]) -> Vec<u32> {
         if idle.len() == n && !idle.iter().any(|p| not.contains(p)) {
             return idle;
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "idle workers {idle:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "idle workers {idle:?}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -261,7 +268,10 @@ async fn idle_workers_settle(pool: &Pool, n: usize, not: &[u32]) -> Vec<u32> {
 async fn process_ends(pid: u32) {
     let t = Instant::now();
     while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(t.elapsed() < Duration::from_secs(5), "worker {pid} still there");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "worker {pid} still there"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -308,7 +318,10 @@ async fn a_workers_environment_stays_empty_across_jobs_and_replacements() {
         limits: EngineLimits::default(),
     };
     let failure = pool.run(&runaway, Duration::from_millis(200)).await;
-    assert!(matches!(failure, Err(WorkerFailure::TimedOut(_))), "{failure:?}");
+    assert!(
+        matches!(failure, Err(WorkerFailure::TimedOut(_))),
+        "{failure:?}"
+    );
     let second = idle_workers_settle(&pool, 1, &first).await;
     for i in 0..3 {
         let host = format!("g{i}");
@@ -345,8 +358,15 @@ async fn a_worker_killed_by_a_runaway_template_is_replaced_and_the_next_render_i
     };
     let t = Instant::now();
     let failure = pool.run(&runaway, Duration::from_millis(200)).await;
-    assert!(matches!(failure, Err(WorkerFailure::TimedOut(_))), "{failure:?}");
-    assert!(t.elapsed() < Duration::from_millis(700), "{:?}", t.elapsed());
+    assert!(
+        matches!(failure, Err(WorkerFailure::TimedOut(_))),
+        "{failure:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        t.elapsed()
+    );
     process_ends(killed[0]).await;
     let fresh = idle_workers_settle(&pool, 1, &killed).await;
     let t = Instant::now();
@@ -407,7 +427,11 @@ async fn a_garbage_or_oversized_answer_kills_only_that_worker() {
     // Garbage: a well-framed answer that is not JSON. Oversized: a length past any render.
     for (case, answer, expected) in [
         ("garbage", "\\000\\000\\000\\005hello", "unreadable answer"),
-        ("oversized", "\\377\\377\\377\\377", "larger than any render"),
+        (
+            "oversized",
+            "\\377\\377\\377\\377",
+            "larger than any render",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("worker.sh");
@@ -432,12 +456,18 @@ async fn a_garbage_or_oversized_answer_kills_only_that_worker() {
             contexts: vec![json!({})],
             limits: EngineLimits::default(),
         };
-        assert!(pool.run(&runaway, Duration::from_millis(100)).await.is_err());
+        assert!(pool
+            .run(&runaway, Duration::from_millis(100))
+            .await
+            .is_err());
         let idle = idle_workers_settle(&pool, 2, &started[1..]).await;
         let waited = Instant::now();
         let bad = loop {
             // The script writes it once running, a moment after the pool has its pid.
-            assert!(waited.elapsed() < Duration::from_secs(5), "{case}: no bad.pid");
+            assert!(
+                waited.elapsed() < Duration::from_secs(5),
+                "{case}: no bad.pid"
+            );
             let pid = std::fs::read_to_string(dir.path().join("bad.pid")).unwrap_or_default();
             if let Ok(pid) = pid.trim().parse::<u32>() {
                 break pid;
@@ -461,7 +491,10 @@ async fn a_garbage_or_oversized_answer_kills_only_that_worker() {
         );
         process_ends(bad).await;
         let idle = idle_workers_settle(&pool, 2, &[bad]).await;
-        assert!(idle.contains(&good), "{case}: the good worker was kept: {idle:?}");
+        assert!(
+            idle.contains(&good),
+            "{case}: the good worker was kept: {idle:?}"
+        );
         for host in ["c", "d", "e"] {
             let out = pool.run(&tiny_job(host), Duration::from_secs(10)).await;
             assert_eq!(out.unwrap(), rendered(host), "{case}");
