@@ -1,8 +1,7 @@
 //! The headroom chart's cost against its width: a fresh SQLite file holding 90 days of
 //! 15-second samples for 10 fleets, stored as the product stores them (raw rows for the raw
-//! retention window, minute, five-minute, hour and six-hour rollups for all 90 days), then the
-//! chart's
-//! query (`series` + `annotations`) and render (`headroom_chart`) timed for the 1 h, 24 h, 7 d,
+//! retention window, minute, five-minute, hour, two-hour and six-hour rollups for all 90
+//! days), then the chart's query (`series` + `annotations`) and render (`headroom_chart`) timed for the 1 h, 24 h, 7 d,
 //! 30 d and 90 d ranges, side by side, each with its step, resolution and stored rows read.
 //! Goal: every range's chart costs at most 2× the 1 h chart (median of query + render).
 //!
@@ -211,13 +210,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let size = std::fs::metadata(&db)?.len();
     println!(
-        "database {:.1} MiB: {} raw samples, {} minute, {} five-minute, {} hour and {} six-hour \
-         rollups",
+        "database {:.1} MiB: {} raw samples, {} minute, {} five-minute, {} hour, {} two-hour \
+         and {} six-hour rollups",
         size as f64 / (1024.0 * 1024.0),
         count("SELECT count(*) FROM fleet_samples").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 60").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 300").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 3600").await?,
+        count("SELECT count(*) FROM fleet_rollups WHERE resolution = 7200").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 21600").await?,
     );
     println!(

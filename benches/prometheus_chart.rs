@@ -237,9 +237,8 @@ async fn main() -> anyhow::Result<()> {
         ..headroom::config::Settings::default()
     };
     let pool = headroom::db::connect(&settings.database_url).await?;
-    let app =
-        headroom::startup::Application::bind(settings, pool, Arc::new(ManualClock::new(now)))
-            .await?;
+    let app = headroom::startup::Application::bind(settings, pool, Arc::new(ManualClock::new(now)))
+        .await?;
     let port = app.port();
     let ctx = app.state().ctx.clone();
 
@@ -259,13 +258,14 @@ async fn main() -> anyhow::Result<()> {
     };
     println!(
         "headroom: 90 days of 15 s samples for {FLEET} in {:.1} s, SQLite {:.1} MiB: {} raw \
-         samples, {} minute, {} five-minute, {} hour and {} six-hour rollups",
+         samples, {} minute, {} five-minute, {} hour, {} two-hour and {} six-hour rollups",
         started.elapsed().as_secs_f64(),
         mib(std::fs::metadata(&db)?.len()),
         count("SELECT count(*) FROM fleet_samples").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 60").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 300").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 3600").await?,
+        count("SELECT count(*) FROM fleet_rollups WHERE resolution = 7200").await?,
         count("SELECT count(*) FROM fleet_rollups WHERE resolution = 21600").await?,
     );
 
@@ -345,10 +345,9 @@ async fn main() -> anyhow::Result<()> {
             match side {
                 0 => {
                     let started = Instant::now();
-                    let s = series::series(&ctx, &caller, FLEET, chart_from, chart_to, None)
-                        .await?;
-                    let a = series::annotations(&ctx, &caller, FLEET, chart_from, chart_to)
-                        .await?;
+                    let s =
+                        series::series(&ctx, &caller, FLEET, chart_from, chart_to, None).await?;
+                    let a = series::annotations(&ctx, &caller, FLEET, chart_from, chart_to).await?;
                     let queried = Instant::now();
                     let html = headroom_chart(&s, Some(Range::D90), &a, s.to).into_string();
                     let rendered = Instant::now();

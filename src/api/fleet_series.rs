@@ -100,7 +100,7 @@ pub struct HeadroomJson {
     pub fleet_created_at: String,
     /// Width of one point, in seconds.
     pub step: i64,
-    /// What the points were read from: `raw` samples, `minute`, `hour` or `six_hours` rollups
+    /// What the points were read from: `raw` samples, `minute`, `five_minutes`, `hour`, `two_hours` or `six_hours` rollups
     /// (the coarsest whose bucket divides `step`).
     pub resolution: Resolution,
     pub points: Vec<HeadroomPointJson>,

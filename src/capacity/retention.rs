@@ -28,7 +28,7 @@ pub struct Pruned {
     pub raw: u64,
     /// Minute rollups.
     pub minute: u64,
-    /// Hour and six-hour rollups.
+    /// Hour, two-hour and six-hour rollups.
     pub hour: u64,
     /// Ended deficits.
     pub deficits: u64,
@@ -57,8 +57,10 @@ pub async fn prune_once(ctx: &Ctx) -> anyhow::Result<Pruned> {
             cutoff(now, r.minute),
         )
         .await?;
-    // Six-hour rollups are kept as long as the hour ones: they summarise the same span.
+    // Two- and six-hour rollups are kept as long as the hour ones: they summarise the same
+    // span.
     let hour = prune(ctx, Kind::Rollup(Resolution::Hour), cutoff(now, r.hour)).await?
+        + prune(ctx, Kind::Rollup(Resolution::TwoHours), cutoff(now, r.hour)).await?
         + prune(ctx, Kind::Rollup(Resolution::SixHours), cutoff(now, r.hour)).await?;
     let deficits = prune(ctx, Kind::Deficits, cutoff(now, r.hour)).await?;
     Ok(Pruned {

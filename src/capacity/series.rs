@@ -32,7 +32,7 @@ pub const MAX_ANNOTATIONS: u32 = 50;
 /// [`CHART_POINTS`] whole steps and is at least two scrape intervals (a bucket narrower than
 /// that would show a gap between two healthy ticks); with one, it is used as given (whole
 /// seconds). Either way the points are read from the coarsest stored resolution whose bucket
-/// divides the step (six-hour, hour, five-minute, minute rollups, else raw samples) — rounded up to whole
+/// divides the step (six-hour, two-hour, hour, five-minute, minute rollups, else raw samples) — rounded up to whole
 /// minutes or hours only when the range is older than the raw or minute retention.
 ///
 /// The grid is epoch-aligned: points start at multiples of the step, so a point covers the
@@ -389,7 +389,7 @@ mod tests {
                 (MINUTE, Resolution::Minute, 360),
                 (5 * MINUTE, Resolution::FiveMinutes, 288),
                 (HOUR, Resolution::Hour, 168),
-                (2 * HOUR, Resolution::Hour, 360),
+                (2 * HOUR, Resolution::TwoHours, 360),
                 (6 * HOUR, Resolution::SixHours, 360),
             ]
         );
@@ -455,7 +455,7 @@ mod tests {
         assert_eq!((p.step, p.resolution), (2 * MINUTE, Resolution::Minute));
         // A fleet scraped hourly: minute buckets would be mostly empty, hence drawn as gaps.
         let p = plan(last(Range::H6), None, 3600, retained());
-        assert_eq!((p.step, p.resolution), (2 * HOUR, Resolution::Hour));
+        assert_eq!((p.step, p.resolution), (2 * HOUR, Resolution::TwoHours));
     }
 
     #[test]
@@ -477,7 +477,7 @@ mod tests {
         let p = plan(a_month_ago, None, 15, retained());
         assert_eq!((p.resolution, p.step), (Resolution::Hour, HOUR));
         let p = plan(a_month_ago, Some(90 * MINUTE), 15, retained());
-        assert_eq!((p.resolution, p.step), (Resolution::Hour, 2 * HOUR));
+        assert_eq!((p.resolution, p.step), (Resolution::TwoHours, 2 * HOUR));
         // Within the raw window, the same hour is read raw.
         let p = plan(last(Range::H1), Some(5_000), 15, retained());
         assert_eq!((p.resolution, p.step), (Resolution::Raw, 5_000));
@@ -495,7 +495,10 @@ mod tests {
             p(last(Range::D30), 12 * HOUR),
             (Resolution::SixHours, 12 * HOUR)
         );
-        assert_eq!(p(last(Range::D7), 2 * HOUR), (Resolution::Hour, 2 * HOUR));
+        assert_eq!(
+            p(last(Range::D7), 2 * HOUR),
+            (Resolution::TwoHours, 2 * HOUR)
+        );
         assert_eq!(
             p(last(Range::H24), 30 * MINUTE),
             (Resolution::FiveMinutes, 30 * MINUTE)

@@ -1,6 +1,6 @@
 //! The `fleet_samples` and `fleet_rollups` tables: every scrape tick, and its per-minute,
-//! per-five-minutes, per-hour and per-six-hours summaries, written together so the rollups are never behind the
-//! raw rows.
+//! per-five-minutes, per-hour, per-two-hours and per-six-hours summaries, written together so
+//! the rollups are never behind the raw rows.
 
 use sqlx::{Row, SqliteConnection};
 
@@ -48,8 +48,9 @@ impl<'a> Folded<'a> {
     }
 }
 
-/// Stores one sample of fleet `fleet_id` and folds it into its minute, five-minute, hour and
-/// six-hour rollups. Run it inside the caller's write transaction: five statements, one commit.
+/// Stores one sample of fleet `fleet_id` and folds it into its minute, five-minute, hour,
+/// two-hour and six-hour rollups. Run it inside the caller's write transaction: six
+/// statements, one commit.
 pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
     let folded = Folded::of(s);
     let (voters, learners, leader_id, term, absorption) = match &s.outcome {
@@ -93,6 +94,7 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
         Resolution::Minute,
         Resolution::FiveMinutes,
         Resolution::Hour,
+        Resolution::TwoHours,
         Resolution::SixHours,
     ] {
         fold_into_rollup(&mut *conn, fleet_id, resolution, s.at, &folded).await?;

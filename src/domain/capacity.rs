@@ -469,7 +469,7 @@ impl Range {
 }
 
 /// Which stored rows a series is read from; serialised `raw`, `minute`, `five_minutes`,
-/// `hour`, `six_hours`.
+/// `hour`, `two_hours`, `six_hours`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
@@ -481,6 +481,8 @@ pub enum Resolution {
     FiveMinutes,
     /// Per-hour rollups.
     Hour,
+    /// Per-two-hours rollups: the 30-day chart's points, one row each.
+    TwoHours,
     /// Per-six-hours rollups: the 90-day chart's points, one row each.
     SixHours,
 }
@@ -493,6 +495,7 @@ impl Resolution {
             Resolution::Minute => 60_000,
             Resolution::FiveMinutes => 300_000,
             Resolution::Hour => 3_600_000,
+            Resolution::TwoHours => 7_200_000,
             Resolution::SixHours => 21_600_000,
         }
     }
@@ -502,6 +505,7 @@ impl Resolution {
     pub fn dividing(step: i64) -> Resolution {
         [
             Resolution::SixHours,
+            Resolution::TwoHours,
             Resolution::Hour,
             Resolution::FiveMinutes,
             Resolution::Minute,
@@ -521,7 +525,7 @@ pub const STEP_MIN_MILLIS: i64 = 5_000;
 /// The steps a default step is chosen from, shortest first. Each is read from the resolution
 /// [`Resolution::dividing`] it, at most 15 stored rows a point: after 15 minutes (15 minute
 /// rows) comes the hour (one hour row, where 20 or 30 minutes would read 20 or 30 minute
-/// rows), after 3 hours six hours (one six-hour row).
+/// rows), two hours (one two-hour row), after 3 hours six hours (one six-hour row).
 pub const DEFAULT_STEPS: [i64; 16] = [
     5_000,
     10_000,
@@ -1111,7 +1115,7 @@ mod tests {
         assert_eq!(at_least_30s(Range::H6), (MIN, Resolution::Minute));
         assert_eq!(at_least_30s(Range::H24), (5 * MIN, Resolution::FiveMinutes));
         assert_eq!(at_least_30s(Range::D7), (HOUR, Resolution::Hour));
-        assert_eq!(at_least_30s(Range::D30), (2 * HOUR, Resolution::Hour));
+        assert_eq!(at_least_30s(Range::D30), (2 * HOUR, Resolution::TwoHours));
         assert_eq!(at_least_30s(Range::D90), (6 * HOUR, Resolution::SixHours));
         assert_eq!(
             step_for(Range::H1.millis(), CHART_POINTS, 0),
@@ -1128,12 +1132,17 @@ mod tests {
             (96 * HOUR, Resolution::SixHours)
         );
         assert_eq!(Resolution::dividing(7 * HOUR), Resolution::Hour);
+        assert_eq!(Resolution::dividing(4 * HOUR), Resolution::TwoHours);
         assert_eq!(Resolution::dividing(12 * HOUR), Resolution::SixHours);
         assert_eq!(Resolution::dividing(90_000), Resolution::Raw);
         assert_eq!(Resolution::dividing(0), Resolution::Raw);
         assert_eq!(
             serde_json::to_value(Resolution::SixHours).unwrap(),
             "six_hours"
+        );
+        assert_eq!(
+            serde_json::to_value(Resolution::TwoHours).unwrap(),
+            "two_hours"
         );
         assert_eq!(Range::parse("7d"), Some(Range::D7));
         assert_eq!(Range::parse("7D"), None);

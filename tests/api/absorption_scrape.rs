@@ -243,7 +243,11 @@ async fn the_verdict_is_stored_per_sample_and_its_worst_kept_in_the_rollups() {
         .fetch_all(&app.pool)
         .await
         .unwrap();
-    assert_eq!(rollups.len(), 4, "minute, five minutes, hour and six hours");
+    assert_eq!(
+        rollups.len(),
+        5,
+        "minute, five minutes, hour, two hours and six hours"
+    );
     assert!(rollups.iter().all(|(m,)| *m == Some(0)), "{rollups:?}");
     let status: Option<String> = sqlx::query_scalar("SELECT absorption FROM fleet_status")
         .fetch_one(&app.pool)

@@ -241,8 +241,85 @@ async fn five_minute_rollups_filled_by_the_migration_equal_those_written_with_ea
     .await
     .unwrap();
     assert_eq!(kept, verdicts);
-    // And the rebuilt table takes new samples at every level.
+    // And the rebuilt table, brought up to date, takes new samples at every level.
+    for m in headroom::db::MIGRATOR.iter().filter(|m| m.version > 17) {
+        apply(&mut before, m.version).await;
+    }
     headroom::db::fleet_samples::insert(&mut before, 1, &sample(start + 3 * 3_600_000, 1))
+        .await
+        .unwrap();
+}
+
+/// 0018 rebuilds `fleet_rollups` for the two-hour level and fills it from the hour rows: the
+/// result equals the two-hour rows the current code writes sample by sample, verdicts folded
+/// (worst, most), and every other level comes through the rebuild untouched.
+#[tokio::test]
+async fn two_hour_rollups_filled_by_the_migration_equal_those_written_with_each_sample() {
+    let fleet = "INSERT INTO fleets (id, name, spec, restore_machine_config, created_at, updated_at, updated_by)
+                 VALUES (1, 'prod', '{}', 'spare', 0, 0, 'test')";
+    const VERDICTS_ON_HOURS: &str = "UPDATE fleet_rollups
+         SET absorbed_min = (bucket / 3600000) % 2, machines_needed_max = (bucket / 3600000) % 3
+         WHERE resolution = 3600";
+    let mut current = migrated_to(i64::MAX).await;
+    sqlx::raw_sql(fleet).execute(&mut current).await.unwrap();
+    // Nine hours from a time inside a two-hour bucket, every 15 s.
+    let start = 1_796_000_000_000_i64 - 1_796_000_000_000 % 7_200_000 + 3_600_000 + 120_000;
+    for i in 0..(9 * 240) {
+        headroom::db::fleet_samples::insert(&mut current, 1, &sample(start + i * 15_000, i))
+            .await
+            .unwrap();
+    }
+    sqlx::raw_sql(VERDICTS_ON_HOURS)
+        .execute(&mut current)
+        .await
+        .unwrap();
+    let mut before = migrated_to(17).await;
+    sqlx::raw_sql(fleet).execute(&mut before).await.unwrap();
+    let mut other_levels = Vec::new();
+    for resolution in [60, 300, 3600, 21_600] {
+        let rows = rollups(&mut current, resolution).await;
+        insert_rollups(&mut before, resolution, &rows).await;
+        other_levels.push((resolution, rows));
+    }
+    sqlx::raw_sql(VERDICTS_ON_HOURS)
+        .execute(&mut before)
+        .await
+        .unwrap();
+    assert!(
+        sqlx::query("INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, last_at, source_last)
+                     VALUES (1, 7200, 0, 1, 0, 0, 'none')")
+            .execute(&mut before)
+            .await
+            .is_err(),
+        "before 0018 the two-hour level is refused by the table's CHECK"
+    );
+    apply(&mut before, 18).await;
+
+    let expected = rollups(&mut current, 7200).await;
+    // Nine hours starting an hour and two minutes into a two-hour bucket touch six buckets.
+    assert_eq!(expected.len(), 6);
+    assert_eq!(rollups(&mut before, 7200).await, expected);
+    let verdicts = "SELECT min(absorbed_min), max(machines_needed_max) FROM fleet_rollups
+                    WHERE resolution = 3600 GROUP BY bucket / 7200000 ORDER BY bucket / 7200000";
+    let folded: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(verdicts)
+        .fetch_all(&mut current)
+        .await
+        .unwrap();
+    let filled: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT absorbed_min, machines_needed_max FROM fleet_rollups
+         WHERE resolution = 7200 ORDER BY bucket",
+    )
+    .fetch_all(&mut before)
+    .await
+    .unwrap();
+    assert_eq!(filled, folded);
+    for (resolution, rows) in other_levels {
+        assert_eq!(rollups(&mut before, resolution).await, rows, "{resolution}");
+    }
+    for m in headroom::db::MIGRATOR.iter().filter(|m| m.version > 18) {
+        apply(&mut before, m.version).await;
+    }
+    headroom::db::fleet_samples::insert(&mut before, 1, &sample(start + 10 * 3_600_000, 1))
         .await
         .unwrap();
 }

@@ -154,7 +154,13 @@ async fn rollups_agree_with_the_raw_samples_min_max_last_and_gaps() {
         .collect();
     insert_each(&app, id, &all_failed).await;
 
-    for (res, width) in [(60, MINUTE), (3600, HOUR), (21_600, 6 * HOUR)] {
+    for (res, width) in [
+        (60, MINUTE),
+        (300, 5 * MINUTE),
+        (3600, HOUR),
+        (7200, 2 * HOUR),
+        (21_600, 6 * HOUR),
+    ] {
         // Recomputed from the raw rows: the last ok values by the newest ok sample.
         let from_raw: Vec<RollupRow> = sqlx::query_as(
             "SELECT (at / ?2) * ?2 AS b, count(*), sum(ok), min(spare), max(spare),
@@ -292,13 +298,19 @@ async fn series_points_are_the_samples_folded_per_step_from_raw_rows_and_from_ro
         .unwrap();
     assert_eq!((s.resolution, s.step), (Resolution::Minute, 60_000));
     assert_eq!(as_expected(&s), fold_by_hand(&ts, from, s.to, 60_000));
-    // Hour rollups folded into two-hour points (the two-hour grid from the epoch).
+    // Two-hour rollups, one a point (the two-hour grid from the epoch), and folded into
+    // four-hour points.
     let s = series::series(ctx, &viewer(), "prod", from, now, Some(2 * HOUR))
         .await
         .unwrap();
-    assert_eq!((s.resolution, s.step), (Resolution::Hour, 2 * HOUR));
+    assert_eq!((s.resolution, s.step), (Resolution::TwoHours, 2 * HOUR));
     assert_eq!(s.from % (2 * HOUR), 0);
     assert_eq!(as_expected(&s), fold_by_hand(&ts, s.from, s.to, 2 * HOUR));
+    let s = series::series(ctx, &viewer(), "prod", from, now, Some(4 * HOUR))
+        .await
+        .unwrap();
+    assert_eq!((s.resolution, s.step), (Resolution::TwoHours, 4 * HOUR));
+    assert_eq!(as_expected(&s), fold_by_hand(&ts, s.from, s.to, 4 * HOUR));
     // Seven hours is no whole number of six-hour rows: hour rows, seven a point.
     let s = series::series(ctx, &viewer(), "prod", from, now, Some(7 * HOUR))
         .await
@@ -406,6 +418,7 @@ async fn an_ok_bucket_whose_newest_sample_failed_reports_the_newest_ok_samples_s
             row(60, start + MINUTE, "none"),
             row(300, start, "native"),
             row(3600, start, "native"),
+            row(7200, start, "native"),
             row(21_600, start, "native"),
         ]
     );

@@ -161,12 +161,13 @@ pub struct Stored {
     pub minute: u64,
     pub five_minutes: u64,
     pub hour: u64,
+    pub two_hours: u64,
     pub six_hours: u64,
 }
 
 /// Stores fleet `fleet_id`'s ticks (`seed`) from `from` to `to` every `interval` ms: raw rows
-/// for ticks at or after `raw_since` (what the raw retention keeps), minute, five-minute, hour
-/// and six-hour rollups for all of them. `from` must be hour-aligned; a six-hour bucket it starts inside
+/// for ticks at or after `raw_since` (what the raw retention keeps), minute, five-minute, hour,
+/// two-hour and six-hour rollups for all of them. `from` must be hour-aligned; a six-hour bucket it starts inside
 /// holds only the ticks from `from` on, as the product's would for a fleet first scraped then.
 pub async fn generate(
     pool: &SqlitePool,
@@ -182,6 +183,7 @@ pub async fn generate(
     let mut minutes: Vec<Rollup> = Vec::new();
     let mut five_minutes: Vec<Rollup> = Vec::new();
     let mut hours: Vec<Rollup> = Vec::new();
+    let mut two_hours: Vec<Rollup> = Vec::new();
     let mut six_hours: Vec<Rollup> = Vec::new();
     let mut stored = Stored::default();
     let mut at = from;
@@ -191,6 +193,7 @@ pub async fn generate(
             (&mut minutes, 60_000),
             (&mut five_minutes, 300_000),
             (&mut hours, 3_600_000),
+            (&mut two_hours, 7_200_000),
             (&mut six_hours, 21_600_000),
         ] {
             let bucket = at.div_euclid(width) * width;
@@ -218,6 +221,7 @@ pub async fn generate(
     stored.five_minutes +=
         write_rollups(pool, fleet_id, Resolution::FiveMinutes, &five_minutes).await?;
     stored.hour += write_rollups(pool, fleet_id, Resolution::Hour, &hours).await?;
+    stored.two_hours += write_rollups(pool, fleet_id, Resolution::TwoHours, &two_hours).await?;
     stored.six_hours += write_rollups(pool, fleet_id, Resolution::SixHours, &six_hours).await?;
     Ok(stored)
 }

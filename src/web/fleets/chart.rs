@@ -811,7 +811,10 @@ fn data_table(m: &Model, ids: &Ids) -> Markup {
 fn utc(at: UnixMillis) -> String {
     let mut out = String::with_capacity(19);
     if !crate::domain::clock::write_utc(&mut out, at, ' ') {
-        out = format_utc(at).replace('T', " ").trim_end_matches('Z').to_owned();
+        out = format_utc(at)
+            .replace('T', " ")
+            .trim_end_matches('Z')
+            .to_owned();
     }
     out
 }
@@ -853,6 +856,7 @@ fn resolution_words(r: Resolution) -> &'static str {
         Resolution::Minute => "from per-minute rollups",
         Resolution::FiveMinutes => "from five-minute rollups",
         Resolution::Hour => "from per-hour rollups",
+        Resolution::TwoHours => "from two-hour rollups",
         Resolution::SixHours => "from six-hour rollups",
     }
 }
