@@ -89,6 +89,7 @@ async fn bench() -> anyhow::Result<goals::Goals> {
     );
 
     let job = Job {
+        owner: "bench".into(),
         body: DEFAULT_TEMPLATE_BODY.into(),
         contexts: vec![serde_json::json!({
             "hostname": "spare-fsn1", "machine": &spec, "mesh_tags_csv": "tag:x",
@@ -109,6 +110,7 @@ async fn bench() -> anyhow::Result<goals::Goals> {
     let pool = Pool::new(program.clone(), 1);
     pool.probe().await?;
     let tiny = Job {
+        owner: "bench".into(),
         body: "{{ hostname | yaml }}".into(),
         contexts: vec![serde_json::json!({"hostname": "spare-fsn1"})],
         limits: EngineLimits::default(),

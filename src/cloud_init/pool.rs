@@ -103,6 +103,7 @@ impl Pool {
             anyhow::bail!("render worker {}: {e}", self.program.display());
         }
         let job = Job {
+            owner: "start-up probe".into(),
             body: "{{ hostname | yaml }}".into(),
             contexts: vec![serde_json::json!({"hostname": "ok"})],
             limits: super::sandbox::EngineLimits::default(),

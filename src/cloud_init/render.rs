@@ -362,8 +362,9 @@ impl Renderer {
         }
     }
 
-    fn job(&self, body: &str, contexts: Vec<Value>) -> Job {
+    fn job(&self, owner: &str, body: &str, contexts: Vec<Value>) -> Job {
         Job {
+            owner: owner.to_owned(),
             body: body.to_owned(),
             contexts,
             limits: EngineLimits {
@@ -385,7 +386,7 @@ impl Renderer {
         let Ok(_permit) = tokio::time::timeout(QUEUE_WAIT, self.permits.acquire()).await else {
             return Err("the template could not be checked now: the renderer is busy".into());
         };
-        match self.run(self.job(body, Vec::new())).await {
+        match self.run(self.job(requested_by, body, Vec::new())).await {
             Ok(Outcome::Rendered(_)) => Ok(()),
             Ok(Outcome::Syntax(e)) => Err(describe(&render_failure(&e))),
             Ok(Outcome::Refused(refusals)) => Err(refusals
@@ -414,7 +415,7 @@ impl Renderer {
         };
         // The worker gets stand-ins only: no value ever reaches the template engine.
         let shown = match self
-            .run(self.job(req.template_body, vec![context(req)]))
+            .run(self.job(req.requested_by, req.template_body, vec![context(req)]))
             .await
         {
             Ok(Outcome::Rendered(outputs)) => match outputs.into_iter().next() {

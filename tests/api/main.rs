@@ -39,6 +39,7 @@ mod outbound;
 mod page_responses;
 mod pin_check_abuse;
 mod plan_checks;
+mod pool_attack;
 mod provision_pages;
 mod provisions;
 mod real_yubaba;

@@ -230,6 +230,7 @@ fn assert_empty_environment(names: &[String], record: &str, var: &str, secret: &
 
 fn tiny_job(hostname: &str) -> Job {
     Job {
+        owner: "alice".into(),
         body: "{{ hostname | yaml }}".into(),
         contexts: vec![json!({ "hostname": hostname })],
         limits: EngineLimits::default(),
@@ -313,6 +314,7 @@ async fn a_workers_environment_stays_empty_across_jobs_and_replacements() {
     // The same process did all five.
     assert_eq!(pool.idle_workers(), first);
     let runaway = Job {
+        owner: "alice".into(),
         body: RUNAWAY.into(),
         contexts: vec![json!({})],
         limits: EngineLimits::default(),
@@ -352,6 +354,7 @@ async fn a_worker_killed_by_a_runaway_template_is_replaced_and_the_next_render_i
     pool.probe().await.unwrap();
     let killed = pool.idle_workers();
     let runaway = Job {
+        owner: "alice".into(),
         body: RUNAWAY.into(),
         contexts: vec![json!({})],
         limits: EngineLimits::default(),
@@ -404,6 +407,7 @@ async fn one_jobs_template_cannot_see_the_previous_jobs_data() {
     pool.probe().await.unwrap();
     let worker = pool.idle_workers();
     let first = Job {
+        owner: "alice".into(),
         body: "{% set_global machine = hostname %}{{ machine }}".into(),
         contexts: vec![json!({"hostname": "first-tenant-data"})],
         limits: EngineLimits::default(),
@@ -411,6 +415,7 @@ async fn one_jobs_template_cannot_see_the_previous_jobs_data() {
     let out = pool.run(&first, Duration::from_secs(10)).await.unwrap();
     assert_eq!(out, Outcome::Rendered(vec![Ok("first-tenant-data".into())]));
     let second = Job {
+        owner: "alice".into(),
         body: "{{ hostname | default(value=\"unset\") }} {{ machine | default(value=\"unset\") }}"
             .into(),
         contexts: vec![json!({})],
@@ -452,6 +457,7 @@ async fn a_garbage_or_oversized_answer_kills_only_that_worker() {
         let started = pool.idle_workers();
         std::fs::write(dir.path().join("armed"), "").unwrap();
         let runaway = Job {
+            owner: "alice".into(),
             body: RUNAWAY.into(),
             contexts: vec![json!({})],
             limits: EngineLimits::default(),
@@ -679,6 +685,7 @@ async fn a_worker_that_outgrows_its_address_space_dies_alone() {
     // With a generous deadline, the string-doubling template meets the address-space limit
     // before the clock: the worker dies, the caller gets a reason, this process is untouched.
     let job = Job {
+        owner: "alice".into(),
         body: "{% set s = \"xxxxxxxxxxxxxxxx\" %}{% for i in range(end=40) %}{% set_global s = s ~ s %}{% endfor %}".into(),
         contexts: vec![json!({})],
         limits: EngineLimits::default(),
