@@ -1,6 +1,8 @@
 //! The page shell: head, navigation filtered by role, flash message, and the one helper that
 //! decides between a full page and an htmx partial.
 
+use std::sync::LazyLock;
+
 use actix_htmx::Htmx;
 use actix_web::http::header;
 use actix_web::http::StatusCode;
@@ -18,6 +20,10 @@ pub const HTMX_JS: &str = "/static/htmx-2.0.11.min.js";
 // htmx 2 swaps only 2xx by default; 422 carries a re-rendered form with its messages, so it is
 // swapped too. Other errors are not swapped and show as a toast (static/app.js).
 const HTMX_CONFIG: &str = r#"{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"422","swap":true},{"code":"[45]..","swap":false,"error":true}],"allowEval":false,"includeIndicatorStyles":false}"#;
+
+/// [`HTMX_CONFIG`] escaped for its attribute once, not on every page (its quotes made it the
+/// largest string every page escaped).
+static HTMX_CONFIG_ATTR: LazyLock<Markup> = LazyLock::new(|| html! { (HTMX_CONFIG) });
 
 /// What every full page needs besides its content.
 pub struct Frame {
@@ -112,15 +118,16 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
         .and_then(Principal::csrf_token)
         .unwrap_or("");
     // htmx sends the session's CSRF token on every request it makes.
-    let hx_headers =
-        (!csrf.is_empty()).then(|| serde_json::json!({ "X-CSRF-Token": csrf }).to_string());
+    // One key: written directly, the token JSON-quoted, without building a JSON map.
+    let hx_headers = (!csrf.is_empty())
+        .then(|| format!(r#"{{"X-CSRF-Token":{}}}"#, serde_json::Value::from(csrf)));
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="htmx-config" content=(HTMX_CONFIG);
+                meta name="htmx-config" content=(*HTMX_CONFIG_ATTR);
                 title { (frame.title) " · headroom" }
                 link rel="stylesheet" href="/static/app.css";
                 script src=(HTMX_JS) defer {}
