@@ -540,7 +540,7 @@ pub struct SearchInput<'a> {
 pub struct Search {
     /// Who, what, which target, when.
     pub filter: Filter,
-    /// Entries with ids below this one.
+    /// Entries after this one (a `next_cursor`) in the page's order.
     pub before: Option<i64>,
     pub limit: i64,
 }

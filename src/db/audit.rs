@@ -76,11 +76,13 @@ pub struct AuditFilter {
     pub to: Option<UnixMillis>,
 }
 
-/// Newest-first page of entries matching `filter` with id below `before` (the cursor).
-/// Every condition is indexed (actor, action, target, at) and the page walks its index from
-/// the cursor, so a page costs the same on the millionth entry as on the first
-/// (`benches/history.rs`). With only a time bound the page is in time order, which is id
-/// order for entries appended as they happen.
+/// Newest-first page of entries matching `filter` after `before` (the cursor: the last id a
+/// page gave out). Every condition is indexed by `(…, at, id)` (actor, action, target kind
+/// and id, time) and the page walks its index from the cursor, so a page costs the same on
+/// the millionth entry as on the first, with or without a time window
+/// (`benches/history.rs`). With no filter at all the page walks ids (the chain's order);
+/// with any filter it is in time order, ties by id — the same order for entries appended as
+/// things happen.
 pub async fn page(
     conn: &mut SqliteConnection,
     filter: &AuditFilter,
@@ -90,7 +92,8 @@ pub async fn page(
     select(conn, filter, before.map(Cursor::Before), limit).await
 }
 
-/// Oldest-first batch of entries matching `filter` with id above `after` (exports).
+/// Oldest-first batch of entries matching `filter` after `after` (exports), in the order of
+/// [`page`] reversed.
 pub async fn batch_after(
     conn: &mut SqliteConnection,
     filter: &AuditFilter,
@@ -102,8 +105,9 @@ pub async fn batch_after(
 
 /// Runs a filtered page. An action prefix (`user.`) is expanded into the actions that exist
 /// with it — one index seek each, and there are few — and each is paged through the
-/// `(action, id)` index, then merged by id. The cost is (distinct actions × page), however
-/// long the log: neither a sort of every match nor a walk past non-matching history.
+/// `(action, at, id)` index, then merged in time order. The cost is (distinct actions ×
+/// page), however long the log: neither a sort of every match nor a walk past non-matching
+/// history.
 async fn select(
     conn: &mut SqliteConnection,
     filter: &AuditFilter,
@@ -130,8 +134,8 @@ async fn select(
         merged.extend(filtered(conn, &exact, cursor, limit).await?);
     }
     match cursor {
-        Some(Cursor::After(_)) => merged.sort_by_key(|r| r.id),
-        _ => merged.sort_by_key(|r| std::cmp::Reverse(r.id)),
+        Some(Cursor::After(_)) => merged.sort_by_key(|r| (r.at, r.id)),
+        _ => merged.sort_by_key(|r| std::cmp::Reverse((r.at, r.id))),
     }
     merged.truncate(usize::try_from(limit).unwrap_or(0));
     Ok(merged)
@@ -183,37 +187,100 @@ async fn filtered(
     cursor: Option<Cursor>,
     limit: i64,
 ) -> sqlx::Result<Vec<AuditRow>> {
-    let (target_kind, target_id) = match filter.target.as_deref() {
+    let tie = cursor_time(conn, filter, cursor).await?;
+    let (sql, binds) = filtered_sql(filter, cursor, tie, limit);
+    let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+    for b in binds {
+        query = match b {
+            Bind::Text(t) => query.bind(t),
+            Bind::Int(i) => query.bind(i),
+        };
+    }
+    query.fetch_all(conn).await
+}
+
+/// SQLite's `EXPLAIN QUERY PLAN` of a page for `filter` (an exact action), one line per step.
+pub async fn explain_page(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    before: Option<i64>,
+) -> sqlx::Result<Vec<String>> {
+    let cursor = before.map(Cursor::Before);
+    let tie = cursor_time(conn, filter, cursor).await?;
+    let (sql, binds) = filtered_sql(filter, cursor, tie, 50);
+    let sql = format!("EXPLAIN QUERY PLAN {sql}");
+    let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(sql));
+    for b in binds {
+        query = match b {
+            Bind::Text(t) => query.bind(t),
+            Bind::Int(i) => query.bind(i),
+        };
+    }
+    Ok(query
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|r| r.3)
+        .collect())
+}
+
+/// The target filter as (kind, id).
+fn target_parts(filter: &AuditFilter) -> (Option<String>, Option<String>) {
+    match filter.target.as_deref() {
         Some(t) => match t.split_once(':') {
             Some((k, i)) => (Some(k.to_owned()), Some(i.to_owned())),
             None => (Some(t.to_owned()), None),
         },
         None => (None, None),
-    };
-    // A time bound alone is answered from `audit_log_at` in time order (the same as id order
-    // for a log appended as things happen): walking ids instead would pass over every entry
-    // outside the bound first (all history after `to`, or before `from` for an export). With
-    // another filter, that filter's `(…, id)` index walks ids and checks the time.
-    let by_time = (filter.from.is_some() || filter.to.is_some())
-        && filter.actor.is_none()
-        && filter.action.is_none()
-        && target_kind.is_none();
+    }
+}
+
+/// Whether a page for `filter` is in time order: any filter is answered from its
+/// `(…, at, id)` index in time order (the same as id order for a log appended as things
+/// happen), a time bound alone from `audit_log_at`. With a window the walk is then a range
+/// seek, where walking ids would first pass over every entry outside it (all history after
+/// `to`, or before `from` for an export). No filter at all walks the primary key, the
+/// chain's order.
+fn in_time_order(filter: &AuditFilter) -> bool {
+    filter.from.is_some()
+        || filter.to.is_some()
+        || filter.actor.is_some()
+        || filter.action.is_some()
+        || filter.target.is_some()
+}
+
+/// The cursor entry's time when the page is in time order (`None` when it does not exist).
+async fn cursor_time(
+    conn: &mut SqliteConnection,
+    filter: &AuditFilter,
+    cursor: Option<Cursor>,
+) -> sqlx::Result<Option<UnixMillis>> {
+    match cursor {
+        Some(Cursor::Before(id) | Cursor::After(id)) if in_time_order(filter) => {
+            sqlx::query_scalar("SELECT at FROM audit_log WHERE id = ?")
+                .bind(id)
+                .fetch_optional(conn)
+                .await
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The page's SQL and its values; `tie` is the cursor's time for a page in time order.
+fn filtered_sql(
+    filter: &AuditFilter,
+    cursor: Option<Cursor>,
+    tie: Option<UnixMillis>,
+    limit: i64,
+) -> (String, Vec<Bind>) {
+    let (target_kind, target_id) = target_parts(filter);
     let (mut from, mut to) = (filter.from, filter.to);
-    let mut tie = None;
-    if let (true, Some(c)) = (by_time, cursor) {
-        // Seek to the cursor's own time (one primary-key read), so a deep page starts there
-        // instead of walking down from the bound; `tie` orders entries of that same time.
-        let (Cursor::Before(id) | Cursor::After(id)) = c;
-        let at: Option<UnixMillis> = sqlx::query_scalar("SELECT at FROM audit_log WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-        if let Some(at) = at {
-            match c {
-                Cursor::Before(_) => to = Some(to.map_or(at + 1, |t| t.min(at + 1))),
-                Cursor::After(_) => from = Some(from.map_or(at, |f| f.max(at))),
-            }
-            tie = Some(at);
+    if let (Some(c), Some(at)) = (cursor, tie) {
+        // Seek to the cursor's own time, so a deep page starts there instead of walking down
+        // from the bound; `tie` orders entries of that same time by id.
+        match c {
+            Cursor::Before(_) => to = Some(to.map_or(at + 1, |t| t.min(at + 1))),
+            Cursor::After(_) => from = Some(from.map_or(at, |f| f.max(at))),
         }
     }
     // Only the conditions in use go into the SQL: `?n IS NULL OR …` would keep SQLite from
@@ -260,20 +327,13 @@ async fn filtered(
     } else {
         "DESC"
     };
-    let order = if by_time {
+    let order = if in_time_order(filter) {
         format!(" ORDER BY at {order}, id {order} LIMIT ?")
     } else {
         format!(" ORDER BY id {order} LIMIT ?")
     };
     add(&order, Bind::Int(limit));
-    let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql));
-    for b in binds {
-        query = match b {
-            Bind::Text(t) => query.bind(t),
-            Bind::Int(i) => query.bind(i),
-        };
-    }
-    query.fetch_all(conn).await
+    (sql, binds)
 }
 
 enum Bind {

@@ -533,3 +533,112 @@ async fn a_time_bound_alone_pages_in_time_order_from_the_cursor() {
         "`from` alone, oldest first, batch by batch"
     );
 }
+
+/// Any filter pages in time order through its `(…, at, id)` index, with or without a time
+/// window: an actor, action or target with a window is a range seek (never a walk of that
+/// filter's newer history, never a sort), and paging cursor by cursor gives every matching
+/// entry once, ties of the same time by id, newest first for the page and oldest first for
+/// the export.
+#[tokio::test]
+async fn a_filter_with_a_time_window_pages_in_time_order_through_its_own_index() {
+    use headroom::audit::{Action, Actor};
+    use headroom::db::audit::{batch_after, explain_page, page, AuditFilter};
+    let app = TestApp::spawn().await;
+    let mut tx = headroom::db::begin_write(&app.pool).await.unwrap();
+    for i in 0..900_i64 {
+        // Three entries share each second, from three actors and two actions in turn.
+        let actor = Actor::User(["ann", "ben", "cat"][(i % 3) as usize].into());
+        let action = [Action::TemplateCreated, Action::TemplateUpdated][(i % 2) as usize];
+        headroom::audit::append(
+            &mut tx,
+            (i / 3) * 1000,
+            headroom::audit::NewEntry {
+                actor: &actor,
+                action,
+                target_kind: "test",
+                target_id: &(i % 7).to_string(),
+                details: serde_json::json!({ "i": i }),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let window = |f: AuditFilter| AuditFilter {
+        from: Some(40_000),
+        to: Some(250_000),
+        ..f
+    };
+    let cases: [(AuditFilter, &str, &str, &str); 3] = [
+        (
+            window(AuditFilter {
+                actor: Some("ben".into()),
+                ..AuditFilter::default()
+            }),
+            "actor = ?1",
+            "ben",
+            "audit_log_actor_at",
+        ),
+        (
+            window(AuditFilter {
+                action: Some("template.updated".into()),
+                ..AuditFilter::default()
+            }),
+            "action = ?1",
+            "template.updated",
+            "audit_log_action_at",
+        ),
+        (
+            window(AuditFilter {
+                target: Some("test:3".into()),
+                ..AuditFilter::default()
+            }),
+            "target_kind = 'test' AND target_id = ?1",
+            "3",
+            "audit_log_target_at",
+        ),
+    ];
+    let mut conn = app.pool.acquire().await.unwrap();
+    for (filter, condition, value, index) in cases {
+        let sql = |order: &str| {
+            format!(
+                "SELECT id FROM audit_log WHERE {condition} AND at >= 40000 AND at < 250000
+                 ORDER BY at {order}, id {order}"
+            )
+        };
+        let newest_first: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql("DESC")))
+            .bind(value)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        assert!(newest_first.len() > 60, "{filter:?}");
+        let mut seen = Vec::new();
+        let mut before = None;
+        loop {
+            let rows = page(&mut conn, &filter, before, 7).await.unwrap();
+            let Some(last) = rows.last() else { break };
+            before = Some(last.id);
+            seen.extend(rows.iter().map(|r| r.id));
+        }
+        assert_eq!(seen, newest_first, "{filter:?}, newest first, page by page");
+        let mut seen = Vec::new();
+        let mut after = 0;
+        loop {
+            let rows = batch_after(&mut conn, &filter, after, 11).await.unwrap();
+            let Some(last) = rows.last() else { break };
+            after = last.id;
+            seen.extend(rows.iter().map(|r| r.id));
+        }
+        let oldest_first: Vec<i64> = newest_first.iter().rev().copied().collect();
+        assert_eq!(seen, oldest_first, "{filter:?}, oldest first, batch by batch");
+        for before in [None, Some(newest_first[20])] {
+            let plan = explain_page(&mut conn, &filter, before)
+                .await
+                .unwrap()
+                .join(" | ");
+            assert!(plan.contains(index), "{filter:?}: {plan}");
+            assert!(plan.contains("at>? AND at<?"), "a range seek: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{filter:?} sorts: {plan}");
+        }
+    }
+}
