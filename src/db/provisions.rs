@@ -164,8 +164,13 @@ pub async fn insert_approval(
     now: UnixMillis,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at)
-         VALUES (?, ?, ?, ?) ON CONFLICT (provision_id, approver) DO NOTHING",
+        // With copies of the request's filter columns, so "approved by" and another filter
+        // seek the approval indexes (migration 0019; the state follows by trigger).
+        "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at,
+                                          fleet, machine_config, requester, state)
+         SELECT ?1, ?2, ?3, ?4, fleet, machine_config, requester, state FROM provisions
+         WHERE id = ?1
+         ON CONFLICT (provision_id, approver) DO NOTHING",
     )
     .bind(id)
     .bind(approver)
@@ -274,10 +279,11 @@ pub async fn machines_of(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
     /// Newest id first, through the primary key or an equality filter's `(column, id)` index.
-    Id,
+    Ids,
     /// Only a time bound: `provisions_by_created` in time order, from the cursor's time.
     Time,
-    /// An approver (and no time bound): their approvals, newest request first.
+    /// An approver (and no time bound): their approvals, newest request first, through the
+    /// `(approver, column, provision_id)` index of another equality filter if there is one.
     Approvals,
 }
 
@@ -293,7 +299,7 @@ impl Walk {
         } else if f.approver.is_some() && f.from.is_none() && f.to.is_none() {
             Walk::Approvals
         } else {
-            Walk::Id
+            Walk::Ids
         }
     }
 }
@@ -313,17 +319,22 @@ fn push_filter(
     before: Option<Before>,
 ) {
     q.push(" WHERE 1 = 1");
+    // Walking approvals, the equality filters are asked of the approval's copies of the
+    // request's columns, which the `(approver, column, provision_id)` indexes answer.
+    let t = if walk == Walk::Approvals { "a" } else { "p" };
     if let Some(v) = &f.fleet {
-        q.push(" AND p.fleet = ").push_bind(v.clone());
+        q.push(format!(" AND {t}.fleet = ")).push_bind(v.clone());
     }
     if let Some(v) = &f.machine_config {
-        q.push(" AND p.machine_config = ").push_bind(v.clone());
+        q.push(format!(" AND {t}.machine_config = "))
+            .push_bind(v.clone());
     }
     if let Some(v) = f.state {
-        q.push(" AND p.state = ").push_bind(v.as_str());
+        q.push(format!(" AND {t}.state = ")).push_bind(v.as_str());
     }
     if let Some(v) = &f.requester {
-        q.push(" AND p.requester = ").push_bind(v.clone());
+        q.push(format!(" AND {t}.requester = "))
+            .push_bind(v.clone());
     }
     if let Some(v) = &f.approver {
         if walk == Walk::Approvals {
@@ -378,8 +389,11 @@ fn push_filter(
 ///
 /// Every equality filter has an `(column, id)` index, so SQLite seeks the filter and walks
 /// `id` downwards from the cursor: a page costs the same however long the history is. With no
-/// filter it walks the primary key backwards. An approver alone walks their approvals
-/// (`provision_approvals_by_approver`), newest request first. A time bound alone walks
+/// filter it walks the primary key backwards. An approver walks their approvals newest
+/// request first (`provision_approvals_by_approver`), or with another equality filter the
+/// approvals of requests matching it (`provision_approvals_by_approver_fleet`, `_config`,
+/// `_requester`, `_state`, on the approval's copies of those columns), so a combination no
+/// request matches costs a seek, not a walk of every approval given. A time bound alone walks
 /// `provisions_by_created` in time order (the id order, requests being filed as they come),
 /// from the cursor's time; walking ids would first pass every request after `to`.
 /// [`explain_list`] shows the plan (tested; `benches/history.rs` times it).
@@ -392,12 +406,12 @@ fn list_query(
     let walk = Walk::of(f);
     let from = match walk {
         Walk::Approvals => "provision_approvals a JOIN provisions p ON p.id = a.provision_id",
-        Walk::Id | Walk::Time => "provisions p",
+        Walk::Ids | Walk::Time => "provisions p",
     };
     let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM {from}"));
     push_filter(&mut q, f, walk, before);
     q.push(match walk {
-        Walk::Id => " ORDER BY p.id DESC LIMIT ",
+        Walk::Ids => " ORDER BY p.id DESC LIMIT ",
         Walk::Time => " ORDER BY p.created_at DESC, p.id DESC LIMIT ",
         Walk::Approvals => " ORDER BY a.provision_id DESC LIMIT ",
     })
@@ -522,18 +536,26 @@ pub async fn due_for_expiry(
 
 /// The machines of fleet `fleet`'s requests other than `except` that still have a server (one
 /// was created and not destroyed: booting, created, or failed after creation), as (how many,
-/// the request's per-machine `monthly_price`) per request. Seeks `provisions_by_fleet`, then
-/// each request's machines by primary key.
+/// the plan's per-machine `monthly_price`, '' when it has none) per price. Reads the fleet's
+/// rows of `fleet_running_machines` (kept by triggers, migration 0020) less `except`'s own
+/// machines: a few rows whatever the fleet's history.
 pub async fn running_machines_of_fleet(
     conn: &mut SqliteConnection,
     fleet: &str,
     except: i64,
-) -> sqlx::Result<Vec<(i64, Option<String>)>> {
+) -> sqlx::Result<Vec<(i64, String)>> {
     sqlx::query_as(
-        "SELECT COUNT(*), json_extract(p.plan, '$.monthly_price')
-         FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
-         WHERE p.fleet = ? AND p.id != ? AND m.server_id IS NOT NULL AND m.status != 'destroyed'
-         GROUP BY p.id",
+        "WITH own AS (
+             SELECT COALESCE(json_extract(p.plan, '$.monthly_price'), '') AS price, COUNT(*) AS n
+             FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
+             WHERE p.id = ?2 AND p.fleet = ?1 AND m.server_id IS NOT NULL
+               AND m.status != 'destroyed')
+         SELECT r.machines - COALESCE((SELECT n FROM own WHERE own.price = r.monthly_price), 0)
+                    AS running,
+                r.monthly_price
+         FROM fleet_running_machines r
+         WHERE r.fleet = ?1 AND running > 0
+         ORDER BY r.monthly_price",
     )
     .bind(fleet)
     .bind(except)

@@ -156,8 +156,7 @@ async fn running(conn: &mut SqliteConnection, p: &Provision) -> Result<RunningFa
     };
     for (count, price) in rows {
         let count = u32::try_from(count).unwrap_or(u32::MAX);
-        let price = price.as_deref().unwrap_or_default();
-        let each = Amount::parse(price).map_err(|e| {
+        let each = Amount::parse(&price).map_err(|e| {
             OpError::Internal(anyhow::anyhow!("a stored plan of fleet {}: {e}", p.fleet))
         })?;
         facts.machines = facts.machines.saturating_add(count);

@@ -415,3 +415,208 @@ async fn sessions_survive_0013_and_their_ids_are_never_reused_after_it() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+/// A small provisioning history on `conn`: 24 requests over three fleets and three plan prices
+/// (one plan without a price), two machines each, in every machine status with and without a
+/// server, and an approval of every second request.
+async fn provisioning_history(conn: &mut SqliteConnection) {
+    for id in 1..=24_i64 {
+        let fleet = ["prod", "edge", "lab"][(id % 3) as usize];
+        let plan = match id % 4 {
+            0 => r#"{"monthly_price":"4.51"}"#,
+            1 => r#"{"monthly_price":"9.20"}"#,
+            2 => r#"{"monthly_price":"4.51"}"#,
+            _ => r#"{}"#,
+        };
+        sqlx::query(
+            "INSERT INTO provisions (id, fleet, machine_config, config_version, template,
+                 template_version, count, reason, requester, state, plan, plan_hash,
+                 approvals_required, created_at, updated_at, expires_at)
+             VALUES (?1, ?2, 'spare', 1, 'default', 1, 2, 'test', ?3, 'pending_approval', ?4,
+                 'h', 1, ?1, ?1, ?1 + 1000)",
+        )
+        .bind(id)
+        .bind(fleet)
+        .bind(["olga", "oscar", "system"][(id % 5 % 3) as usize])
+        .bind(plan)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        for idx in 0..2_i64 {
+            let n = (id + idx) % 6;
+            let status =
+                ["planned", "creating", "booting", "created", "failed", "destroyed"][n as usize];
+            // Some failures came before a server was created.
+            let server = (n >= 2 && !(n == 4 && id % 5 == 0)).then_some(id * 10 + idx);
+            sqlx::query(
+                "INSERT INTO provision_machines (provision_id, idx, name, sha256, size_bytes,
+                     redacted_payload, status, server_id, updated_at)
+                 VALUES (?, ?, ?, 's', 1, 'p', ?, ?, 0)",
+            )
+            .bind(id)
+            .bind(idx)
+            .bind(format!("m-{id}-{idx}"))
+            .bind(status)
+            .bind(server)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        }
+        if id % 2 == 0 {
+            sqlx::query(
+                "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at)
+                 VALUES (?, ?, 'h', ?)",
+            )
+            .bind(id)
+            .bind(["abe", "ada"][(id % 4 / 2) as usize])
+            .bind(id)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        }
+    }
+}
+
+/// Machines that still have a server, counted from every machine of the history: what
+/// `fleet_running_machines` must hold (its zero rows aside).
+const RUNNING_COUNTED: &str = "SELECT p.fleet, COALESCE(json_extract(p.plan, '$.monthly_price'), ''), COUNT(*)
+     FROM provision_machines m JOIN provisions p ON p.id = m.provision_id
+     WHERE m.server_id IS NOT NULL AND m.status != 'destroyed' GROUP BY 1, 2 ORDER BY 1, 2";
+const RUNNING_KEPT: &str = "SELECT fleet, monthly_price, machines FROM fleet_running_machines
+     WHERE machines > 0 ORDER BY 1, 2";
+
+async fn running(conn: &mut SqliteConnection, sql: &'static str) -> Vec<(String, String, i64)> {
+    sqlx::query_as(sql).fetch_all(conn).await.unwrap()
+}
+
+/// 0020 fills `fleet_running_machines` from the history, and its triggers keep it equal to a
+/// count over every machine as the runner creates, fails and destroys machines; the plan
+/// checks' reading of it (less the request's own machines) equals the per-request count it
+/// replaces.
+#[tokio::test]
+async fn running_machines_filled_by_0020_and_kept_by_its_triggers_equal_a_count_of_every_machine() {
+    use headroom::db::provision_jobs::{set_machine, MachineUpdate};
+    use headroom::domain::MachineStatus::*;
+    let mut before = migrated_to(19).await;
+    provisioning_history(&mut before).await;
+    apply(&mut before, 20).await;
+    let counted = running(&mut before, RUNNING_COUNTED).await;
+    assert!(
+        counted.len() >= 6 && counted.iter().any(|c| c.1.is_empty()),
+        "fleets and prices, a plan without one among them: {counted:?}"
+    );
+    assert_eq!(running(&mut before, RUNNING_KEPT).await, counted);
+
+    let mut current = migrated_to(i64::MAX).await;
+    provisioning_history(&mut current).await;
+    assert_eq!(running(&mut current, RUNNING_KEPT).await, counted);
+    // The runner's writer: every planned machine is created, every created one destroyed,
+    // every booting one fails (keeping its server), and a failed one without a server stays.
+    let machines: Vec<(i64, i64, String)> =
+        sqlx::query_as("SELECT provision_id, idx, status FROM provision_machines")
+            .fetch_all(&mut current)
+            .await
+            .unwrap();
+    for (id, idx, status) in machines {
+        let idx = u32::try_from(idx).unwrap();
+        let (from, to, server) = match status.as_str() {
+            "planned" => (Planned, Created, Some(id * 100 + i64::from(idx))),
+            "created" => (Created, Destroyed, None),
+            "booting" => (Booting, Failed, None),
+            _ => continue,
+        };
+        let update = MachineUpdate {
+            server_id: server,
+            action_id: None,
+            ipv4: None,
+            provider_status: None,
+            error: None,
+        };
+        assert!(set_machine(&mut current, id, idx, &[from], to, &update, 1)
+            .await
+            .unwrap());
+        assert_eq!(
+            running(&mut current, RUNNING_KEPT).await,
+            running(&mut current, RUNNING_COUNTED).await,
+            "after {id}/{idx} {status} → {to:?}"
+        );
+    }
+    for fleet in ["prod", "edge", "lab"] {
+        for except in [0, 3, 4, 6, 7] {
+            let per_request: Vec<(i64, Option<String>)> = sqlx::query_as(
+                "SELECT COUNT(*), json_extract(p.plan, '$.monthly_price')
+                 FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
+                 WHERE p.fleet = ? AND p.id != ? AND m.server_id IS NOT NULL
+                   AND m.status != 'destroyed'
+                 GROUP BY p.id",
+            )
+            .bind(fleet)
+            .bind(except)
+            .fetch_all(&mut current)
+            .await
+            .unwrap();
+            let mut expected = std::collections::BTreeMap::<String, i64>::new();
+            for (n, price) in per_request {
+                *expected.entry(price.unwrap_or_default()).or_default() += n;
+            }
+            let expected: Vec<(i64, String)> =
+                expected.into_iter().map(|(p, n)| (n, p)).collect();
+            let read = headroom::db::provisions::running_machines_of_fleet(
+                &mut current,
+                fleet,
+                except,
+            )
+            .await
+            .unwrap();
+            assert_eq!(read, expected, "{fleet} except {except}");
+        }
+    }
+}
+
+/// 0019 copies each approval's request columns (fleet, config, requester, state) as approving
+/// now writes them, and the state follows the request's.
+#[tokio::test]
+async fn approvals_carry_their_requests_filter_columns_from_0019_on() {
+    const COPIES: &str = "SELECT a.provision_id, a.approver, a.fleet, a.machine_config, a.requester, a.state
+         FROM provision_approvals a ORDER BY 1, 2";
+    const FROM_REQUESTS: &str = "SELECT a.provision_id, a.approver, p.fleet, p.machine_config, p.requester, p.state
+         FROM provision_approvals a JOIN provisions p ON p.id = a.provision_id ORDER BY 1, 2";
+    type Copy = (i64, String, String, String, String, String);
+    let mut before = migrated_to(18).await;
+    provisioning_history(&mut before).await;
+    apply(&mut before, 19).await;
+    let expected: Vec<Copy> = sqlx::query_as(FROM_REQUESTS)
+        .fetch_all(&mut before)
+        .await
+        .unwrap();
+    assert_eq!(expected.len(), 12);
+    let copied: Vec<Copy> = sqlx::query_as(COPIES).fetch_all(&mut before).await.unwrap();
+    assert_eq!(copied, expected);
+
+    let mut current = migrated_to(i64::MAX).await;
+    provisioning_history(&mut current).await;
+    // Approvals as approving writes them.
+    sqlx::query("DELETE FROM provision_approvals")
+        .execute(&mut current)
+        .await
+        .unwrap();
+    for id in (2..=24).step_by(2) {
+        let approver = ["abe", "ada"][(id % 4 / 2) as usize];
+        assert!(
+            headroom::db::provisions::insert_approval(&mut current, id, approver, "h", id)
+                .await
+                .unwrap()
+        );
+    }
+    sqlx::query("UPDATE provisions SET state = 'approved' WHERE id % 4 = 0")
+        .execute(&mut current)
+        .await
+        .unwrap();
+    let expected: Vec<Copy> = sqlx::query_as(FROM_REQUESTS)
+        .fetch_all(&mut current)
+        .await
+        .unwrap();
+    assert!(expected.iter().any(|c| c.5 == "approved"));
+    let copied: Vec<Copy> = sqlx::query_as(COPIES).fetch_all(&mut current).await.unwrap();
+    assert_eq!(copied, expected);
+}

@@ -798,6 +798,27 @@ async fn listing_filters_pages_and_uses_the_indexes() {
     assert_eq!(ids(&mine), [c, a]);
     let (_, approved) = w.get(&viewer, "/api/v1/provisions?approver=appr1").await;
     assert_eq!(ids(&approved), [b]);
+    // "Approved by" with another filter reads the approval's copies of the request's columns,
+    // the state following the request's.
+    let b_state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+        .bind(b)
+        .fetch_one(&w.app.pool)
+        .await
+        .unwrap();
+    assert_ne!(b_state, "pending_approval");
+    for (query, expected) in [
+        ("approver=appr1&fleet=prod".to_owned(), vec![b]),
+        ("approver=appr1&fleet=other".to_owned(), vec![]),
+        ("approver=appr1&requester=op2".to_owned(), vec![b]),
+        ("approver=appr1&requester=req".to_owned(), vec![]),
+        ("approver=appr1&machine_config=spare-fsn1".to_owned(), vec![b]),
+        (format!("approver=appr1&state={b_state}"), vec![b]),
+        ("approver=appr1&state=pending_approval".to_owned(), vec![]),
+    ] {
+        let (status, found) = w.get(&viewer, &format!("/api/v1/provisions?{query}")).await;
+        assert_eq!(status, 200, "{query}: {found}");
+        assert_eq!(ids(&found), expected, "{query}");
+    }
     assert_eq!(approved["items"][0]["approvers"], json!(["appr1"]));
     let (_, pending) = w
         .get(
@@ -855,6 +876,38 @@ async fn listing_filters_pages_and_uses_the_indexes() {
                 ..ListFilter::default()
             },
             "provision_approvals_by_approver",
+        ),
+        (
+            ListFilter {
+                approver: Some("appr1".into()),
+                fleet: Some("prod".into()),
+                ..ListFilter::default()
+            },
+            "provision_approvals_by_approver_fleet (approver=? AND fleet=?",
+        ),
+        (
+            ListFilter {
+                approver: Some("appr1".into()),
+                machine_config: Some("spare-fsn1".into()),
+                ..ListFilter::default()
+            },
+            "provision_approvals_by_approver_config (approver=? AND machine_config=?",
+        ),
+        (
+            ListFilter {
+                approver: Some("appr1".into()),
+                requester: Some("req".into()),
+                ..ListFilter::default()
+            },
+            "provision_approvals_by_approver_requester (approver=? AND requester=?",
+        ),
+        (
+            ListFilter {
+                approver: Some("appr1".into()),
+                state: Some(headroom::domain::ProvisionState::Failed),
+                ..ListFilter::default()
+            },
+            "provision_approvals_by_approver_state (approver=? AND state=?",
         ),
         (
             ListFilter {
