@@ -14,10 +14,11 @@
 //! After each step it times, median of `HISTORY_RUNS` runs (default 25), through the
 //! operations the pages and the API call: the audit page (`audit::search`, 50 entries) with
 //! each filter the page offers (actor, action exact and prefix, target kind and `kind:id`, a
-//! time window, `from` and `to` alone, a cursor half-way), the audit export's first chunk
-//! (`audit::export`, 1,000 entries), the provision history list (`requests::list`, 50) with
-//! each filter (fleet, machine config, every state, requester, approver, time window, a
-//! cursor), the provision export's first page (`history::export`, 200 requests encoded) and a
+//! time window, `from` and `to` alone, each filter with a window, a cursor half-way), the
+//! audit export's first chunk (`audit::export`, 1,000 entries), the provision history list
+//! (`requests::list`, 50) with each filter (fleet, machine config, every state, requester,
+//! approver, time window, approver with each other filter, some matching nothing, a cursor),
+//! the provision export's first page (`history::export`, 200 requests encoded) and a
 //! request's detail page (`requests::get`, finished and pending). It prints one table (10 %,
 //! full, ratio) and checks each ratio ≤ 2 (`Goals`: exit 1 when one is missed). Sizes:
 //! `HISTORY_PROVISIONS` (default 100,000) and `HISTORY_AUDIT_PER_REQUEST` (default 10).
@@ -477,6 +478,50 @@ fn cases(requests: i64, entries: i64, pending: i64, finished: i64) -> Vec<(Strin
             }),
         ),
         (
+            "audit page, action login_failed + day 4".into(),
+            a(audit::Filter {
+                action: Some("auth.login_failed".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
+            "audit page, target user + day 4".into(),
+            a(audit::Filter {
+                target: Some("user".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
+            "audit page, target user:t42 + day 4".into(),
+            a(audit::Filter {
+                target: Some("user:t42".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
+            "audit page, prefix provision. + day 4".into(),
+            a(audit::Filter {
+                action: Some("provision.".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
+            "audit page, actor grace, to: before day 4".into(),
+            a(audit::Filter {
+                actor: Some("grace".into()),
+                to: third_day.0,
+                ..Default::default()
+            }),
+        ),
+        (
             "audit page, cursor half-way".into(),
             Case::AuditPage(audit::Filter::default(), Some(entries / 2)),
         ),
@@ -502,6 +547,15 @@ fn cases(requests: i64, entries: i64, pending: i64, finished: i64) -> Vec<(Strin
             "audit export, target provision".into(),
             Case::AuditExport(audit::Filter {
                 target: Some("provision".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            "audit export, actor grace + day 4".into(),
+            Case::AuditExport(audit::Filter {
+                actor: Some("grace".into()),
+                from: third_day.0,
+                to: third_day.1,
                 ..Default::default()
             }),
         ),
@@ -591,6 +645,48 @@ fn cases(requests: i64, entries: i64, pending: i64, finished: i64) -> Vec<(Strin
             }),
         ),
         (
+            "provisions, approver ada + state failed".into(),
+            p(ProvisionFilter {
+                approver: Some("ada".into()),
+                state: Some(ProvisionState::Failed),
+                ..Default::default()
+            }),
+        ),
+        (
+            "provisions, approver abe + requester oscar".into(),
+            p(ProvisionFilter {
+                approver: Some("abe".into()),
+                requester: Some("oscar".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            "provisions, approver abe + config big-fsn1".into(),
+            p(ProvisionFilter {
+                approver: Some("abe".into()),
+                machine_config: Some("big-fsn1".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            "provisions, approver abe + day 4".into(),
+            p(ProvisionFilter {
+                approver: Some("abe".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
+            "provisions, fleet edge-a + day 4".into(),
+            p(ProvisionFilter {
+                fleet: Some("edge-a".into()),
+                from: third_day.0,
+                to: third_day.1,
+                ..Default::default()
+            }),
+        ),
+        (
             "provisions, cursor half-way".into(),
             Case::List(ProvisionFilter::default(), Some(requests / 2)),
         ),
@@ -620,6 +716,14 @@ fn cases(requests: i64, entries: i64, pending: i64, finished: i64) -> Vec<(Strin
             "provision export, approver abe".into(),
             Case::Export(ProvisionFilter {
                 approver: Some("abe".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            "provision export, approver abe + fleet eu-1".into(),
+            Case::Export(ProvisionFilter {
+                approver: Some("abe".into()),
+                fleet: Some("eu-1".into()),
                 ..Default::default()
             }),
         ),
