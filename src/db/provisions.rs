@@ -165,7 +165,7 @@ pub async fn insert_approval(
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
         // With copies of the request's filter columns, so "approved by" and another filter
-        // seek the approval indexes (migration 0019; the state follows by trigger).
+        // seek the approval indexes (migration 0020; the state follows by trigger).
         "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at,
                                           fleet, machine_config, requester, state)
          SELECT ?1, ?2, ?3, ?4, fleet, machine_config, requester, state FROM provisions
@@ -537,7 +537,7 @@ pub async fn due_for_expiry(
 /// The machines of fleet `fleet`'s requests other than `except` that still have a server (one
 /// was created and not destroyed: booting, created, or failed after creation), as (how many,
 /// the plan's per-machine `monthly_price`, '' when it has none) per price. Reads the fleet's
-/// rows of `fleet_running_machines` (kept by triggers, migration 0020) less `except`'s own
+/// rows of `fleet_running_machines` (kept by triggers, migration 0021) less `except`'s own
 /// machines: a few rows whatever the fleet's history.
 pub async fn running_machines_of_fleet(
     conn: &mut SqliteConnection,

@@ -630,7 +630,10 @@ async fn a_filter_with_a_time_window_pages_in_time_order_through_its_own_index()
             seen.extend(rows.iter().map(|r| r.id));
         }
         let oldest_first: Vec<i64> = newest_first.iter().rev().copied().collect();
-        assert_eq!(seen, oldest_first, "{filter:?}, oldest first, batch by batch");
+        assert_eq!(
+            seen, oldest_first,
+            "{filter:?}, oldest first, batch by batch"
+        );
         for before in [None, Some(newest_first[20])] {
             let plan = explain_page(&mut conn, &filter, before)
                 .await

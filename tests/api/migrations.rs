@@ -444,8 +444,14 @@ async fn provisioning_history(conn: &mut SqliteConnection) {
         .unwrap();
         for idx in 0..2_i64 {
             let n = (id + idx) % 6;
-            let status =
-                ["planned", "creating", "booting", "created", "failed", "destroyed"][n as usize];
+            let status = [
+                "planned",
+                "creating",
+                "booting",
+                "created",
+                "failed",
+                "destroyed",
+            ][n as usize];
             // Some failures came before a server was created.
             let server = (n >= 2 && !(n == 4 && id % 5 == 0)).then_some(id * 10 + idx);
             sqlx::query(
@@ -479,7 +485,8 @@ async fn provisioning_history(conn: &mut SqliteConnection) {
 
 /// Machines that still have a server, counted from every machine of the history: what
 /// `fleet_running_machines` must hold (its zero rows aside).
-const RUNNING_COUNTED: &str = "SELECT p.fleet, COALESCE(json_extract(p.plan, '$.monthly_price'), ''), COUNT(*)
+const RUNNING_COUNTED: &str =
+    "SELECT p.fleet, COALESCE(json_extract(p.plan, '$.monthly_price'), ''), COUNT(*)
      FROM provision_machines m JOIN provisions p ON p.id = m.provision_id
      WHERE m.server_id IS NOT NULL AND m.status != 'destroyed' GROUP BY 1, 2 ORDER BY 1, 2";
 const RUNNING_KEPT: &str = "SELECT fleet, monthly_price, machines FROM fleet_running_machines
@@ -489,17 +496,17 @@ async fn running(conn: &mut SqliteConnection, sql: &'static str) -> Vec<(String,
     sqlx::query_as(sql).fetch_all(conn).await.unwrap()
 }
 
-/// 0020 fills `fleet_running_machines` from the history, and its triggers keep it equal to a
+/// 0021 fills `fleet_running_machines` from the history, and its triggers keep it equal to a
 /// count over every machine as the runner creates, fails and destroys machines; the plan
 /// checks' reading of it (less the request's own machines) equals the per-request count it
 /// replaces.
 #[tokio::test]
-async fn running_machines_filled_by_0020_and_kept_by_its_triggers_equal_a_count_of_every_machine() {
+async fn running_machines_filled_by_0021_and_kept_by_its_triggers_equal_a_count_of_every_machine() {
     use headroom::db::provision_jobs::{set_machine, MachineUpdate};
     use headroom::domain::MachineStatus::*;
-    let mut before = migrated_to(19).await;
+    let mut before = migrated_to(20).await;
     provisioning_history(&mut before).await;
-    apply(&mut before, 20).await;
+    apply(&mut before, 21).await;
     let counted = running(&mut before, RUNNING_COUNTED).await;
     assert!(
         counted.len() >= 6 && counted.iter().any(|c| c.1.is_empty()),
@@ -559,32 +566,30 @@ async fn running_machines_filled_by_0020_and_kept_by_its_triggers_equal_a_count_
             for (n, price) in per_request {
                 *expected.entry(price.unwrap_or_default()).or_default() += n;
             }
-            let expected: Vec<(i64, String)> =
-                expected.into_iter().map(|(p, n)| (n, p)).collect();
-            let read = headroom::db::provisions::running_machines_of_fleet(
-                &mut current,
-                fleet,
-                except,
-            )
-            .await
-            .unwrap();
+            let expected: Vec<(i64, String)> = expected.into_iter().map(|(p, n)| (n, p)).collect();
+            let read =
+                headroom::db::provisions::running_machines_of_fleet(&mut current, fleet, except)
+                    .await
+                    .unwrap();
             assert_eq!(read, expected, "{fleet} except {except}");
         }
     }
 }
 
-/// 0019 copies each approval's request columns (fleet, config, requester, state) as approving
+/// 0020 copies each approval's request columns (fleet, config, requester, state) as approving
 /// now writes them, and the state follows the request's.
 #[tokio::test]
-async fn approvals_carry_their_requests_filter_columns_from_0019_on() {
-    const COPIES: &str = "SELECT a.provision_id, a.approver, a.fleet, a.machine_config, a.requester, a.state
+async fn approvals_carry_their_requests_filter_columns_from_0020_on() {
+    const COPIES: &str =
+        "SELECT a.provision_id, a.approver, a.fleet, a.machine_config, a.requester, a.state
          FROM provision_approvals a ORDER BY 1, 2";
-    const FROM_REQUESTS: &str = "SELECT a.provision_id, a.approver, p.fleet, p.machine_config, p.requester, p.state
+    const FROM_REQUESTS: &str =
+        "SELECT a.provision_id, a.approver, p.fleet, p.machine_config, p.requester, p.state
          FROM provision_approvals a JOIN provisions p ON p.id = a.provision_id ORDER BY 1, 2";
     type Copy = (i64, String, String, String, String, String);
-    let mut before = migrated_to(18).await;
+    let mut before = migrated_to(19).await;
     provisioning_history(&mut before).await;
-    apply(&mut before, 19).await;
+    apply(&mut before, 20).await;
     let expected: Vec<Copy> = sqlx::query_as(FROM_REQUESTS)
         .fetch_all(&mut before)
         .await
@@ -617,6 +622,9 @@ async fn approvals_carry_their_requests_filter_columns_from_0019_on() {
         .await
         .unwrap();
     assert!(expected.iter().any(|c| c.5 == "approved"));
-    let copied: Vec<Copy> = sqlx::query_as(COPIES).fetch_all(&mut current).await.unwrap();
+    let copied: Vec<Copy> = sqlx::query_as(COPIES)
+        .fetch_all(&mut current)
+        .await
+        .unwrap();
     assert_eq!(copied, expected);
 }

@@ -811,7 +811,10 @@ async fn listing_filters_pages_and_uses_the_indexes() {
         ("approver=appr1&fleet=other".to_owned(), vec![]),
         ("approver=appr1&requester=op2".to_owned(), vec![b]),
         ("approver=appr1&requester=req".to_owned(), vec![]),
-        ("approver=appr1&machine_config=spare-fsn1".to_owned(), vec![b]),
+        (
+            "approver=appr1&machine_config=spare-fsn1".to_owned(),
+            vec![b],
+        ),
         (format!("approver=appr1&state={b_state}"), vec![b]),
         ("approver=appr1&state=pending_approval".to_owned(), vec![]),
     ] {
