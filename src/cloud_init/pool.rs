@@ -120,22 +120,43 @@ impl Pool {
 
     /// Runs `job` on a warm worker (or a fresh one when none is idle), which is killed and
     /// replaced should it pass `deadline` or misbehave in any way.
-    #[tracing::instrument(skip_all, fields(render.contexts = job.contexts.len()), err(level = "info"))]
     pub async fn run(
         self: &Arc<Self>,
         job: &Job,
         deadline: Duration,
     ) -> Result<Outcome, WorkerFailure> {
-        let json =
-            serde_json::to_vec(job).map_err(|e| WorkerFailure::Unavailable(e.to_string()))?;
+        self.run_holding(job, deadline, ()).await.0
+    }
+
+    /// Runs `job` as [`Pool::run`] does; `hold` (the caller's permit and per-person slot) is
+    /// kept by the job's task until the worker is done and handed back with the outcome, so a
+    /// caller that goes away frees neither while its worker still runs.
+    #[tracing::instrument(skip_all, fields(render.contexts = job.contexts.len()))]
+    pub async fn run_holding<H: Send + 'static>(
+        self: &Arc<Self>,
+        job: &Job,
+        deadline: Duration,
+        hold: H,
+    ) -> (Result<Outcome, WorkerFailure>, Option<H>) {
+        let json = match serde_json::to_vec(job) {
+            Ok(json) => json,
+            Err(e) => return (Err(WorkerFailure::Unavailable(e.to_string())), Some(hold)),
+        };
         let input = worker::frame(&json);
         // JSON escaping can grow output several times over; anything beyond this is not ours.
         let max_answer =
             8 * (job.limits.output_bytes as u64) * (job.contexts.len() as u64 + 1) + 65_536;
         let pool = self.clone();
-        self.spawn(async move { pool.run_here(&input, max_answer, deadline).await })
-            .await
-            .unwrap_or_else(|e| Err(WorkerFailure::Unavailable(e.to_string())))
+        self.spawn(async move {
+            let outcome = pool.run_here(&input, max_answer, deadline).await;
+            (outcome, hold)
+        })
+        .await
+        .map_or_else(
+            // The task panicked or its runtime is gone: `hold` went with it.
+            |e| (Err(WorkerFailure::Unavailable(e.to_string())), None),
+            |(outcome, hold)| (outcome, Some(hold)),
+        )
     }
 
     /// The process ids of the idle workers (for tests and diagnostics).

@@ -235,13 +235,13 @@ pub const RENDERS_PER_REQUESTER: usize = 2;
 struct InFlight(std::sync::Mutex<std::collections::HashMap<String, usize>>);
 
 /// One requester's place in [`InFlight`], given back when dropped.
-struct Slot<'a> {
-    table: &'a InFlight,
+struct Slot {
+    table: Arc<InFlight>,
     who: String,
 }
 
 impl InFlight {
-    fn take(&self, who: &str) -> Option<Slot<'_>> {
+    fn take(self: &Arc<Self>, who: &str) -> Option<Slot> {
         let mut map = self
             .0
             .lock()
@@ -252,13 +252,13 @@ impl InFlight {
         }
         *n += 1;
         Some(Slot {
-            table: self,
+            table: self.clone(),
             who: who.to_owned(),
         })
     }
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         let mut map = self
             .table
@@ -347,7 +347,12 @@ impl Renderer {
         }
     }
 
-    async fn run(&self, job: Job) -> Result<Outcome, WorkerFailure> {
+    /// Runs `job`, `hold` kept until its worker is done (see `Pool::run`) and handed back.
+    async fn run<H: Send + 'static>(
+        &self,
+        job: Job,
+        hold: H,
+    ) -> (Result<Outcome, WorkerFailure>, Option<H>) {
         // A check only parses and walks the template, which cannot loop; it gets more time than
         // a render so that a large legitimate template is not refused on a busy machine.
         let deadline = if job.contexts.is_empty() {
@@ -356,9 +361,9 @@ impl Renderer {
             self.limits.timeout
         };
         match &self.isolation {
-            Isolation::Process(pool) => pool.run(&job, deadline).await,
+            Isolation::Process(pool) => pool.run_holding(&job, deadline, hold).await,
             #[cfg(test)]
-            Isolation::InThread => Ok(sandbox::run(&job)),
+            Isolation::InThread => (Ok(sandbox::run(&job)), Some(hold)),
         }
     }
 
@@ -377,16 +382,19 @@ impl Renderer {
     /// Checks that a template parses and stays inside the sandbox's allow-list (for saving):
     /// the message names the line and the word.
     pub async fn check(&self, requested_by: &str, body: &str) -> Result<(), String> {
-        let Some(_slot) = self.in_flight.take(requested_by) else {
+        let Some(slot) = self.in_flight.take(requested_by) else {
             return Err(format!(
                 "the template could not be checked now: {}",
                 too_many(requested_by)
             ));
         };
-        let Ok(_permit) = tokio::time::timeout(QUEUE_WAIT, self.permits.acquire()).await else {
+        let Ok(Ok(permit)) =
+            tokio::time::timeout(QUEUE_WAIT, self.permits.clone().acquire_owned()).await
+        else {
             return Err("the template could not be checked now: the renderer is busy".into());
         };
-        match self.run(self.job(requested_by, body, Vec::new())).await {
+        let job = self.job(requested_by, body, Vec::new());
+        match self.run(job, (slot, permit)).await.0 {
             Ok(Outcome::Rendered(_)) => Ok(()),
             Ok(Outcome::Syntax(e)) => Err(describe(&render_failure(&e))),
             Ok(Outcome::Refused(refusals)) => Err(refusals
@@ -401,7 +409,7 @@ impl Renderer {
     /// Renders and validates. Never fails: every problem, the limits included, is a finding.
     pub async fn render(&self, req: &RenderRequest<'_>) -> Rendered {
         let mut findings = lint::raw_insertions(req.template_body);
-        let Some(_slot) = self.in_flight.take(req.requested_by) else {
+        let Some(slot) = self.in_flight.take(req.requested_by) else {
             findings.push(limit_finding(too_many(req.requested_by)));
             return failed(findings);
         };
@@ -414,10 +422,13 @@ impl Renderer {
             return failed(findings);
         };
         // The worker gets stand-ins only: no value ever reaches the template engine.
-        let shown = match self
-            .run(self.job(req.requested_by, req.template_body, vec![context(req)]))
-            .await
-        {
+        let job = self.job(req.requested_by, req.template_body, vec![context(req)]);
+        let (outcome, held) = self.run(job, (slot, permit)).await;
+        let Some((_slot, permit)) = held else {
+            findings.push(limit_finding("the renderer could not be run".into()));
+            return failed(findings);
+        };
+        let shown = match outcome {
             Ok(Outcome::Rendered(outputs)) => match outputs.into_iter().next() {
                 Some(Ok(shown)) => shown,
                 Some(Err(e)) => {

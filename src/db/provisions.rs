@@ -280,7 +280,8 @@ pub async fn machines_of(
 enum Walk {
     /// Newest id first, through the primary key or an equality filter's `(column, id)` index.
     Ids,
-    /// Only a time bound: `provisions_by_created` in time order, from the cursor's time.
+    /// A time bound (and no approver): in time order from the cursor's time, through
+    /// `provisions_by_created` or an equality filter's `(column, created_at, id)` index.
     Time,
     /// An approver (and no time bound): their approvals, newest request first, through the
     /// `(approver, column, provision_id)` index of another equality filter if there is one.
@@ -289,12 +290,7 @@ enum Walk {
 
 impl Walk {
     fn of(f: &ProvisionFilter) -> Walk {
-        let equality = f.fleet.is_some()
-            || f.machine_config.is_some()
-            || f.state.is_some()
-            || f.requester.is_some()
-            || f.approver.is_some();
-        if (f.from.is_some() || f.to.is_some()) && !equality {
+        if (f.from.is_some() || f.to.is_some()) && f.approver.is_none() {
             Walk::Time
         } else if f.approver.is_some() && f.from.is_none() && f.to.is_none() {
             Walk::Approvals
@@ -393,9 +389,10 @@ fn push_filter(
 /// request first (`provision_approvals_by_approver`), or with another equality filter the
 /// approvals of requests matching it (`provision_approvals_by_approver_fleet`, `_config`,
 /// `_requester`, `_state`, on the approval's copies of those columns), so a combination no
-/// request matches costs a seek, not a walk of every approval given. A time bound alone walks
+/// request matches costs a seek, not a walk of every approval given. A time bound walks
 /// `provisions_by_created` in time order (the id order, requests being filed as they come),
-/// from the cursor's time; walking ids would first pass every request after `to`.
+/// or with an equality filter that filter's `(column, created_at, id)` index (migration 0022),
+/// from the cursor's time; walking ids would first pass every newer request.
 /// [`explain_list`] shows the plan (tested; `benches/history.rs` times it).
 fn list_query(
     prefix: &str,

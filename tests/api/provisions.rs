@@ -927,6 +927,41 @@ async fn listing_filters_pages_and_uses_the_indexes() {
             },
             "provisions_by_created",
         ),
+        // An equality filter with a window: a range of its time index, not a walk of ids.
+        (
+            ListFilter {
+                fleet: Some("prod".into()),
+                from: Some(1_000),
+                to: Some(2_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_fleet_created (fleet=? AND created_at>? AND created_at<?)",
+        ),
+        (
+            ListFilter {
+                requester: Some("req".into()),
+                to: Some(2_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_requester_created (requester=? AND created_at<?)",
+        ),
+        (
+            ListFilter {
+                machine_config: Some("spare-fsn1".into()),
+                from: Some(1_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_config_created (machine_config=? AND created_at>?)",
+        ),
+        (
+            ListFilter {
+                state: Some(headroom::domain::ProvisionState::Failed),
+                from: Some(1_000),
+                to: Some(2_000),
+                ..ListFilter::default()
+            },
+            "provisions_by_state_created (state=? AND created_at>? AND created_at<?)",
+        ),
     ];
     for (filter, index) in cases {
         let plan = explain_list(&mut conn, &filter, Some(100))

@@ -14,7 +14,8 @@ pub struct AuditQuery {
     pub target: String,
     pub from: String,
     pub to: String,
-    /// Cursor: show entries with ids below this.
+    /// Cursor: the last entry of the previous page; this page shows what follows it in the
+    /// page's order (id order unfiltered, time order with a filter or a time bound).
     pub before: String,
     /// Export encoding.
     pub format: String,

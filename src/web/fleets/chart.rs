@@ -1255,4 +1255,28 @@ mod tests {
         );
         assert_eq!(time_label(FROM, Range::D30.millis(), 7 * DAY).len(), 6);
     }
+
+    proptest::proptest! {
+        /// Any coordinate, negative and past the plot included, is written as the nearest
+        /// tenth: it reads back within half a tenth, and is `format!("{:.1}")`'s text except
+        /// where that rounds a tie to even or writes `-0.0`.
+        #[test]
+        fn coordinates_are_written_as_the_nearest_tenth(v in -100_000.0_f64..100_000.0) {
+            let written = n(v).render().0;
+            let back: f64 = written.parse().unwrap();
+            proptest::prop_assert!((back - v).abs() <= 0.050_000_1, "{} -> {}", v, written);
+            let std = format!("{v:.1}");
+            let tie = ((v * 10.0).fract().abs() - 0.5).abs() < 1e-9;
+            if !tie && std != "-0.0" {
+                proptest::prop_assert_eq!(written, std);
+            }
+        }
+    }
+
+    #[test]
+    fn a_coordinate_that_is_not_a_number_is_written_as_zero() {
+        assert_eq!(n(f64::NAN).render().0, "0.0");
+        assert_eq!(n(-0.04).render().0, "0.0");
+        assert_eq!(n(-2.26).render().0, "-2.3");
+    }
 }

@@ -22,7 +22,8 @@ const PAGE: u32 = 50;
 pub struct HistoryQuery {
     #[serde(flatten)]
     pub filter: FilterQuery,
-    /// Cursor: requests with ids below this.
+    /// Cursor: the last request of the previous page; this page shows what follows it in the
+    /// page's order (id order, or time order with a time bound).
     pub before: String,
     /// Export encoding.
     pub format: String,
