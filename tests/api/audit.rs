@@ -455,6 +455,38 @@ async fn at_most_two_exports_run_at_once_and_the_third_is_told_to_retry() {
     drop(second);
 }
 
+/// An export is written in pieces; with Nagle's algorithm on, the last piece waited for the
+/// client's delayed ACK, 40 ms per export on a kept-alive connection (found by the soak).
+#[tokio::test]
+async fn exports_on_a_kept_alive_connection_do_not_wait_for_delayed_acks() {
+    let app = TestApp::spawn().await;
+    app.create_user("reader", Role::Viewer).await;
+    let token = app.token_for("reader").await;
+    // One client, so one kept-alive connection; the first export opens it.
+    let client = reqwest::Client::new();
+    let export = || async {
+        let res = client
+            .get(app.url("/api/v1/audit?format=jsonl"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap()
+    };
+    export().await;
+    let start = std::time::Instant::now();
+    for _ in 0..10 {
+        export().await;
+    }
+    // With the stall, ten take at least 400 ms; without, a few ms.
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(300),
+        "ten exports took {took:?}"
+    );
+}
+
 /// A time bound alone is answered from the time index in time order (id order for a log
 /// appended as things happen): paging down from `to` and exporting up from `from`, cursor by
 /// cursor, give every matching entry once, ties of the same time by id.
