@@ -1,0 +1,71 @@
+//! What a soak watches of a running process from outside, through `/proc` (Linux only): its
+//! resident memory, its open file descriptors and its children (the render workers), plus the
+//! sizes of its SQLite database and write-ahead log.
+
+use std::path::Path;
+
+/// One look at a process and the files next to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// `VmRSS` of the process itself, in KiB.
+    pub rss_kib: u64,
+    /// Entries of `/proc/PID/fd`.
+    pub open_fds: u64,
+    /// Direct children alive now (render workers).
+    pub children: u64,
+    /// `VmRSS` of those children together, in KiB.
+    pub children_rss_kib: u64,
+    /// Bytes of the database's `-wal` file (0 while there is none).
+    pub wal_bytes: u64,
+    /// Bytes of the database file itself.
+    pub db_bytes: u64,
+}
+
+/// Reads the process `pid` and the sizes of the database `db` and its `-wal` file; `None`
+/// once the process is gone.
+pub fn probe(pid: u32, db: &Path) -> Option<Probe> {
+    let rss_kib = rss_kib_of(pid)?;
+    let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
+    let children = children(pid);
+    let children_rss_kib = children.iter().filter_map(|c| rss_kib_of(*c)).sum();
+    Some(Probe {
+        rss_kib,
+        open_fds,
+        children: children.len() as u64,
+        children_rss_kib,
+        wal_bytes: size(&db.with_extension("db-wal")),
+        db_bytes: size(db),
+    })
+}
+
+fn size(file: &Path) -> u64 {
+    std::fs::metadata(file).map_or(0, |m| m.len())
+}
+
+/// `VmRSS` from `/proc/PID/status` (absent for a zombie, which holds no memory).
+fn rss_kib_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Children of every thread of `pid` (a child belongs to the thread that started it).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
