@@ -1136,5 +1136,12 @@ async fn main() {
         "the audit chain verifies after the run",
         verify.status.success(),
     );
+    // A missed goal exits before `dir` is dropped: the database and the server's log stay for
+    // a look; the binary's copy does not.
+    let _ = std::fs::remove_file(&bin);
+    println!(
+        "database and server log: {} (kept only when a goal is missed)",
+        dir.path().display()
+    );
     goals.exit_if_missed();
 }
