@@ -38,6 +38,8 @@ pub struct Application {
     state: AppState,
     /// Awaited after the server ends, so no loop outlives it.
     loops: BackgroundLoops,
+    /// SIGTERM and SIGINT, listened for from before the port is announced.
+    stop: StopSignals,
 }
 
 impl Application {
@@ -62,6 +64,7 @@ impl Application {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let address = listener.local_addr()?;
+        let stop = StopSignals::listen()?;
         let state = prepare(settings, pool, clock).await?;
         // Deficits a crash left without their restore proposal are filed, and ended ones left
         // unsettled are settled, before the scraper starts (and after the catalogue their
@@ -77,6 +80,7 @@ impl Application {
             server,
             state,
             loops,
+            stop,
         })
     }
 
@@ -111,8 +115,17 @@ impl Application {
 
     /// Serves until SIGINT/SIGTERM (graceful: in-flight requests finish), then stops the
     /// background loops and waits for them.
-    pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let served = self.server.await;
+    pub async fn run_until_stopped(mut self) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        let mut server = self.server;
+        let served = tokio::select! {
+            served = &mut server => served,
+            () = self.stop.received() => {
+                // The stop is carried out by the server's own future: both are driven at once.
+                let ((), served) = tokio::join!(handle.stop(true), server);
+                served
+            }
+        };
         self.loops.stop().await;
         served
     }
@@ -167,6 +180,31 @@ async fn resume_deficits(ctx: &crate::context::Ctx) {
             error = format!("{e:#}"),
             "resuming deficit work failed; the scraper retries it"
         ),
+    }
+}
+
+/// The signals that stop the server. Listened for from `bind` on, so a SIGTERM that comes as
+/// soon as the port is announced stops it gracefully: actix's own listener started only when
+/// the server was first polled, and a signal before that killed the process outright.
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => tracing::info!("SIGTERM: stopping"),
+            _ = self.interrupt.recv() => tracing::info!("SIGINT: stopping"),
+        }
     }
 }
 
@@ -296,6 +334,8 @@ fn run(listener: TcpListener, state: AppState) -> anyhow::Result<Server> {
     .client_request_timeout(client_timeout)
     .max_connections(connections_per_worker)
     .shutdown_timeout(10)
+    // `StopSignals` stops it: listening starts before the port is announced.
+    .disable_signals()
     .listen(listener)?
     .run();
     Ok(server)
