@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use headroom::cloud_init::pool::Pool;
 use headroom::cloud_init::sandbox::{EngineLimits, Job, Outcome};
 use headroom::cloud_init::worker::WorkerFailure;
-use headroom::db::versions::{self, Family};
 use headroom::domain::Role;
 use serde_json::json;
 
 use crate::helpers::TestApp;
+use crate::sandbox::store_raw;
 
 /// Nested capped loops: runs until the deadline stops it, one core at 100 % meanwhile.
 const RUNAWAY: &str = "#cloud-config\n{% for i in range(end=10000) %}{% for j in range(end=10000) %}{% endfor %}{% endfor %}\n";
@@ -25,24 +25,6 @@ fn real_worker() -> std::path::PathBuf {
 /// build.
 fn timed_worker() -> std::path::PathBuf {
     std::env::var_os("ATTACK_WORKER").map_or_else(real_worker, Into::into)
-}
-
-/// Stores a template directly, as `sandbox.rs` does (a runaway passes the save check anyway:
-/// the check only parses).
-async fn store_raw(app: &TestApp, name: &str, body: &str) {
-    let mut conn = app.pool.acquire().await.unwrap();
-    assert!(versions::create(
-        &mut conn,
-        &versions::NewVersion {
-            family: Family::Template,
-            name,
-            content: body,
-            author: "system",
-            now: 0
-        },
-    )
-    .await
-    .unwrap());
 }
 
 /// Render workers that are children of this process: `(pid, state)`; `Z` is a zombie.

@@ -66,7 +66,7 @@ async fn render_api(app: &TestApp, token: &str, template: &str) -> Value {
 }
 
 /// Stores a template behind the sandbox's back, as one saved before this release would be.
-async fn store_raw(app: &TestApp, name: &str, body: &str) {
+pub(crate) async fn store_raw(app: &TestApp, name: &str, body: &str) {
     let mut conn = app.pool.acquire().await.unwrap();
     assert!(versions::create(
         &mut conn,
