@@ -368,6 +368,19 @@ pub async fn verify(
 
 /// The walk behind [`verify`].
 async fn verify_chain(conn: &mut SqliteConnection) -> anyhow::Result<Result<Verified, ChainBreak>> {
+    // Read before the walk, not after it: each batch reads what is committed when it runs, so
+    // an entry appended after the last batch (a login, a provision running) made the end look
+    // cut off. An id is issued in the transaction that inserts its entry, so every id up to
+    // this one was in the log when the walk began.
+    let issued = rows::highest_issued_id(conn).await?;
+    walk_chain(conn, issued).await
+}
+
+/// Walks the chain and checks it reaches at least `issued`.
+async fn walk_chain(
+    conn: &mut SqliteConnection,
+    issued: i64,
+) -> anyhow::Result<Result<Verified, ChainBreak>> {
     const BATCH: i64 = 1000;
     let mut prev_id = 0_i64;
     let mut prev_hash = GENESIS.to_owned();
@@ -399,11 +412,10 @@ async fn verify_chain(conn: &mut SqliteConnection) -> anyhow::Result<Result<Veri
             count += 1;
         }
     }
-    let highest = rows::highest_issued_id(conn).await?;
-    if highest > prev_id {
+    if issued > prev_id {
         return Ok(Err(ChainBreak::Truncated {
             last_id: prev_id,
-            highest_issued: highest,
+            highest_issued: issued,
         }));
     }
     Ok(Ok(Verified { entries: count }))
@@ -707,6 +719,52 @@ mod tests {
         };
         r.hash = entry_hash(&r);
         r
+    }
+
+    async fn append_one(pool: &sqlx::SqlitePool, i: i64) {
+        let mut tx = pool.begin().await.unwrap();
+        let entry = NewEntry {
+            actor: &Actor::System,
+            action: Action::UserCreated,
+            target_kind: "user",
+            target_id: "bob",
+            details: serde_json::json!({ "i": i }),
+        };
+        append(&mut tx, 1_000 + i, entry).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_entry_appended_during_a_walk_is_not_taken_for_a_cut_off_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("audit.db").display());
+        let pool = crate::db::connect(&url).await.unwrap();
+        for i in 0..3 {
+            append_one(&pool, i).await;
+        }
+        let mut conn = pool.acquire().await.unwrap();
+        let issued = rows::highest_issued_id(&mut conn).await.unwrap();
+        // Appended after the walk read what was issued: the walk reads it too, and the chain
+        // is whole.
+        append_one(&pool, 3).await;
+        let walked = walk_chain(&mut conn, issued).await.unwrap();
+        assert_eq!(walked, Ok(Verified { entries: 4 }));
+        // An end really cut off (by someone who dropped the append-only trigger) is still
+        // noticed.
+        for sql in [
+            "DROP TRIGGER audit_log_no_delete",
+            "DELETE FROM audit_log WHERE id = 4",
+        ] {
+            sqlx::query(sql).execute(&mut *conn).await.unwrap();
+        }
+        let cut = verify_chain(&mut conn).await.unwrap();
+        assert_eq!(
+            cut,
+            Err(ChainBreak::Truncated {
+                last_id: 3,
+                highest_issued: 4
+            })
+        );
     }
 
     #[test]
