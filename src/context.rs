@@ -4,7 +4,7 @@
 //! of HTTP, so pages, the API, the CLI and background loops call the same operations the same
 //! way (and two consoles in one process, as in tests, share none of it).
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use sqlx::SqlitePool;
 
@@ -97,7 +97,11 @@ pub const BOARD_TTL_MS: i64 = 1_000;
 pub struct ReadCache<T> {
     ttl: i64,
     generation: std::sync::atomic::AtomicU64,
-    slot: tokio::sync::Mutex<Option<Cached<T>>>,
+    /// What was loaded last. A plain lock, held only to look or to swap an `Arc`: a hit (every
+    /// dashboard request but one a second) neither waits nor wakes another worker's thread.
+    current: std::sync::Mutex<Option<Cached<T>>>,
+    /// Held while loading, so concurrent misses load once.
+    loading: tokio::sync::Mutex<()>,
 }
 
 struct Cached<T> {
@@ -112,7 +116,8 @@ impl<T> ReadCache<T> {
         Self {
             ttl,
             generation: std::sync::atomic::AtomicU64::new(0),
-            slot: tokio::sync::Mutex::new(None),
+            current: std::sync::Mutex::new(None),
+            loading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -131,20 +136,33 @@ impl<T> ReadCache<T> {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<T, E>>,
     {
-        let mut slot = self.slot.lock().await;
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        if let Some(c) = slot.as_ref() {
-            if c.generation == generation && now >= c.at && now - c.at < self.ttl {
-                return Ok(c.value.clone());
-            }
+        if let Some(value) = self.fresh(now) {
+            return Ok(value);
         }
+        let _loading = self.loading.lock().await;
+        // Whoever held the load before us may have loaded what we need.
+        if let Some(value) = self.fresh(now) {
+            return Ok(value);
+        }
+        // Read before the load: an invalidation during it makes the result out of date.
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         let value = Arc::new(load().await?);
-        *slot = Some(Cached {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Cached {
             generation,
             at: now,
             value: value.clone(),
         });
         Ok(value)
+    }
+
+    /// The value held, if nothing invalidated it and it is younger than the ttl at `now`.
+    fn fresh(&self, now: UnixMillis) -> Option<Arc<T>> {
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        current
+            .as_ref()
+            .filter(|c| c.generation == generation && now >= c.at && now - c.at < self.ttl)
+            .map(|c| c.value.clone())
     }
 }
 
@@ -306,6 +324,20 @@ mod tests {
             5,
             "an error is never kept"
         );
+    }
+
+    #[tokio::test]
+    async fn an_invalidation_during_a_load_leaves_its_value_out_of_date() {
+        let cache = ReadCache::new(1_000);
+        let loaded = cache
+            .get_or_load(5, || async {
+                cache.invalidate();
+                Ok::<_, ()>(1)
+            })
+            .await;
+        assert_eq!(loaded.map(|v| *v), Ok(1), "the caller gets what it loaded");
+        let next = cache.get_or_load(6, || async { Ok::<_, ()>(2) }).await;
+        assert_eq!(next.map(|v| *v), Ok(2), "the next read loads again");
     }
 
     #[tokio::test]

@@ -50,7 +50,11 @@ pub fn add(headers: &mut HeaderMap) {
     let is_html = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/html"));
+        .is_some_and(|v| {
+            // Compared in place: this runs on every response, so no lowercased copy.
+            let v = v.trim_start().as_bytes();
+            v.len() >= 9 && v[..9].eq_ignore_ascii_case(b"text/html")
+        });
     let mut set = |name: HeaderName, value: &'static str| {
         if !headers.contains_key(&name) {
             headers.insert(name, HeaderValue::from_static(value));
@@ -92,6 +96,22 @@ mod tests {
         assert_eq!(value(&h, header::X_FRAME_OPTIONS), "DENY");
         assert_eq!(value(&h, header::REFERRER_POLICY), "same-origin");
         assert_eq!(value(&h, header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+    }
+
+    #[test]
+    fn the_type_is_matched_without_regard_to_case_or_leading_space() {
+        for t in ["TEXT/HTML", " Text/Html; charset=utf-8", "text/html"] {
+            assert!(
+                with_type(t).contains_key(header::CONTENT_SECURITY_POLICY),
+                "{t}"
+            );
+        }
+        for t in ["text/htm", "text/plain", ""] {
+            assert!(
+                !with_type(t).contains_key(header::CONTENT_SECURITY_POLICY),
+                "{t}"
+            );
+        }
     }
 
     #[test]
