@@ -722,7 +722,7 @@ mod tests {
     }
 
     async fn append_one(pool: &sqlx::SqlitePool, i: i64) {
-        let mut tx = pool.begin().await.unwrap();
+        let mut tx = crate::db::begin_write(pool).await.unwrap();
         let entry = NewEntry {
             actor: &Actor::System,
             action: Action::UserCreated,
@@ -734,36 +734,37 @@ mod tests {
         tx.commit().await.unwrap();
     }
 
-    #[tokio::test]
-    async fn an_entry_appended_during_a_walk_is_not_taken_for_a_cut_off_end() {
+    /// A verification racing appends (a busy console) finds the chain whole every time: an
+    /// entry committed after the walk's last batch must not read as a cut-off end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn verifying_while_entries_are_appended_finds_the_chain_whole() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("audit.db").display());
         let pool = crate::db::connect(&url).await.unwrap();
-        for i in 0..3 {
-            append_one(&pool, i).await;
-        }
-        let mut conn = pool.acquire().await.unwrap();
-        let issued = rows::highest_issued_id(&mut conn).await.unwrap();
-        // Appended after the walk read what was issued: the walk reads it too, and the chain
-        // is whole.
-        append_one(&pool, 3).await;
-        let walked = walk_chain(&mut conn, issued).await.unwrap();
-        assert_eq!(walked, Ok(Verified { entries: 4 }));
-        // An end really cut off (by someone who dropped the append-only trigger) is still
-        // noticed.
-        for sql in [
-            "DROP TRIGGER audit_log_no_delete",
-            "DELETE FROM audit_log WHERE id = 4",
-        ] {
-            sqlx::query(sql).execute(&mut *conn).await.unwrap();
-        }
-        let cut = verify_chain(&mut conn).await.unwrap();
-        assert_eq!(
-            cut,
-            Err(ChainBreak::Truncated {
-                last_id: 3,
-                highest_issued: 4
+        append_one(&pool, 0).await;
+        let appender = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                for i in 1..=300 {
+                    append_one(&pool, i).await;
+                }
             })
+        };
+        let mut conn = pool.acquire().await.unwrap();
+        let mut verified = 0;
+        while !appender.is_finished() {
+            let outcome = verify_chain(&mut conn).await.unwrap();
+            assert!(outcome.is_ok(), "after {verified} whole: {outcome:?}");
+            verified += 1;
+        }
+        appender.await.unwrap();
+        assert_eq!(
+            verify_chain(&mut conn).await.unwrap(),
+            Ok(Verified { entries: 301 })
+        );
+        assert!(
+            verified > 10,
+            "only {verified} verifications raced the appends"
         );
     }
 

@@ -98,7 +98,8 @@ pub struct ReadCache<T> {
     ttl: i64,
     generation: std::sync::atomic::AtomicU64,
     /// What was loaded last. A plain lock, held only to look or to swap an `Arc`: a hit (every
-    /// dashboard request but one a second) neither waits nor wakes another worker's thread.
+    /// dashboard request but one a second) waits, if at all, only for an `Arc` clone, and
+    /// never goes through the async runtime.
     current: std::sync::Mutex<Option<Cached<T>>>,
     /// Held while loading, so concurrent misses load once.
     loading: tokio::sync::Mutex<()>,
@@ -147,11 +148,17 @@ impl<T> ReadCache<T> {
         // Read before the load: an invalidation during it makes the result out of date.
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         let value = Arc::new(load().await?);
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Cached {
-            generation,
-            at: now,
-            value: value.clone(),
-        });
+        let replaced = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(Cached {
+                generation,
+                at: now,
+                value: value.clone(),
+            });
+        // Freed (perhaps a whole board) after the lock is let go, not under it.
+        drop(replaced);
         Ok(value)
     }
 
@@ -338,6 +345,47 @@ mod tests {
         assert_eq!(loaded.map(|v| *v), Ok(1), "the caller gets what it loaded");
         let next = cache.get_or_load(6, || async { Ok::<_, ()>(2) }).await;
         assert_eq!(next.map(|v| *v), Ok(2), "the next read loads again");
+    }
+
+    #[tokio::test]
+    async fn readers_queued_behind_an_invalidated_load_load_again() {
+        let cache = Arc::new(ReadCache::new(1_000));
+        let loads = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (started, start) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let (cache, loads) = (cache.clone(), loads.clone());
+            tokio::spawn(async move {
+                *cache
+                    .get_or_load(5, || async {
+                        started.send(()).unwrap();
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        // A write lands while the first load runs.
+                        cache.invalidate();
+                        Ok::<_, ()>(loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                    })
+                    .await
+                    .unwrap()
+            })
+        };
+        start.await.unwrap();
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (cache, loads) = (cache.clone(), loads.clone());
+                tokio::spawn(async move {
+                    *cache
+                        .get_or_load(5, || async {
+                            Ok::<_, ()>(loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                        })
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        assert_eq!(first.await.unwrap(), 0);
+        for w in waiters {
+            assert_eq!(w.await.unwrap(), 1, "a waiter must not take the stale load");
+        }
+        assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -271,7 +271,9 @@ pub async fn machines_of(
         sep.push_bind(*id);
     }
     q.push(") ORDER BY provision_id, idx");
-    let rows = q.build().fetch_all(conn).await?;
+    // Not kept prepared: the text changes with the number of ids, and every length kept
+    // would hold a statement on each connection (see `db::connect`).
+    let rows = q.build().persistent(false).fetch_all(conn).await?;
     rows.iter().map(machine_of_request).collect()
 }
 
@@ -481,7 +483,8 @@ pub async fn approvers_of(
         sep.push_bind(*id);
     }
     q.push(") ORDER BY a.approved_at, a.rowid");
-    q.build_query_as().fetch_all(conn).await
+    // Not kept prepared, like `machines_of`: one text per number of ids.
+    q.build_query_as().persistent(false).fetch_all(conn).await
 }
 
 /// Requests in `pending_approval` that `user` may approve now: not their own, not already

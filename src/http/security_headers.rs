@@ -47,14 +47,14 @@ pub async fn apply(
 /// Adds the headers that apply to a response with these headers. A handler that set its own
 /// value keeps it.
 pub fn add(headers: &mut HeaderMap) {
-    let is_html = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            // Compared in place: this runs on every response, so no lowercased copy.
-            let v = v.trim_start().as_bytes();
-            v.len() >= 9 && v[..9].eq_ignore_ascii_case(b"text/html")
-        });
+    // Compared in place: this runs on every response, so no lowercased copy. Bytes, not
+    // `to_str`, so a value with non-ASCII bytes after the type is still judged by its type.
+    let is_html = headers.get(header::CONTENT_TYPE).is_some_and(|v| {
+        v.as_bytes()
+            .trim_ascii_start()
+            .get(..9)
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"text/html"))
+    });
     let mut set = |name: HeaderName, value: &'static str| {
         if !headers.contains_key(&name) {
             headers.insert(name, HeaderValue::from_static(value));
@@ -100,12 +100,25 @@ mod tests {
 
     #[test]
     fn the_type_is_matched_without_regard_to_case_or_leading_space() {
-        for t in ["TEXT/HTML", " Text/Html; charset=utf-8", "text/html"] {
+        for t in [
+            "TEXT/HTML",
+            " Text/Html; charset=utf-8",
+            "\ttext/html",
+            "text/html",
+        ] {
             assert!(
                 with_type(t).contains_key(header::CONTENT_SECURITY_POLICY),
                 "{t}"
             );
         }
+        // A byte `to_str` refuses after the type does not hide the page from its policy.
+        let mut odd = HeaderMap::new();
+        odd.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_bytes(b"text/html; charset=\xff").unwrap(),
+        );
+        add(&mut odd);
+        assert!(odd.contains_key(header::CONTENT_SECURITY_POLICY));
         for t in ["text/htm", "text/plain", ""] {
             assert!(
                 !with_type(t).contains_key(header::CONTENT_SECURITY_POLICY),

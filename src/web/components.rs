@@ -1,19 +1,9 @@
 //! Small markup pieces reused across pages.
 
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use crate::domain::FieldErrors;
 use crate::web::paths;
-
-/// One of our own constant strings (a path, a label) spliced as it is: escaping them cost
-/// every page time for nothing. Debug builds (the tests) check it has nothing to escape.
-pub fn constant(text: &'static str) -> PreEscaped<&'static str> {
-    debug_assert!(
-        !text.contains(['<', '>', '&', '"', '\'']),
-        "{text:?} needs escaping"
-    );
-    PreEscaped(text)
-}
 
 /// The hidden CSRF field every form carries.
 pub fn csrf_field(token: &str) -> Markup {

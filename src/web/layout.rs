@@ -9,7 +9,6 @@ use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use maud::{html, Markup, DOCTYPE};
 
-use super::components::constant;
 use super::paths;
 use crate::auth::Principal;
 use crate::domain::Role;
@@ -131,19 +130,19 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
                 meta name="htmx-config" content=(*HTMX_CONFIG_ATTR);
                 title { (frame.title) " · headroom" }
                 link rel="stylesheet" href="/static/app.css";
-                script src=(constant(HTMX_JS)) defer {}
+                script src=(HTMX_JS) defer {}
                 script src="/static/app.js" defer {}
             }
             body hx-headers=[hx_headers] {
                 // The first stop for a keyboard: past the navigation to the page itself.
                 a.skip-link href="#content" { "Skip to content" }
                 header.topbar {
-                    a.brand href=(constant(paths::HOME)) { "headroom" }
+                    a.brand href=(paths::HOME) { "headroom" }
                     @if let Some(p) = &frame.principal {
                         nav aria-label="Main" { (nav(p.role, frame.section)) }
                         div.whoami {
-                            a href=(constant(paths::ACCOUNT)) title="Your account" { (p.username) " · " span.badge { (constant(p.role.as_str())) } }
-                            form method="post" action=(constant(paths::LOGOUT)) {
+                            a href=(paths::ACCOUNT) title="Your account" { (p.username) " · " span.badge { (p.role) } }
+                            form method="post" action=(paths::LOGOUT) {
                                 input type="hidden" name="csrf_token" value=(csrf);
                                 button.linklike type="submit" { "Sign out" }
                             }
@@ -161,7 +160,7 @@ pub fn page(frame: &Frame, content: Markup) -> Markup {
 }
 
 fn nav(role: Role, current: &str) -> Markup {
-    let entries: &[(&str, &'static str, Role)] = &[
+    let entries: &[(&str, &str, Role)] = &[
         ("home", paths::HOME, Role::Viewer),
         ("provisions", paths::HISTORY, Role::Viewer),
         ("approvals", paths::APPROVALS, Role::Viewer),
@@ -176,8 +175,8 @@ fn nav(role: Role, current: &str) -> Markup {
     html! {
         @for &(name, href, needs) in entries {
             @if role.includes(needs) {
-                a href=(constant(href)) aria-current=[(name == current).then_some("page")] {
-                    (constant(label(name)))
+                a href=(href) aria-current=[(name == current).then_some("page")] {
+                    (label(name))
                     // Only approvers have something to count; the badge loads after the page.
                     @if name == "approvals" && role.includes(Role::Approver) { " " (super::approvals::views::badge_slot()) }
                 }

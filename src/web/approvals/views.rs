@@ -34,7 +34,7 @@ pub fn badge(count: u64) -> Markup {
 /// The navigation's placeholder that loads the badge and refreshes it.
 pub fn badge_slot() -> Markup {
     html! {
-        span #approvals-badge hx-get=(crate::web::components::constant(paths::APPROVALS_BADGE)) hx-trigger="load, every 15s" hx-swap="innerHTML" {}
+        span #approvals-badge hx-get=(paths::APPROVALS_BADGE) hx-trigger="load, every 15s" hx-swap="innerHTML" {}
     }
 }
 

@@ -7,7 +7,6 @@ use crate::auth::Principal;
 use crate::board_html::SharedHtml;
 use crate::domain::capacity::{FleetNow, Health};
 use crate::domain::{Role, UnixMillis};
-use crate::web::components::constant;
 use crate::web::fleets::capacity::{
     absorption_words, n_plus_k, requests_link, span_words, status_badge, status_words, when,
 };
@@ -33,14 +32,14 @@ pub fn overview(principal: &Principal, cards: &SharedHtml) -> Markup {
         }
         section.card {
             h2 { "You" }
-            p { "Signed in as " strong { (principal.username) } " with the " strong { (constant(principal.role.as_str())) } " role." }
+            p { "Signed in as " strong { (principal.username) } " with the " strong { (principal.role) } " role." }
             ul.plain {
-                li { a href=(constant(paths::AUDIT)) { "Audit log" } " — every change, newest first, hash-chained and verifiable." }
+                li { a href=(paths::AUDIT) { "Audit log" } " — every change, newest first, hash-chained and verifiable." }
                 @if principal.role.includes(Role::Admin) {
-                    li { a href=(constant(paths::USERS)) { "Users" } " — accounts and roles." }
-                    li { a href=(constant(paths::TOKENS)) { "API tokens" } " — bearer tokens for automation." }
+                    li { a href=(paths::USERS) { "Users" } " — accounts and roles." }
+                    li { a href=(paths::TOKENS) { "API tokens" } " — bearer tokens for automation." }
                 }
-                li { a href=(constant(paths::ACCOUNT)) { "Your account" } " — change your password." }
+                li { a href=(paths::ACCOUNT) { "Your account" } " — change your password." }
             }
         }
     }
@@ -58,7 +57,7 @@ pub fn cards(now: UnixMillis, board: &[FleetNow], can_create: bool) -> Markup {
             @if board.is_empty() {
                 p.muted {
                     "No fleets yet. "
-                    @if can_create { a href=(constant(paths::FLEET_NEW)) { "Add a fleet" } " to watch its headroom." }
+                    @if can_create { a href=(paths::FLEET_NEW) { "Add a fleet" } " to watch its headroom." }
                 }
             } @else {
                 ul.fleet-cards {
