@@ -373,14 +373,6 @@ async fn verify_chain(conn: &mut SqliteConnection) -> anyhow::Result<Result<Veri
     // cut off. An id is issued in the transaction that inserts its entry, so every id up to
     // this one was in the log when the walk began.
     let issued = rows::highest_issued_id(conn).await?;
-    walk_chain(conn, issued).await
-}
-
-/// Walks the chain and checks it reaches at least `issued`.
-async fn walk_chain(
-    conn: &mut SqliteConnection,
-    issued: i64,
-) -> anyhow::Result<Result<Verified, ChainBreak>> {
     const BATCH: i64 = 1000;
     let mut prev_id = 0_i64;
     let mut prev_hash = GENESIS.to_owned();
