@@ -205,6 +205,156 @@ async fn rollups_agree_with_the_raw_samples_min_max_last_and_gaps() {
     assert_eq!(gap, (4, 0, None, "none".to_owned()));
 }
 
+/// The bucket statements' columns in their order.
+type BucketColumns = (
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// The row-by-row reading of one of the bucket statements, as `BucketRow`s.
+async fn buckets_row_by_row(
+    pool: &sqlx::SqlitePool,
+    sql: &'static str,
+    binds: &[i64],
+) -> Vec<store::BucketRow> {
+    let mut q = sqlx::query_as::<_, BucketColumns>(sql);
+    for b in binds {
+        q = q.bind(*b);
+    }
+    q.fetch_all(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(
+            |(k, spare_min, spare_max, required_max, ok_samples, absorbed_min, needed, code)| {
+                store::BucketRow {
+                    k,
+                    spare_min,
+                    spare_max,
+                    required_max,
+                    ok_samples,
+                    // The encoding the statements document: the newest ok row's time × 4 + 2 when
+                    // native, + 1 when derived.
+                    source: match code.map(|c| c.rem_euclid(4)) {
+                        Some(2) => Source::Native,
+                        Some(1) => Source::Derived,
+                        _ => Source::None,
+                    },
+                    absorbed_min,
+                    machines_needed_max: needed,
+                }
+            },
+        )
+        .collect()
+}
+
+/// The chart reads each bucket statement's rows packed into one JSON value
+/// (`store::raw_buckets`, `store::rollup_buckets`); whatever the tables hold, including NULLs
+/// in every nullable column and values past 32 bits, that returns exactly the rows the
+/// statement returns read one by one.
+#[test]
+fn packed_bucket_reads_return_exactly_the_statements_rows() {
+    use proptest::prelude::*;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let app = rt.block_on(with_fleets(&["prod"]));
+    let id = rt.block_on(fleet_id(&app, "prod"));
+    let from = 1_796_000_000_000 - 1_796_000_000_000 % (6 * HOUR);
+    let big = prop_oneof![0i64..10, Just(i64::from(u32::MAX) + 7), Just(i64::MAX / 8)];
+    // A raw sample, any values its columns admit: offset in the window, ok, source, spare,
+    // required, absorbed, machines needed.
+    let raw = (
+        0..4 * HOUR,
+        any::<bool>(),
+        0u8..3,
+        big.clone(),
+        0i64..50,
+        proptest::option::of(0i64..2),
+        proptest::option::of(big.clone()),
+    );
+    // A minute rollup: bucket index, ok samples, spare min, spare max, required max, newest
+    // sample's offset in the bucket, source, absorbed min, machines needed max.
+    let rollup = (
+        0i64..40,
+        0i64..5,
+        proptest::option::of(big.clone()),
+        proptest::option::of(big),
+        proptest::option::of(0i64..50),
+        0..MINUTE,
+        0u8..3,
+        proptest::option::of(0i64..2),
+        proptest::option::of(0i64..9),
+    );
+    let sources = ["native", "derived", "none"];
+    let config = ProptestConfig {
+        cases: 96,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(raws in proptest::collection::vec(raw, 0..80),
+                       rollups in proptest::collection::vec(rollup, 0..60),
+                       step_minutes in prop_oneof![Just(1i64), Just(2), Just(7)])| {
+        rt.block_on(async {
+            let pool = &app.pool;
+            sqlx::query("DELETE FROM fleet_samples").execute(pool).await.unwrap();
+            sqlx::query("DELETE FROM fleet_rollups").execute(pool).await.unwrap();
+            for (offset, ok, source, spare, required, absorbed, needed) in &raws {
+                sqlx::query(
+                    "INSERT INTO fleet_samples (fleet_id, at, ok, source, spare, required,
+                         latency_ms, error, absorbed, machines_needed)
+                     VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                )
+                .bind(id)
+                .bind(from + offset)
+                .bind(i64::from(*ok))
+                .bind(sources[usize::from(*source)])
+                .bind(ok.then_some(*spare))
+                .bind(ok.then_some(*required))
+                .bind((!ok).then_some("timed out"))
+                .bind(absorbed)
+                .bind(needed)
+                .execute(pool)
+                .await
+                .unwrap();
+            }
+            for (k, ok_samples, spare_min, spare_max, required_max, last, source, absorbed, needed) in &rollups {
+                sqlx::query(
+                    "INSERT OR REPLACE INTO fleet_rollups (fleet_id, resolution, bucket, samples,
+                         ok_samples, spare_min, spare_max, required_max, last_at, source_last,
+                         absorbed_min, machines_needed_max)
+                     VALUES (?, 60, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(id)
+                .bind(from + k * MINUTE)
+                .bind(ok_samples + 1)
+                .bind(ok_samples)
+                .bind(spare_min)
+                .bind(spare_max)
+                .bind(required_max)
+                .bind(from + k * MINUTE + last)
+                .bind(sources[usize::from(*source)])
+                .bind(absorbed)
+                .bind(needed)
+                .execute(pool)
+                .await
+                .unwrap();
+            }
+            let to = from + 4 * HOUR;
+            let step = step_minutes * MINUTE;
+            let mut conn = pool.acquire().await.unwrap();
+            let packed = store::raw_buckets(&mut conn, id, from, to, step).await.unwrap();
+            assert_eq!(packed, buckets_row_by_row(pool, store::RAW_BUCKETS_SQL, &[id, from, to, step]).await);
+            let packed = store::rollup_buckets(&mut conn, id, Resolution::Minute, from, to, step).await.unwrap();
+            let sql = if step == MINUTE { store::ROLLUP_ROWS_SQL } else { store::ROLLUP_BUCKETS_SQL };
+            assert_eq!(packed, buckets_row_by_row(pool, sql, &[id, 60, from, to, step]).await);
+        });
+    });
+}
+
 #[tokio::test]
 async fn the_bulk_generator_stores_exactly_what_the_product_stores() {
     // The benchmark and the history tests below rely on it.
