@@ -284,7 +284,9 @@ pub const RAW_BUCKETS_SQL: &str =
      WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
      GROUP BY k ORDER BY k";
 
-static RAW_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(RAW_BUCKETS_SQL));
+/// [`RAW_BUCKETS_SQL`] as [`raw_buckets`] runs it ([`packed`]); public so tests can check its
+/// plan.
+pub static RAW_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(RAW_BUCKETS_SQL));
 
 /// The raw samples of fleet `fleet_id` in `[from, to)`, folded into buckets of `step` ms,
 /// oldest first. The range is a seek on `fleet_samples_fleet_at`, so the rows read are the
@@ -332,8 +334,11 @@ pub const ROLLUP_ROWS_SQL: &str =
      WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
      ORDER BY bucket";
 
-static ROLLUP_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_BUCKETS_SQL));
-static ROLLUP_ROWS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_ROWS_SQL));
+/// [`ROLLUP_BUCKETS_SQL`] and [`ROLLUP_ROWS_SQL`] as [`rollup_buckets`] runs them
+/// ([`packed`]); public so tests can check their plans.
+pub static ROLLUP_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_BUCKETS_SQL));
+/// See [`ROLLUP_BUCKETS_PACKED`].
+pub static ROLLUP_ROWS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_ROWS_SQL));
 
 /// The `resolution` rollups of fleet `fleet_id` whose buckets start in `[from, to)`, folded
 /// into buckets of `step` ms (a multiple of the rollup's width, `from` aligned to it), oldest

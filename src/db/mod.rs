@@ -40,8 +40,9 @@ pub async fn connect(url: &str) -> anyhow::Result<SqlitePool> {
         .busy_timeout(Duration::from_secs(5))
         .foreign_keys(true)
         // sqlx hands each row from its connection thread to the caller through a channel; at
-        // the default 50 a 360-point chart's query stalled the thread seven times, each a
-        // futex wake-up. A chart's rows (at most a few hundred, a few hundred bytes each) fit.
+        // the default 50 a 360-row read stalled the thread seven times, each a futex wake-up.
+        // Charts now read one packed row (`fleet_samples`), but listings and exports still
+        // read hundreds of rows a page, a few hundred bytes each.
         .row_buffer_size(512);
     let pool = SqlitePoolOptions::new()
         // A SQLite connection is a file handle in this process: no network or server restart

@@ -691,6 +691,32 @@ async fn a_series_reads_and_returns_the_same_points_with_1_day_or_30_days_of_his
         rows,
         "SEARCH fleet_rollups USING PRIMARY KEY (fleet_id=? AND resolution=? AND bucket>? AND bucket<?)"
     );
+    // As they run: each statement wrapped into one JSON value keeps its own range seek, and
+    // rows as stored still need nothing sorted.
+    for (packed, binds, seek) in [
+        (
+            store::RAW_BUCKETS_PACKED.as_str(),
+            vec![2, now - HOUR, now, 30_000],
+            "SEARCH fleet_samples USING INDEX fleet_samples_fleet_at (fleet_id=? AND at>? AND at<?)",
+        ),
+        (
+            store::ROLLUP_BUCKETS_PACKED.as_str(),
+            vec![2, 60, now - DAY, now, 240_000],
+            "SEARCH fleet_rollups USING PRIMARY KEY (fleet_id=? AND resolution=? AND bucket>? AND bucket<?)",
+        ),
+        (
+            store::ROLLUP_ROWS_PACKED.as_str(),
+            vec![2, 21_600, now - 90 * DAY, now, 6 * HOUR],
+            "SEARCH fleet_rollups USING PRIMARY KEY (fleet_id=? AND resolution=? AND bucket>? AND bucket<?)",
+        ),
+    ] {
+        let p = plan(packed, binds).await;
+        assert!(p.contains(seek), "{p}");
+        assert!(!p.contains("SCAN fleet_"), "{p}");
+        if packed == store::ROLLUP_ROWS_PACKED.as_str() {
+            assert!(!p.contains("TEMP B-TREE"), "{p}");
+        }
+    }
     let recent = plan(store::RECENT_SQL, vec![2, 20]).await;
     assert!(
         recent.contains("SEARCH fleet_samples USING INDEX fleet_samples_fleet_at (fleet_id=?)"),
