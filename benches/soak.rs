@@ -8,7 +8,12 @@
 //! `headroom serve` over a fresh SQLite file, scraping on, the Hetzner client pointed at the
 //! fake (`HEADROOM_HETZNER_API_URL`). Users and their API tokens are made with the binary's
 //! own `user add` and `token create`; the catalogue, the machine config and the 100 fleets
-//! (scraped every 5 s) through the JSON API. Then, for `HEADROOM_SOAK_SECONDS` (default 600):
+//! (scraped every 5 s) through the JSON API. The server is then stopped while each fleet gets
+//! its last `HEADROOM_SOAK_HISTORY_HOURS` of samples (default 48, the raw retention: samples
+//! every 5 s up to now and the rollups of those hours, as the product stores them; 0 starts
+//! empty) and started again (its log appended to; the scrape figures are the second
+//! process's), so the charts' hour and SQLite's caches are full before the first minute
+//! rather than growing with the run. Then, for `HEADROOM_SOAK_SECONDS` (default 600):
 //!
 //! - `HEADROOM_SOAK_CLIENTS` clients (default 4), each pausing `HEADROOM_SOAK_PAUSE_MS`
 //!   (default 20) between requests and each with its own viewer and operator (signed in
@@ -38,6 +43,8 @@
 mod fake_hetzner;
 #[path = "support/goals.rs"]
 mod goals;
+#[path = "../tests/api/series_history.rs"]
+mod history;
 #[path = "support/proc_probe.rs"]
 mod proc_probe;
 #[path = "support/soak_log.rs"]
@@ -90,6 +97,7 @@ struct Knobs {
     clients: usize,
     pause: Duration,
     scrape_secs: u32,
+    history_hours: i64,
 }
 
 impl Knobs {
@@ -99,6 +107,7 @@ impl Knobs {
             clients: env_or("HEADROOM_SOAK_CLIENTS", 4).max(1),
             pause: Duration::from_millis(env_or("HEADROOM_SOAK_PAUSE_MS", 20)),
             scrape_secs: 5,
+            history_hours: env_or("HEADROOM_SOAK_HISTORY_HOURS", 48),
         }
     }
 }
@@ -166,6 +175,15 @@ async fn cli(bin: &Path, env: &[(String, String)], args: &[&str], stdin: &str) -
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// `path` opened for appending, created if missing.
+fn append(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
 impl Server {
     /// Starts `headroom serve` and waits until `/readyz` answers.
     async fn start(bin: &Path, dir: &Path, env: Vec<(String, String)>) -> Server {
@@ -181,8 +199,10 @@ impl Server {
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("server.out")).expect("stdout file"))
-            .stderr(std::fs::File::create(&log).expect("log file"))
+            // Appended to: a restart (after the history is written) keeps the first
+            // process's lines, which the log goal checks too.
+            .stdout(append(&dir.join("server.out")))
+            .stderr(append(&log))
             .kill_on_drop(true)
             .spawn()
             .expect("headroom serve starts");
@@ -735,6 +755,77 @@ async fn make_fleets(base: &str, admin: &str, sims: &[SimFleet], scrape_secs: u3
     names
 }
 
+/// Gives every fleet its last `hours` of samples, every `scrape_secs` up to now: raw rows
+/// (the raw retention keeps 48 h, so at the default that part is at steady state) and the
+/// rollups of those hours only (the longer-kept rollups hold far less than at steady state),
+/// as the product stores them, through the generator the chart benchmarks and series tests
+/// use; the fleets created when it begins. Without it the chart's last hour, the cards' data
+/// and the database's hot pages would all grow through the whole run from the fleets'
+/// creation, and so would SQLite's page caches filling with them: bounded growth a soak
+/// cannot tell from a leak.
+async fn prefill_history(db: &Path, hours: i64, scrape_secs: u32) {
+    const HOUR_MS: i64 = 3_600_000;
+    let started = Instant::now();
+    let pool = headroom::db::connect(&format!("sqlite:{}", db.display()))
+        .await
+        .expect("open the soak database");
+    let now_ms = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_millis(),
+        )
+        .expect("millis fit")
+    };
+    // Hour-aligned (the generator's rule); raw rows only inside the raw retention, so the
+    // server's retention prunes them as they age, as it would at steady state.
+    let from = (now_ms() - hours * HOUR_MS).div_euclid(HOUR_MS) * HOUR_MS;
+    let fleets: Vec<i64> = sqlx::query_scalar("SELECT id FROM fleets ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .expect("fleet ids");
+    let mut stored = 0;
+    for id in &fleets {
+        // The minute or so scraped before the stop is replaced by the generated history.
+        for table in ["fleet_samples", "fleet_rollups"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE fleet_id = ?"
+            )))
+            .bind(id)
+            .execute(&pool)
+            .await
+            .expect("clear the first scrapes");
+        }
+        let seed = u64::try_from(*id).expect("positive id");
+        // Up to this fleet's own now: writing all of them takes about a minute.
+        let now = now_ms();
+        let written = history::generate(
+            &pool,
+            *id,
+            seed,
+            from,
+            now,
+            i64::from(scrape_secs) * 1000,
+            now - hours * HOUR_MS,
+        )
+        .await
+        .expect("generate history");
+        stored += written.raw;
+    }
+    sqlx::query("UPDATE fleets SET created_at = ?")
+        .bind(from)
+        .execute(&pool)
+        .await
+        .expect("fleets created when their history begins");
+    pool.close().await;
+    println!(
+        "soak: {hours} h of history for {} fleets ({stored} raw samples and their rollups) in {:.1} s",
+        fleets.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// Waits (a minute at most) until every fleet has been scraped healthy.
 async fn until_all_healthy(base: &str, token: &str, fleets: &[String]) {
     let http = client();
@@ -920,6 +1011,20 @@ async fn main() {
     );
     let fleets = make_fleets(&base, &tokens["admin"], &sims, knobs.scrape_secs).await;
     until_all_healthy(&base, &tokens["admin"], &fleets).await;
+    if knobs.history_hours > 0 {
+        // The history is written with the server stopped, so nothing it scrapes meanwhile
+        // lands in the buckets being written.
+        let env = server.env.clone();
+        let stopped = server.stop().await;
+        assert!(
+            stopped.is_some_and(|s| s.success()),
+            "headroom serve did not stop cleanly before the history was written: {stopped:?}"
+        );
+        prefill_history(&server.db, knobs.history_hours, knobs.scrape_secs).await;
+        server = Server::start(&bin, dir.path(), env).await;
+        println!("soak: headroom serve restarted (pid {})", server.pid);
+        until_all_healthy(&base, &tokens["admin"], &fleets).await;
+    }
     let http = client();
     let template_body = setup_call(
         &http,
