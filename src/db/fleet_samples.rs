@@ -284,8 +284,8 @@ pub const RAW_BUCKETS_SQL: &str =
      WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
      GROUP BY k ORDER BY k";
 
-/// [`RAW_BUCKETS_SQL`] as [`raw_buckets`] runs it ([`packed`]); public so tests can check its
-/// plan.
+/// [`RAW_BUCKETS_SQL`] as [`raw_buckets`] runs it (its rows packed into one JSON value);
+/// public so tests can check its plan.
 pub static RAW_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(RAW_BUCKETS_SQL));
 
 /// The raw samples of fleet `fleet_id` in `[from, to)`, folded into buckets of `step` ms,
@@ -335,7 +335,7 @@ pub const ROLLUP_ROWS_SQL: &str =
      ORDER BY bucket";
 
 /// [`ROLLUP_BUCKETS_SQL`] and [`ROLLUP_ROWS_SQL`] as [`rollup_buckets`] runs them
-/// ([`packed`]); public so tests can check their plans.
+/// (their rows packed into one JSON value); public so tests can check their plans.
 pub static ROLLUP_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_BUCKETS_SQL));
 /// See [`ROLLUP_BUCKETS_PACKED`].
 pub static ROLLUP_ROWS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_ROWS_SQL));
