@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fantoccini::{ClientBuilder, Locator};
 use headroom::domain::Role;
+use hyper_util::client::legacy::connect::HttpConnector;
 
 use crate::helpers::{TestApp, PASSWORD};
 
@@ -44,8 +45,6 @@ pub(crate) async fn start_driver() -> Driver {
 }
 
 pub(crate) async fn browser(driver: &Driver) -> fantoccini::Client {
-    // fantoccini and reqwest pull different rustls back-ends; pick one for the process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let profile = tempfile::tempdir().unwrap().keep();
     let caps = serde_json::json!({
         // The console log (CSP violations land there) is read back through `browser_log`.
@@ -58,8 +57,9 @@ pub(crate) async fn browser(driver: &Driver) -> fantoccini::Client {
         }
     });
     let caps = caps.as_object().unwrap().clone();
-    ClientBuilder::rustls()
-        .unwrap()
+    // chromedriver listens on loopback over plain HTTP: no TLS back-end is needed (fantoccini's
+    // own would build a second one, aws-lc, next to the ring that reqwest uses).
+    ClientBuilder::new(HttpConnector::new())
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
