@@ -267,7 +267,7 @@ pub fn start_background_loops(state: &AppState) -> BackgroundLoops {
             ctx.clone(),
             shutdown.subscribe(),
         )),
-        // Drops headroom history older than its retention, at start and every ten minutes.
+        // Drops headroom history older than its retention, at start and every `retention::EVERY`.
         tokio::spawn(crate::capacity::retention::run_until_stopped(
             ctx.clone(),
             shutdown.subscribe(),

@@ -239,7 +239,7 @@ pub async fn prune_ended(
 ) -> sqlx::Result<u64> {
     sqlx::query(
         "DELETE FROM fleet_deficits WHERE id IN
-            (SELECT id FROM fleet_deficits
+            (SELECT id FROM fleet_deficits INDEXED BY fleet_deficits_ended
              WHERE ended_at IS NOT NULL AND ended_at < ? AND settled_at IS NOT NULL LIMIT ?)",
     )
     .bind(before)
