@@ -9,10 +9,11 @@
 //! fake (`HEADROOM_HETZNER_API_URL`). Users and their API tokens are made with the binary's
 //! own `user add` and `token create`; the catalogue, the machine config and the 100 fleets
 //! (scraped every 5 s) through the JSON API. The server is then stopped while each fleet gets
-//! its last `HEADROOM_SOAK_HISTORY_HOURS` of samples (default 48, the raw retention: samples
-//! every 5 s up to now and the rollups of those hours, as the product stores them; 0 starts
-//! empty) and started again (its log appended to; the scrape figures are the second
-//! process's), so the charts' hour and SQLite's caches are full before the first minute
+//! its last `HEADROOM_SOAK_HISTORY_HOURS` of samples (default 48, the raw retention, plus one
+//! prune interval that the prune at start removes: samples every 5 s up to now and the
+//! rollups of those hours, as the product stores them; 0 starts empty) and started again
+//! (its log appended to; the scrape figures are the second process's), so the charts' hour
+//! and SQLite's caches are full before the first minute
 //! rather than growing with the run. Then, for `HEADROOM_SOAK_SECONDS` (default 600):
 //!
 //! - `HEADROOM_SOAK_CLIENTS` clients (default 4), each pausing `HEADROOM_SOAK_PAUSE_MS`
@@ -26,8 +27,9 @@
 //! - once a minute an operator files a one-machine request, an approver (another person:
 //!   four eyes) approves it, and it is followed until the runner has created the server at
 //!   the fake;
-//! - every 10 s the server's resident memory, open file descriptors, render workers, the
-//!   database's `-wal` size and that interval's requests, errors, p50 and p99 are printed.
+//! - every 10 s the server's resident memory (and its file-backed part), open file
+//!   descriptors, threads, render workers, the database's `-wal` size and that interval's
+//!   requests, errors, p50 and p99 are printed.
 //!
 //! Goals: no error (a request answered other than expected, a provision that did not
 //! succeed, a failed scrape, an `ERROR` line in the server's log); resident memory and open
@@ -778,9 +780,14 @@ async fn prefill_history(db: &Path, hours: i64, scrape_secs: u32) {
         )
         .expect("millis fit")
     };
-    // Hour-aligned (the generator's rule); raw rows only inside the raw retention, so the
-    // server's retention prunes them as they age, as it would at steady state.
-    let from = (now_ms() - hours * HOUR_MS).div_euclid(HOUR_MS) * HOUR_MS;
+    // Raw rows reach one prune interval past the raw retention at the default 48 h, as they
+    // do on a server that has run for a while: its prune at start then deletes what expired
+    // (an interval plus the minute or so the prefill takes), as every later prune does, and
+    // the WAL goal compares like with like (with history up to the edge, the first prune
+    // found nothing).
+    // Rollups begin at the hour before (the generator's rule).
+    let raw_span = hours * HOUR_MS + retention_interval_ms();
+    let from = (now_ms() - raw_span).div_euclid(HOUR_MS) * HOUR_MS;
     let fleets: Vec<i64> = sqlx::query_scalar("SELECT id FROM fleets ORDER BY id")
         .fetch_all(&pool)
         .await
@@ -807,7 +814,7 @@ async fn prefill_history(db: &Path, hours: i64, scrape_secs: u32) {
             from,
             now,
             i64::from(scrape_secs) * 1000,
-            now - hours * HOUR_MS,
+            now - raw_span,
         )
         .await
         .expect("generate history");
@@ -824,6 +831,11 @@ async fn prefill_history(db: &Path, hours: i64, scrape_secs: u32) {
         fleets.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The server's time between prunes of expired history, in milliseconds.
+fn retention_interval_ms() -> i64 {
+    i64::try_from(headroom::capacity::retention::EVERY.as_millis()).expect("fits")
 }
 
 /// Waits (a minute at most) until every fleet has been scraped healthy.
@@ -860,10 +872,12 @@ struct Row {
 
 fn print_header() {
     println!(
-        "{:>6} {:>8} {:>5} {:>14} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8}",
+        "{:>6} {:>8} {:>9} {:>5} {:>7} {:>14} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8}",
         "t",
         "RSS MiB",
+        "file MiB",
         "fds",
+        "threads",
         "workers (MiB)",
         "WAL KiB",
         "DB KiB",
@@ -876,10 +890,12 @@ fn print_header() {
 
 fn print_row(r: &Row) {
     println!(
-        "{:>5}s {:>8.1} {:>5} {:>14} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8}",
+        "{:>5}s {:>8.1} {:>9.1} {:>5} {:>7} {:>14} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8}",
         r.at.as_secs(),
         r.probe.rss_kib as f64 / 1024.0,
+        r.probe.rss_file_kib as f64 / 1024.0,
         r.probe.open_fds,
+        r.probe.threads,
         format!(
             "{} ({:.1})",
             r.probe.children,
