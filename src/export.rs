@@ -176,11 +176,15 @@ pub fn csv_line(cells: &[String]) -> String {
     line
 }
 
-/// One CSV cell: text a spreadsheet would run as a formula (`=`, `+`, `-`, `@` first) gets a
+/// What a spreadsheet may read as the start of a formula (OWASP's list: a tab or carriage
+/// return first is stripped by some, leaving the formula).
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// One CSV cell: text a spreadsheet would run as a formula (`FORMULA_STARTS` first) gets a
 /// leading `'`; then RFC 4180 quoting when it holds a comma, quote or line break.
 pub fn csv_cell(raw: &str) -> String {
     // A plain number (negative included) is data, not a formula.
-    let defused = if raw.starts_with(['=', '+', '-', '@']) && raw.parse::<f64>().is_err() {
+    let defused = if raw.starts_with(FORMULA_STARTS) && raw.parse::<f64>().is_err() {
         format!("'{raw}")
     } else {
         raw.to_owned()
@@ -261,6 +265,8 @@ mod tests {
         assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
         assert_eq!(csv_cell("plain"), "plain");
+        assert_eq!(csv_cell("\t=1+1"), "'\t=1+1");
+        assert_eq!(csv_cell("\r=1+1"), "\"'\r=1+1\"");
     }
 
     /// Reads one cell back the way a spreadsheet's RFC 4180 reader would.
@@ -278,7 +284,8 @@ mod tests {
         fn no_cell_reads_back_as_a_formula(raw in any::<String>()) {
             let cell = csv_cell(&raw);
             let back = unquote(&cell);
-            let formula = back.starts_with(['=', '+', '-', '@']);
+            // OWASP's list, written out here rather than taken from the code under test.
+            let formula = back.starts_with(['=', '+', '-', '@', '\t', '\r']);
             prop_assert!(!formula || back.parse::<f64>().is_ok(), "{raw:?} → {cell:?}");
             prop_assert!(back == raw || back == format!("'{raw}"), "{raw:?} → {back:?}");
         }
