@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Runs headroom's test suite, first installing the Debian packages the tests drive for real:
-# chromium + chromium-driver (browser tests over WebDriver) and cloud-init (its own schema
-# check of rendered payloads), and builds the real yubaba that one test runs
-# (`scripts/yubaba.sh`). Extra arguments go to `cargo test`.
+# Runs headroom's test suite, first installing the Debian packages the tests drive for real
+# (`scripts/test-deps.sh`: chromium, its driver, cloud-init) and building the real yubaba that
+# one test runs (`scripts/yubaba.sh`). Extra arguments go to `cargo test`.
 #
 # In CI (`CI=true`) a test that did not run is a failure: neither the browser tests
 # (HEADROOM_SKIP_BROWSER) nor the real yubaba's (HEADROOM_SKIP_YUBABA) may be skipped, the
@@ -21,20 +20,7 @@ for skip in HEADROOM_SKIP_BROWSER HEADROOM_SKIP_YUBABA; do
   fi
 done
 
-missing=()
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing test dependencies: ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  if ! { $sudo apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
-    echo "could not install ${missing[*]}" >&2
-    exit 1
-  fi
-fi
+scripts/test-deps.sh
 if $in_ci; then
   for tool in chromium chromedriver; do
     if ! command -v "$tool" >/dev/null 2>&1; then

@@ -37,16 +37,22 @@ fi
 echo "building yubaba $version for tests/api/real_yubaba.rs (once: about 3 minutes)" >&2
 src="$root/src/yubaba-$version"
 if [ ! -f "$src/Cargo.toml" ]; then
+  # Prepared in a folder of its own and moved into place last, so a run stopped half-way
+  # (CI stops this build when a lint fails) leaves nothing that looks prepared.
   mkdir -p "$root/src"
-  archive="$root/yubaba-$version.crate"
+  work=$(mktemp -d "$root/src/.prepare-XXXXXX")
+  archive="$work/yubaba-$version.crate"
   curl -fsSL --retry 3 -o "$archive" "https://static.crates.io/crates/yubaba/yubaba-$version.crate"
   echo "$crate_sha256  $archive" | sha256sum -c --quiet -
-  tar xzf "$archive" -C "$root/src"
+  tar xzf "$archive" -C "$work"
   # Its own workspace: otherwise cargo takes headroom's Cargo.toml above it for one.
-  printf '\n[workspace]\n' >>"$src/Cargo.toml"
+  printf '\n[workspace]\n' >>"$work/yubaba-$version/Cargo.toml"
   # The one change to the published lock: webpki-roots 1.0.11, which it names, is not on
   # every registry mirror yet; 1.0.10 is the release before it (same API).
-  (cd "$src" && cargo update --quiet -p webpki-roots@1.0.11 --precise 1.0.10)
+  (cd "$work/yubaba-$version" && cargo update --quiet -p webpki-roots@1.0.11 --precise 1.0.10)
+  rm -rf "$src"
+  mv "$work/yubaba-$version" "$src"
+  rm -rf "$work"
 fi
 CARGO_TARGET_DIR="$root/build" CARGO_PROFILE_DEV_DEBUG=0 \
   cargo build --quiet --locked --manifest-path "$src/Cargo.toml" --no-default-features --bin yubaba >&2
