@@ -93,11 +93,13 @@ pub enum Action {
     ProvisionFailed,
     /// `provision.machine_destroyed`: an approver destroyed a failed machine headroom created.
     ProvisionMachineDestroyed,
+    /// `database.backed_up`: `headroom backup` wrote a checked copy of the whole database.
+    DatabaseBackedUp,
 }
 
 impl Action {
     /// Every action, for listings and tests.
-    pub const ALL: [Action; 33] = [
+    pub const ALL: [Action; 34] = [
         Action::UserCreated,
         Action::UserRoleChanged,
         Action::UserDisabled,
@@ -131,6 +133,7 @@ impl Action {
         Action::ProvisionSucceeded,
         Action::ProvisionFailed,
         Action::ProvisionMachineDestroyed,
+        Action::DatabaseBackedUp,
     ];
 
     /// The dotted wire name, e.g. `user.role_changed`.
@@ -169,6 +172,7 @@ impl Action {
             Action::ProvisionSucceeded => "provision.succeeded",
             Action::ProvisionFailed => "provision.failed",
             Action::ProvisionMachineDestroyed => "provision.machine_destroyed",
+            Action::DatabaseBackedUp => "database.backed_up",
         }
     }
 }
@@ -363,11 +367,13 @@ pub async fn verify(
 ) -> anyhow::Result<Result<Verified, ChainBreak>> {
     require_reader(caller)?;
     let mut conn = ctx.pool.acquire().await?;
-    verify_chain(&mut conn).await
+    verify_connection(&mut conn).await
 }
 
-/// The walk behind [`verify`].
-async fn verify_chain(conn: &mut SqliteConnection) -> anyhow::Result<Result<Verified, ChainBreak>> {
+/// The walk behind [`verify`], over any database's connection (a backup checks its copy).
+pub(crate) async fn verify_connection(
+    conn: &mut SqliteConnection,
+) -> anyhow::Result<Result<Verified, ChainBreak>> {
     // Read before the walk, not after it: each batch reads what is committed when it runs, so
     // an entry appended after the last batch (a login, a provision running) made the end look
     // cut off. An id is issued in the transaction that inserts its entry, so every id up to
@@ -745,13 +751,13 @@ mod tests {
         let mut conn = pool.acquire().await.unwrap();
         let mut verified = 0;
         while !appender.is_finished() {
-            let outcome = verify_chain(&mut conn).await.unwrap();
+            let outcome = verify_connection(&mut conn).await.unwrap();
             assert!(outcome.is_ok(), "after {verified} whole: {outcome:?}");
             verified += 1;
         }
         appender.await.unwrap();
         assert_eq!(
-            verify_chain(&mut conn).await.unwrap(),
+            verify_connection(&mut conn).await.unwrap(),
             Ok(Verified { entries: 301 })
         );
         assert!(

@@ -42,6 +42,12 @@ pub enum Command {
     /// Check or export the audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Write a checked copy of the database to FILE while the server runs (FILE must not
+    /// exist; it is readable by its owner only).
+    Backup {
+        /// Where the copy goes, e.g. /var/backups/headroom-2026-12-07.db.
+        file: std::path::PathBuf,
+    },
     /// Print every effective setting, its value and where it came from.
     Settings,
 }

@@ -152,6 +152,57 @@ pub async fn token(ctx: &Ctx, cmd: TokenCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `headroom backup FILE`: the destination is checked before the database is even opened
+/// (a refusal touches nothing), then the backup runs until done or until SIGINT/SIGTERM, which
+/// drop it so its private folder is removed. One line says what the copy holds, or why there
+/// is none.
+pub async fn backup(settings: Settings, file: &std::path::Path) -> anyhow::Result<ExitCode> {
+    if let Err(e) = crate::backup::checked_destination(file) {
+        return Ok(report(e));
+    }
+    let pool = crate::db::open_existing(&settings.database_url).await?;
+    let ctx = Ctx::build(settings, pool, Arc::new(SystemClock))?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let system = Caller::system();
+    let taken = tokio::select! {
+        taken = crate::backup::take(&ctx, &system, file) => taken,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("backup interrupted: nothing was written");
+            return Ok(ExitCode::from(130));
+        }
+        _ = terminate.recv() => {
+            eprintln!("backup stopped: nothing was written");
+            return Ok(ExitCode::from(143));
+        }
+    };
+    match taken {
+        Ok(t) => {
+            println!(
+                "backup {}: {} bytes, schema version {}, audit chain intact ({} entries), \
+                 integrity ok, in {:.1} s",
+                t.path.display(),
+                t.bytes,
+                t.schema_version,
+                t.audit_entries,
+                t.took.as_secs_f64()
+            );
+            if !t.recorded {
+                println!(
+                    "not recorded in its audit log: the database is at schema version {}, this \
+                     binary's is {} (the binary that serves it records its backups)",
+                    t.schema_version,
+                    crate::db::latest_migration()
+                );
+            }
+            for w in &t.warnings {
+                eprintln!("warning: {w}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(report(e)),
+    }
+}
+
 /// `headroom audit …`
 pub async fn audit(ctx: &Ctx, cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     let caller = Caller::system();

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod backup;
 pub mod board_html;
 pub mod capacity;
 pub mod cli;

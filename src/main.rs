@@ -63,6 +63,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut settings = loaded.settings;
     settings.simulated_provider = demo;
     telemetry::init(settings.log_format);
+    // A backup opens the database itself, as it is: it neither creates nor migrates one.
+    if let Command::Backup { file } = &cli.command {
+        return commands::backup(settings, file).await;
+    }
     let pool = db::connect(&settings.database_url).await?;
 
     Ok(match cli.command {
@@ -81,7 +85,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::User(cmd) => commands::user(&cli_ctx(settings, pool)?, cmd).await?,
         Command::Token(cmd) => commands::token(&cli_ctx(settings, pool)?, cmd).await?,
         Command::Audit(cmd) => commands::audit(&cli_ctx(settings, pool)?, cmd).await?,
-        Command::Settings => unreachable!("answered before the database is opened"),
+        Command::Settings | Command::Backup { .. } => {
+            unreachable!("answered before the database is opened")
+        }
     })
 }
 

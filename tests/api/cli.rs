@@ -215,3 +215,61 @@ fn settings_prints_each_effective_value_with_where_it_came_from() {
         "{out}"
     );
 }
+
+/// The systemd unit the operating guide ships sets only settings that exist, each to a value
+/// their rules accept, and the token reaches headroom through the credential file.
+#[test]
+fn the_shipped_systemd_unit_configures_settings_headroom_accepts() {
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/headroom.service"),
+    )
+    .unwrap();
+    // The credential the unit loads, under the name it gives it.
+    let credential = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LoadCredential="))
+        .and_then(|c| c.split_once(':'))
+        .map(|(name, _)| name.to_owned())
+        .expect("LoadCredential=NAME:PATH");
+    let credentials = tempfile::tempdir().unwrap();
+    std::fs::write(credentials.path().join(&credential), "tok-from-credential").unwrap();
+    let env: Vec<(String, String)> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("KEY=value");
+            // `%d` is systemd's credentials folder.
+            let v = v.replace("%d", credentials.path().to_str().unwrap());
+            (k.to_owned(), v)
+        })
+        .collect();
+    assert!(env.len() >= 5, "{env:?}");
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (code, out, err) = run_with_env(&["settings"], &pairs);
+    assert_eq!(code, 0, "{err}");
+    for (key, _) in &env {
+        let setting = key
+            .strip_prefix("HEADROOM_")
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_else(|| "hetzner_api_token".to_owned());
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(setting.as_str()))
+            .unwrap_or_else(|| panic!("{key}: no setting {setting} in\n{out}"));
+        assert_eq!(line.split_whitespace().nth(1), Some("env"), "{line}");
+    }
+    let token_line = out
+        .lines()
+        .find(|l| l.starts_with("hetzner_api_token"))
+        .unwrap();
+    assert!(
+        token_line.ends_with(" set"),
+        "the credential was not read: {token_line}"
+    );
+    assert!(!out.contains("tok-from-credential"), "{out}");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap();
+    assert!(exec.ends_with("headroom serve"), "{exec}");
+}

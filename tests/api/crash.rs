@@ -72,7 +72,7 @@ pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
 
 /// The database prepared through the operations, as a person would have left it: users, a
 /// Hetzner config (catalogue from the fake), a fleet, and `REQUESTS` approved requests.
-async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
+pub(crate) async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
     let ctx = offline_ctx(db, fake).await;
     headroom::machine_setup::configs::create(&ctx, &Caller::system(), &hetzner_config())
         .await
@@ -96,7 +96,7 @@ async fn prepare(db: &str, fake: &FakeHetzner) -> (Ctx, Vec<i64>) {
 }
 
 /// `headroom serve` on a free port, provisioning against `fake` with short runner waits.
-fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (Child, PathBuf) {
+pub(crate) fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (Child, PathBuf) {
     let log_path = dir.join(format!("serve-{life}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
     let child = Command::new(BIN)
@@ -120,7 +120,7 @@ fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (Child, PathB
 }
 
 /// Waits until the process announced its port (it is serving and its runner started).
-async fn wait_until_serving(log_path: &Path) {
+pub(crate) async fn wait_until_serving(log_path: &Path) {
     for _ in 0..400 {
         let text = std::fs::read_to_string(log_path).unwrap_or_default();
         if text
@@ -139,7 +139,7 @@ async fn wait_until_serving(log_path: &Path) {
 }
 
 /// How many of `ids` are finished.
-async fn finished(ctx: &Ctx, ids: &[i64]) -> usize {
+pub(crate) async fn finished(ctx: &Ctx, ids: &[i64]) -> usize {
     let mut n = 0;
     for id in ids {
         let d = requests::get(ctx, &Caller::system(), *id).await.unwrap();

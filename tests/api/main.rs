@@ -8,6 +8,7 @@ mod api;
 mod approval_integrity;
 mod approval_page;
 mod audit;
+mod backup;
 mod browser;
 mod capacity_pages;
 mod cli;
