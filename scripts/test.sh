@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Runs headroom's test suite, first installing the Debian packages the tests drive for real
-# (`scripts/test-deps.sh`: chromium, its driver, cloud-init) and building the real yubaba that
-# one test runs (`scripts/yubaba.sh`). Extra arguments go to `cargo test`.
+# (`scripts/test-deps.sh`: chromium, its driver, cloud-init, postgresql), building the real
+# yubaba that one test runs (`scripts/yubaba.sh`) and starting a throwaway PostgreSQL for the
+# PostgreSQL tests (`scripts/postgres.sh`, stopped and removed at the end). Extra arguments go
+# to `cargo test`.
 #
 # In CI (`CI=true`) a test that did not run is a failure: neither the browser tests
-# (HEADROOM_SKIP_BROWSER) nor the real yubaba's (HEADROOM_SKIP_YUBABA) may be skipped, the
-# browser and its driver must be on PATH after the install step, and a run that reports any
-# test as ignored fails after cargo's own verdict.
+# (HEADROOM_SKIP_BROWSER), the real yubaba's (HEADROOM_SKIP_YUBABA) nor PostgreSQL's
+# (HEADROOM_SKIP_POSTGRES) may be skipped, the browser and its driver must be on PATH after
+# the install step, and a run that reports any test as ignored fails after cargo's own verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 in_ci=false
 case "${CI:-}" in true | 1) in_ci=true ;; esac
 
-for skip in HEADROOM_SKIP_BROWSER HEADROOM_SKIP_YUBABA; do
+for skip in HEADROOM_SKIP_BROWSER HEADROOM_SKIP_YUBABA HEADROOM_SKIP_POSTGRES; do
   if $in_ci && [ -n "${!skip+set}" ]; then
     echo "CI: $skip is set, which would report tests as ignored; unset it" >&2
     exit 1
@@ -37,13 +39,25 @@ if [ -z "${HEADROOM_SKIP_YUBABA+set}" ]; then
   export HEADROOM_YUBABA_BIN
 fi
 
+# A throwaway PostgreSQL on a Unix socket in a temporary folder (HEADROOM_SKIP_POSTGRES=1
+# outside CI reports its tests as ignored instead).
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
+if [ -z "${HEADROOM_SKIP_POSTGRES+set}" ]; then
+  pg_dir=$(mktemp -d)
+  cleanup+=("scripts/postgres.sh stop '$pg_dir' 2>/dev/null; rm -rf '$pg_dir'")
+  HEADROOM_TEST_POSTGRES_URL=$(scripts/postgres.sh start "$pg_dir")
+  export HEADROOM_TEST_POSTGRES_URL
+fi
+
 if ! $in_ci; then
-  exec cargo test --locked "$@"
+  cargo test --locked "$@"
+  exit
 fi
 
 # In CI: keep the report to count what was ignored once cargo has passed.
 report=$(mktemp)
-trap 'rm -f "$report"' EXIT
+cleanup+=("rm -f '$report'")
 cargo test --locked "$@" 2>&1 | tee "$report"
 ignored=$(grep -E '^test .* \.\.\. ignored' "$report" || true)
 if [ -n "$ignored" ]; then

@@ -11,7 +11,8 @@ pub struct Cli {
     /// TOML settings file.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// SQLite database URL, e.g. sqlite:headroom.db (beats HEADROOM_DATABASE_URL).
+    /// Database URL: sqlite:headroom.db, or postgres://… for `migrate` so far (beats
+    /// HEADROOM_DATABASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
     /// Log format on stderr.

@@ -242,7 +242,7 @@ macro_rules! keys {
 keys! {
     /// Listen address.
     bind: String = "127.0.0.1:9090";
-    /// sqlx SQLite URL.
+    /// `sqlite:FILE`, or `postgres://…` (no password in it; `headroom migrate` only so far).
     database_url: String = "sqlite:example.db";
     /// HTTP worker threads (1–256).
     workers: usize = "3";
@@ -557,6 +557,21 @@ pub fn load(
     })
 }
 
+/// Where the file stops being TOML and why, without the line itself: toml's own message
+/// quotes the line, which may be the one holding a database password.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("TOML error at line {line}, column {column}: {message}")
+        }
+        None => format!("TOML error: {message}"),
+    }
+}
+
 fn read_file(path: &Path) -> Result<PartialSettings, SettingsError> {
     let shown = path.display().to_string();
     let parse_error = |message: String| SettingsError::Parse {
@@ -567,7 +582,8 @@ fn read_file(path: &Path) -> Result<PartialSettings, SettingsError> {
         path: shown.clone(),
         source,
     })?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(e.to_string()))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| parse_error(toml_error(&text, &e)))?;
     let mut layer = PartialSettings::default();
     for (name, value) in &table {
         let Some(key) = KEYS.iter().find(|k| k.name == name) else {
@@ -699,7 +715,7 @@ fn settle(
     .map_err(|m| rules.broken("outbound_allow", m))?;
     Ok(Settings {
         bind: rules.required(p.bind.clone(), "bind")?,
-        database_url: rules.required(p.database_url.clone(), "database_url")?,
+        database_url: rules.database_url(p.database_url.clone())?,
         workers: rules.range(p.workers, "workers", 1, 256, "threads")?,
         log_format: rules.required(p.log_format, "log_format")?,
         session_idle: Duration::from_secs(
@@ -925,6 +941,15 @@ impl Rules<'_> {
     /// Every key but the optional paths has a default, so `None` here is a missing default.
     fn required<T>(&self, value: Option<T>, key: &'static str) -> Result<T, SettingsError> {
         value.ok_or_else(|| self.broken(key, format!("{key} has no value")))
+    }
+
+    /// A URL naming a store headroom knows, with no password in it.
+    fn database_url(&self, value: Option<String>) -> Result<String, SettingsError> {
+        let url = self.required(value, "database_url")?;
+        // The message never repeats the URL: it may be the one carrying a password.
+        crate::domain::database_url::Store::of(&url)
+            .map_err(|m| self.broken("database_url", m.to_owned()))?;
+        Ok(url)
     }
 
     /// An absolute http or https URL with a host and no credentials in it.
@@ -1154,6 +1179,14 @@ mod tests {
             (
                 "outbound_allow = [\"*.example.com\"]",
                 "outbound_allow entry \"*.example.com\"",
+            ),
+            (
+                "database_url = \"mysql://root@127.0.0.1/headroom\"",
+                "database_url must start with sqlite: or postgres://",
+            ),
+            (
+                "database_url = \"postgres://headroom:hunter2@127.0.0.1/headroom\"",
+                "database_url must not carry a password",
             ),
         ] {
             let err = from_file(text).unwrap_err().to_string();

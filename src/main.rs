@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use headroom::cli::{Cli, Command};
 use headroom::config::{self, PartialSettings};
+use headroom::domain::database_url::Store;
 use headroom::{commands, db, sim, telemetry};
 
 fn main() -> ExitCode {
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -63,6 +64,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut settings = loaded.settings;
     settings.simulated_provider = demo;
     telemetry::init(settings.log_format);
+    if Store::of(&settings.database_url) == Ok(Store::Postgres) {
+        return on_postgres(&cli.command, &settings.database_url).await;
+    }
     // A backup opens the database itself, as it is: it neither creates nor migrates one.
     if let Command::Backup { file } = &cli.command {
         return commands::backup(settings, file).await;
@@ -91,6 +95,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// PostgreSQL holds the schema so far (`headroom migrate`); every query still runs on SQLite
+/// (issue 19), so the other commands say so instead of failing half-way.
+async fn on_postgres(command: &Command, url: &str) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Migrate => {
+            db::postgres::migrate(url).await?;
+            println!("database {url} is migrated");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backup { .. } => anyhow::bail!(
+            "headroom backup copies a SQLite database; back PostgreSQL up with pg_dump or \
+             its server's own backups (docs/operating.md)"
+        ),
+        _ => anyhow::bail!(
+            "database_url: on PostgreSQL headroom can so far only create and migrate the \
+             schema (`headroom migrate`); serving and the other commands need a sqlite: \
+             database_url for now"
+        ),
+    }
+}
+
 /// The operations' context for a CLI command: the same as the server's, on the real clock.
 fn cli_ctx(
     settings: headroom::config::Settings,
@@ -101,4 +126,31 @@ fn cli_ctx(
         pool,
         std::sync::Arc::new(headroom::domain::SystemClock),
     )
+}
+
+/// The message with control characters escaped: an error may carry text a remote server
+/// chose (a database's error message), which must not move the cursor or forge a line.
+fn printable(message: &str) -> String {
+    message
+        .chars()
+        .flat_map(|c| {
+            let escaped = c.is_control().then(|| c.escape_default());
+            escaped
+                .into_iter()
+                .flatten()
+                .chain((!c.is_control()).then_some(c))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn printed_errors_carry_no_control_characters() {
+        let hostile = "FATAL: \u{1b}[2J\nerror: FORGED\r\u{7}";
+        let shown = super::printable(hostile);
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert_eq!(shown, "FATAL: \\u{1b}[2J\\nerror: FORGED\\r\\u{7}");
+        assert_eq!(super::printable("plain: ünïcode ok"), "plain: ünïcode ok");
+    }
 }

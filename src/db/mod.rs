@@ -1,5 +1,6 @@
 //! Storage: pool set-up and one module per table family. Portable SQL where it costs nothing,
-//! so a PostgreSQL backend can be added behind the same functions later.
+//! so the PostgreSQL store (`postgres`: its schema and migrations so far) can serve the same
+//! functions. Which store a URL names is `domain::database_url::Store::of`.
 
 pub mod audit;
 pub mod backup;
@@ -11,6 +12,7 @@ pub mod fleet_status;
 pub mod fleets;
 pub mod instance_keys;
 pub mod pins;
+pub mod postgres;
 pub mod provision_events;
 pub mod provision_jobs;
 pub mod provisions;

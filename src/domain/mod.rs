@@ -4,6 +4,7 @@ pub mod absorption;
 pub mod caller;
 pub mod capacity;
 pub mod clock;
+pub mod database_url;
 pub mod deficit;
 pub mod digest;
 pub mod field_error;

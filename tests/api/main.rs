@@ -41,6 +41,7 @@ mod page_responses;
 mod pin_check_abuse;
 mod plan_checks;
 mod pool_attack;
+mod postgres;
 mod provision_pages;
 mod provisions;
 mod real_yubaba;
