@@ -486,6 +486,22 @@ pub const WEBHOOK_SECRET_VARIABLES: [&str; 2] =
 /// The secrets `headroom settings` lists after [`KEYS`], in order, shown only as `set`/`unset`.
 pub const SECRETS: [&str; 2] = ["hetzner_api_token", "webhook_secret"];
 
+/// The first variable headroom reads whose value is not UTF-8, if any: reading it as unset
+/// would quietly put the default in its place (a database URL, a token).
+pub fn variable_not_utf8(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Option<String> {
+    let read: Vec<String> = KEYS
+        .iter()
+        .map(|k| k.env())
+        .chain(SECRET_VARIABLES.iter().map(|v| (*v).to_owned()))
+        .chain(WEBHOOK_SECRET_VARIABLES.iter().map(|v| (*v).to_owned()))
+        .collect();
+    vars.filter(|(_, value)| value.to_str().is_none())
+        .filter_map(|(name, _)| name.into_string().ok())
+        .find(|name| read.contains(name))
+}
+
 /// Loads the layers in order — `defaults`, the file, the environment (`env` is passed in so
 /// tests need not touch the process), `flags` — and validates the result once. `serve`,
 /// `demo` and `headroom settings` all come through here.
@@ -1192,6 +1208,29 @@ mod tests {
             let err = from_file(text).unwrap_err().to_string();
             assert!(err.starts_with(expected), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_variable_headroom_reads_that_is_not_utf8_is_named() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = || std::ffi::OsString::from_vec(vec![b's', 0xff, b'x']);
+        let var = |name: &str, value: std::ffi::OsString| (name.into(), value);
+        let vars = vec![
+            var("LANG", bad()),
+            var("HEADROOM_BIND", "127.0.0.1:1".into()),
+            var("HEADROOM_DATABASE_URL", bad()),
+        ];
+        assert_eq!(
+            variable_not_utf8(vars.into_iter()).as_deref(),
+            Some("HEADROOM_DATABASE_URL")
+        );
+        let token = vec![var("HETZNER_API_TOKEN_FILE", bad())];
+        assert_eq!(
+            variable_not_utf8(token.into_iter()).as_deref(),
+            Some("HETZNER_API_TOKEN_FILE")
+        );
+        let fine = vec![var("LANG", bad()), var("HEADROOM_WORKERS", "3".into())];
+        assert_eq!(variable_not_utf8(fine.into_iter()), None);
     }
 
     #[test]

@@ -54,6 +54,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         PartialSettings::defaults()
     };
+    if let Some(name) = config::variable_not_utf8(std::env::vars_os()) {
+        anyhow::bail!("environment variable {name}: its value is not valid UTF-8");
+    }
     let env = |k: &str| std::env::var(k).ok();
     // One loader for every command, so `settings` prints exactly what `serve` would use.
     let loaded = config::load(defaults, cli.config.as_deref(), &env, flags)?;

@@ -273,3 +273,25 @@ fn the_shipped_systemd_unit_configures_settings_headroom_accepts() {
         .unwrap();
     assert!(exec.ends_with("headroom serve"), "{exec}");
 }
+
+#[test]
+fn a_setting_variable_that_is_not_utf8_is_named_instead_of_replaced_by_the_default() {
+    use std::os::unix::ffi::OsStringExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .arg("settings")
+        .env(
+            "HEADROOM_DATABASE_URL",
+            std::ffi::OsString::from_vec(b"sqlite:\xff.db".to_vec()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("HEADROOM_DATABASE_URL") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
