@@ -268,7 +268,7 @@ CREATE TABLE provision_machines (
     name             TEXT   NOT NULL,
     sha256           TEXT   NOT NULL,
     size_bytes       BIGINT NOT NULL,
-    -- The payload with secrets replaced by «redacted»; its sha256 above is of the real bytes.
+    -- The payload with secrets replaced by "redacted"; its sha256 above is of the real bytes.
     redacted_payload TEXT   NOT NULL,
     status           TEXT   NOT NULL CHECK (status IN ('planned', 'creating', 'booting',
                          'created', 'failed', 'destroyed')),
@@ -469,7 +469,7 @@ CREATE TABLE fleet_changes (
     at      BIGINT NOT NULL,
     actor   TEXT   NOT NULL,
     kind    TEXT   NOT NULL CHECK (kind IN ('created', 'updated', 'deleted', 'baseline')),
-    -- JSON object: field name → {"before": …, "after": …} (null before a create, after a delete).
+    -- JSON object: field name -> {"before": ..., "after": ...} (null before a create, after a delete).
     changes TEXT   NOT NULL
 );
 CREATE INDEX fleet_changes_by_fleet ON fleet_changes (fleet, id);

@@ -90,6 +90,37 @@ async fn headroom_migrate_creates_the_postgres_schema_once_at_sqlites_version() 
         assert!(out.contains("is migrated"), "run {run}: {out}");
     }
     let mut conn = PgConnection::connect(&url).await.unwrap();
+
+    // A database in another encoding is refused by name, and nothing of the schema is left.
+    let latin1 = format!(
+        "{}_latin1",
+        url.split('?').next().unwrap().rsplit('/').next().unwrap()
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE {latin1} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' \
+         TEMPLATE template0"
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let mut other = url::Url::parse(&url).unwrap();
+    other.set_path(&format!("/{latin1}"));
+    let (code, _, err) = headroom(other.as_str(), &["migrate"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("needs a UTF8 database, this one is LATIN1"),
+        "{err}"
+    );
+    let mut refused = PgConnection::connect(other.as_str()).await.unwrap();
+    let (tables,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_name NOT LIKE '\\_sqlx%'",
+    )
+    .fetch_one(&mut refused)
+    .await
+    .unwrap();
+    assert_eq!(tables, 0);
+
     let applied: Vec<(i64, bool)> =
         sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
             .fetch_all(&mut conn)
