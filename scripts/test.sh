@@ -41,8 +41,9 @@ fi
 
 # A throwaway PostgreSQL on a Unix socket in a temporary folder (HEADROOM_SKIP_POSTGRES=1
 # outside CI reports its tests as ignored instead).
+# Every step runs even if one fails (set -e would stop the rest and turn a green run red).
 cleanup=()
-trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
+trap 'set +e; for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
 if [ -z "${HEADROOM_SKIP_POSTGRES+set}" ]; then
   pg_dir=$(mktemp -d)
   cleanup+=("scripts/postgres.sh stop '$pg_dir' 2>/dev/null; rm -rf '$pg_dir'")

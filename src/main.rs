@@ -6,7 +6,12 @@ use clap::Parser;
 use headroom::cli::{Cli, Command};
 use headroom::config::{self, PartialSettings};
 use headroom::domain::database_url::Store;
+use headroom::scraper::text::clean;
 use headroom::{commands, db, sim, telemetry};
+
+/// Characters of a failure's message printed at most: enough for any chain of ours, not for
+/// megabytes a server might send.
+const ERROR_CAP_CHARS: usize = 2000;
 
 fn main() -> ExitCode {
     // A render worker is a child this binary starts for each template render: it must not
@@ -31,7 +36,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", printable(&format!("{e:#}")));
+            // An error may carry text a remote server chose (a database's message): cleaned
+            // like every fleet-supplied string, so it cannot move the cursor, forge a line or
+            // reorder what the reader sees.
+            eprintln!("error: {}", clean(&format!("{e:#}"), ERROR_CAP_CHARS));
             ExitCode::FAILURE
         }
     }
@@ -129,31 +137,4 @@ fn cli_ctx(
         pool,
         std::sync::Arc::new(headroom::domain::SystemClock),
     )
-}
-
-/// The message with control characters escaped: an error may carry text a remote server
-/// chose (a database's error message), which must not move the cursor or forge a line.
-fn printable(message: &str) -> String {
-    message
-        .chars()
-        .flat_map(|c| {
-            let escaped = c.is_control().then(|| c.escape_default());
-            escaped
-                .into_iter()
-                .flatten()
-                .chain((!c.is_control()).then_some(c))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn printed_errors_carry_no_control_characters() {
-        let hostile = "FATAL: \u{1b}[2J\nerror: FORGED\r\u{7}";
-        let shown = super::printable(hostile);
-        assert!(!shown.chars().any(char::is_control), "{shown}");
-        assert_eq!(shown, "FATAL: \\u{1b}[2J\\nerror: FORGED\\r\\u{7}");
-        assert_eq!(super::printable("plain: ünïcode ok"), "plain: ünïcode ok");
-    }
 }

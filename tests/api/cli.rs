@@ -5,7 +5,8 @@ use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
-fn run(db: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+/// `headroom --database-url DB ARGS…` with `stdin`: its exit code, stdout and stderr.
+pub(crate) fn run(db: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
     let mut child = Command::new(BIN)
         .arg("--database-url")
         .arg(db)
@@ -294,4 +295,27 @@ fn a_setting_variable_that_is_not_utf8_is_named_instead_of_replaced_by_the_defau
         "{err}"
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_printed_error_carries_no_control_or_reordering_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h.toml");
+    // A key name is echoed in the refusal; this one carries a screen clear, a forged line and
+    // a right-to-left override.
+    std::fs::write(&file, "\"k\\u001b[2J\\nerror: FORGED\\u202e\" = 1\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&file)
+        .arg("settings")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let line = err.strip_suffix('\n').expect("one line");
+    assert!(line.contains("unknown key"), "{err:?}");
+    assert!(
+        !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+        "{err:?}"
+    );
 }

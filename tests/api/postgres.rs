@@ -8,13 +8,10 @@
 //! `HEADROOM_SKIP_POSTGRES=1`, these tests are reported as ignored (never in CI).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use sqlx::{Connection, PgConnection, SqliteConnection};
-
-const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
 fn cluster_url() -> String {
     std::env::var("HEADROOM_TEST_POSTGRES_URL").expect(
@@ -62,19 +59,9 @@ async fn both_stores() -> (SqliteConnection, PgConnection) {
     (lite, pg)
 }
 
+/// `headroom --database-url URL ARGS…` (the CLI tests' runner, with nothing on stdin).
 fn headroom(url: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .arg("--database-url")
-        .arg(url)
-        .args(args)
-        .env("HEADROOM_HETZNER_API_URL", "http://127.0.0.1:9/v1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::cli::run(url, args, "")
 }
 
 #[tokio::test]
@@ -868,4 +855,34 @@ fn both_stores_count_running_machines_alike_over_any_changes() {
             assert_eq!(&kept_pg, &counted_pg, "PostgreSQL's counters after {changes:?}");
         });
     });
+}
+
+#[tokio::test]
+#[cfg_attr(
+    headroom_skip_postgres,
+    ignore = "HEADROOM_SKIP_POSTGRES was set when the tests were built"
+)]
+async fn instances_migrating_one_database_at_once_apply_each_migration_once() {
+    let url = fresh_database().await;
+    let starts: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || headroom(&url, &["migrate"]))
+        })
+        .collect();
+    for start in starts {
+        let (code, _, err) = start.join().unwrap();
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    let applied: Vec<(i64, bool)> =
+        sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let expected: Vec<(i64, bool)> = headroom::db::postgres::MIGRATOR
+        .iter()
+        .map(|m| (m.version, true))
+        .collect();
+    assert_eq!(applied, expected);
 }
