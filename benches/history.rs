@@ -199,7 +199,7 @@ impl Fill {
 }
 
 /// Appends one audit entry that is not about a request, as logins and admin changes write.
-async fn other_entry(conn: &mut sqlx::SqliteConnection, fill: &mut Fill) -> sqlx::Result<()> {
+async fn other_entry(conn: &mut sqlx::AnyConnection, fill: &mut Fill) -> sqlx::Result<()> {
     let i = fill.entries;
     let (actor, action) = if i % 10 == 0 {
         (Actor::Anonymous, Action::AuthLoginFailed)
@@ -229,7 +229,7 @@ async fn other_entry(conn: &mut sqlx::SqliteConnection, fill: &mut Fill) -> sqlx
 /// Writes request number `k` the way filing, approval and the runner write it, ending in a
 /// state picked by `k` (three in four succeed).
 async fn bulk_request(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     ctx: &Ctx,
     model: &Model,
     k: i64,

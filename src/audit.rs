@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::db::audit::{self as rows, AuditRow};
 use crate::domain::digest::hex;
@@ -272,7 +272,7 @@ pub struct NewEntry<'a> {
 
 /// Appends an entry. Call inside the write transaction of the change it records.
 pub async fn append(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     at: UnixMillis,
     entry: NewEntry<'_>,
 ) -> sqlx::Result<i64> {
@@ -297,7 +297,7 @@ pub async fn append(
 /// Appends `caller`'s `action` on one target: what every operation records, so each writes one
 /// call instead of its own wrapper. Call inside the write transaction of the change.
 pub async fn record(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     caller: &Caller,
     now: UnixMillis,
     action: Action,
@@ -372,7 +372,7 @@ pub async fn verify(
 
 /// The walk behind [`verify`], over any database's connection (a backup checks its copy).
 pub(crate) async fn verify_connection(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
 ) -> anyhow::Result<Result<Verified, ChainBreak>> {
     // Read before the walk, not after it: each batch reads what is committed when it runs, so
     // an entry appended after the last batch (a login, a provision running) made the end look
@@ -491,7 +491,7 @@ pub async fn export(
 
 /// The walk behind [`export()`] and [`export_stream`]; the caller has checked the role.
 async fn export_rows(
-    pool: &sqlx::SqlitePool,
+    pool: &sqlx::AnyPool,
     filter: &rows::AuditFilter,
     format: ExportFormat,
     mut sink: impl AsyncFnMut(String) -> bool,
@@ -646,7 +646,7 @@ pub async fn search(
 /// The newest `limit` entries about `target` (`kind` or `kind:id`), newest first, for pages
 /// that show an object's own trail; the caller has checked who may see the object.
 pub async fn about(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     target: &str,
     limit: i64,
 ) -> Result<Vec<Entry>, OpError> {
@@ -719,7 +719,7 @@ mod tests {
         r
     }
 
-    async fn append_one(pool: &sqlx::SqlitePool, i: i64) {
+    async fn append_one(pool: &sqlx::AnyPool, i: i64) {
         let mut tx = crate::db::begin_write(pool).await.unwrap();
         let entry = NewEntry {
             actor: &Actor::System,

@@ -4,7 +4,7 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use crate::audit;
 use crate::auth::tokens::{self, NewTokenInput};
@@ -34,7 +34,7 @@ fn report(e: OpError) -> ExitCode {
 
 /// `headroom serve` (and the server half of `demo`): runs until SIGINT/SIGTERM; the
 /// application starts and stops its own background loops.
-pub async fn serve(settings: Settings, pool: SqlitePool, demo: bool) -> anyhow::Result<()> {
+pub async fn serve(settings: Settings, pool: AnyPool, demo: bool) -> anyhow::Result<()> {
     // The demo's release server is bound first: the clients built with the application
     // allow-list exactly its address.
     let release = if demo {

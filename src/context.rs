@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, PoisonError};
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use crate::cloud_init::Renderer;
 use crate::config::Settings;
@@ -25,7 +25,7 @@ pub const PIN_CHECKS_AT_ONCE: usize = 2;
 #[derive(Clone)]
 pub struct Ctx {
     /// The database.
-    pub pool: SqlitePool,
+    pub pool: AnyPool,
     /// "Now", swappable in tests.
     pub clock: Arc<dyn Clock>,
     /// Loaded settings.
@@ -177,11 +177,7 @@ impl Ctx {
     /// Builds the context from settings: providers (Hetzner when a token is set), the renderer
     /// (with cloud-init's schema when found) and the outbound client for pins. Starts nothing
     /// and contacts nothing, so the CLI can build one as cheaply as the server.
-    pub fn build(
-        settings: Settings,
-        pool: SqlitePool,
-        clock: Arc<dyn Clock>,
-    ) -> anyhow::Result<Ctx> {
+    pub fn build(settings: Settings, pool: AnyPool, clock: Arc<dyn Clock>) -> anyhow::Result<Ctx> {
         let hetzner = settings.hetzner_api_token.clone().map(|token| {
             Arc::new(crate::provider::hetzner::Hetzner::new(
                 &settings.hetzner_api_url,

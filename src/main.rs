@@ -130,7 +130,7 @@ async fn on_postgres(command: &Command, url: &str) -> anyhow::Result<ExitCode> {
 /// The operations' context for a CLI command: the same as the server's, on the real clock.
 fn cli_ctx(
     settings: headroom::config::Settings,
-    pool: sqlx::SqlitePool,
+    pool: sqlx::AnyPool,
 ) -> anyhow::Result<headroom::context::Ctx> {
     headroom::context::Ctx::build(
         settings,

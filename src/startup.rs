@@ -10,7 +10,7 @@ use actix_web::dev::Server;
 use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing_actix_web::TracingLogger;
@@ -46,7 +46,7 @@ impl Application {
     /// Binds `settings.bind` and builds the console on it (what `serve` and `demo` run).
     pub async fn bind(
         settings: Settings,
-        pool: SqlitePool,
+        pool: AnyPool,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(&settings.bind)
@@ -60,7 +60,7 @@ impl Application {
     pub async fn build(
         listener: TcpListener,
         settings: Settings,
-        pool: SqlitePool,
+        pool: AnyPool,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let address = listener.local_addr()?;
@@ -136,7 +136,7 @@ impl Application {
 /// simulated catalogue.
 async fn prepare(
     settings: Settings,
-    pool: SqlitePool,
+    pool: AnyPool,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<AppState> {
     let login_key = crate::auth::csrf::LoginKey::load_or_create(&pool, clock.now()).await?;

@@ -1,6 +1,6 @@
 //! Resolving `Authorization: Bearer` tokens (creation and revocation are in `accounts`).
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use super::principal::{Principal, Via};
 use super::{secret_token, ACTIVITY_WRITE_EVERY_MS};
@@ -10,7 +10,7 @@ use crate::domain::{Role, UnixMillis};
 /// The user an unrevoked token of an enabled user acts as; records its use.
 #[tracing::instrument(skip_all, err)]
 pub async fn resolve(
-    pool: &SqlitePool,
+    pool: &AnyPool,
     token: &str,
     now: UnixMillis,
 ) -> sqlx::Result<Option<Principal>> {

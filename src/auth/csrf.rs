@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use super::secret_token;
 use crate::domain::digest::hex;
@@ -73,7 +73,7 @@ impl std::fmt::Debug for LoginKey {
 
 impl LoginKey {
     /// Reads the instance's key, creating it from the OS random source on first start.
-    pub async fn load_or_create(pool: &SqlitePool, now: UnixMillis) -> anyhow::Result<Self> {
+    pub async fn load_or_create(pool: &AnyPool, now: UnixMillis) -> anyhow::Result<Self> {
         let mut fresh = [0_u8; 32];
         getrandom::getrandom(&mut fresh)
             .map_err(|e| anyhow::anyhow!("the OS random source failed: {e}"))?;

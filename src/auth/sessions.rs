@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use super::principal::{Principal, Via};
 use super::{csrf, secret_token, ACTIVITY_WRITE_EVERY_MS};
@@ -274,7 +274,7 @@ impl SessionRows {
 /// Writes held activity to the sessions' rows (never lowering a row's time) in one
 /// transaction, then lets memory go of what was written; entries of deleted sessions are
 /// dropped. Returns how many rows were brought up to date.
-pub async fn flush_activity(pool: &SqlitePool, activity: &Activity) -> sqlx::Result<u64> {
+pub async fn flush_activity(pool: &AnyPool, activity: &Activity) -> sqlx::Result<u64> {
     let pending = activity.snapshot();
     if pending.is_empty() {
         return Ok(0);
@@ -304,7 +304,7 @@ pub async fn flush_activity(pool: &SqlitePool, activity: &Activity) -> sqlx::Res
 /// module docs); expiry is judged here on every call either way.
 #[tracing::instrument(skip_all, err)]
 pub async fn resolve(
-    pool: &SqlitePool,
+    pool: &AnyPool,
     epoch: &AuthEpoch,
     activity: &Activity,
     token: &str,
@@ -370,7 +370,7 @@ pub const PURGE_EVERY: Duration = Duration::from_secs(600);
 #[derive(Clone)]
 pub struct PurgeDeps {
     /// The database.
-    pub pool: SqlitePool,
+    pub pool: AnyPool,
     /// The source of "now".
     pub clock: std::sync::Arc<dyn crate::domain::Clock>,
     /// The expiry rules.

@@ -12,7 +12,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::{AnyConnection, AnyPool};
 
 use crate::config::ThrottleSettings;
 use crate::db;
@@ -96,7 +96,7 @@ pub enum Admission {
 /// Checks the locks of `limits` and, when none holds, counts one attempt against each, in
 /// one write transaction (`BEGIN IMMEDIATE`).
 pub async fn admit(
-    pool: &SqlitePool,
+    pool: &AnyPool,
     limits: &[Limit],
     cfg: &ThrottleSettings,
     now: UnixMillis,
@@ -117,7 +117,7 @@ pub async fn admit(
 
 /// [`admit`]'s decision inside a write transaction the caller holds.
 pub async fn check_and_count(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     limits: &[Limit],
     cfg: &ThrottleSettings,
     now: UnixMillis,
@@ -132,7 +132,7 @@ pub async fn check_and_count(
 }
 
 async fn longest_lock(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     limits: &[Limit],
     now: UnixMillis,
 ) -> sqlx::Result<Option<Duration>> {
@@ -145,7 +145,7 @@ async fn longest_lock(
 
 /// How long `key` is still locked, if it is.
 pub async fn locked_for(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     key: &str,
     now: UnixMillis,
 ) -> sqlx::Result<Option<Duration>> {
@@ -157,7 +157,7 @@ pub async fn locked_for(
 
 /// Counts an attempt against `key`; from the `threshold`-th on, each one locks the key.
 async fn count(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     key: &str,
     threshold: u32,
     cfg: &ThrottleSettings,
@@ -186,12 +186,12 @@ async fn count(
 
 /// Un-counts an attempt that was not a guess after all: a legitimate login from an address,
 /// or one that never reached argon2 because hashing was busy.
-pub async fn take_back(conn: &mut SqliteConnection, limit: &Limit) -> sqlx::Result<()> {
+pub async fn take_back(conn: &mut AnyConnection, limit: &Limit) -> sqlx::Result<()> {
     rows::take_back(conn, &limit.key, limit.threshold).await
 }
 
 /// Forgets every attempt of `key`.
-pub async fn clear(conn: &mut SqliteConnection, key: &str) -> sqlx::Result<()> {
+pub async fn clear(conn: &mut AnyConnection, key: &str) -> sqlx::Result<()> {
     rows::clear(conn, key).await
 }
 
@@ -218,13 +218,13 @@ mod tests {
 
     /// A fresh migrated database in a temp file (a pool over `:memory:` would give each
     /// connection its own empty database).
-    async fn pool() -> (SqlitePool, tempfile::TempDir) {
+    async fn pool() -> (AnyPool, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("t.db").display());
         (db::connect(&url).await.unwrap(), dir)
     }
 
-    async fn row(pool: &SqlitePool, key: &str) -> Option<ThrottleRow> {
+    async fn row(pool: &AnyPool, key: &str) -> Option<ThrottleRow> {
         rows::get(&mut pool.acquire().await.unwrap(), key)
             .await
             .unwrap()

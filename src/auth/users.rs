@@ -3,7 +3,7 @@
 //! transaction as the change. API tokens live in `tokens`.
 
 use serde_json::json;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::principal::{Caller, Forbidden};
 use super::throttle::{self, Admission, Limit};
@@ -64,7 +64,7 @@ pub struct NewUserInput {
 }
 
 pub(super) async fn find_user(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     field: &str,
     raw: &str,
 ) -> Result<User, OpError> {
@@ -73,7 +73,7 @@ pub(super) async fn find_user(
 }
 
 /// The user stored as `name`, or not found.
-async fn stored_user(conn: &mut SqliteConnection, name: &str) -> Result<User, OpError> {
+async fn stored_user(conn: &mut AnyConnection, name: &str) -> Result<User, OpError> {
     db::users::by_name(conn, name)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("user {name}")))?
@@ -116,7 +116,7 @@ pub async fn create_user(
 
 /// Refuses a change that would leave no enabled admin.
 async fn keep_an_admin(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     target: &User,
     field: &str,
     what: &str,
@@ -373,7 +373,7 @@ pub async fn change_own_password(
 
 /// Records a failed password-change attempt; the details name the reason, never the guess.
 async fn audit_change_failure(
-    pool: &sqlx::SqlitePool,
+    pool: &sqlx::AnyPool,
     caller: &Caller,
     now: UnixMillis,
     username: &str,
@@ -396,7 +396,7 @@ async fn audit_change_failure(
 }
 
 /// Un-counts an attempt whose password was never judged wrong.
-async fn give_back(pool: &sqlx::SqlitePool, limit: &Limit) -> Result<(), OpError> {
+async fn give_back(pool: &sqlx::AnyPool, limit: &Limit) -> Result<(), OpError> {
     let mut tx = db::begin_write(pool).await?;
     throttle::take_back(&mut tx, limit).await?;
     tx.commit().await?;

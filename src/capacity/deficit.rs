@@ -566,7 +566,7 @@ pub async fn recovered(ctx: &Ctx, deficit_id: i64) -> anyhow::Result<bool> {
 /// requests (`requester` `system`) are read, so a person's request, and anything approved or
 /// running, is never touched.
 async fn supersede_if_healthy(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     ctx: &Ctx,
     now: UnixMillis,
     d: &DeficitRow,

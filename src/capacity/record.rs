@@ -27,7 +27,7 @@ struct Rules {
 /// The fleet's rules (the defaults when the fleet was deleted meanwhile; a stored spec that no
 /// longer reads back is an internal error naming the fleet). Read with every sample, so an
 /// edited rule judges the very next one.
-async fn rules(conn: &mut sqlx::SqliteConnection, fleet: &str) -> anyhow::Result<Rules> {
+async fn rules(conn: &mut sqlx::AnyConnection, fleet: &str) -> anyhow::Result<Rules> {
     let spec = match db::fleets::get(conn, fleet).await? {
         Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec)?),
         None => None,
@@ -172,7 +172,7 @@ pub async fn record(ctx: &Ctx, fleet: &str, sample: &Sample) -> anyhow::Result<(
 /// The audit entry for a deficit entered or left, by `system`, with the rule that judged, the
 /// sample's numbers in yubaba's words and absorption's answer in words.
 async fn audit_deficit(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     sample: &Sample,
     rule: HeadroomRule,
     action: Action,
@@ -209,7 +209,7 @@ async fn audit_deficit(
 /// a proposal that recovery superseded, its deferral): its id and, when deferred, when its
 /// proposal falls due.
 async fn open_deficit(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     ctx: &Ctx,
     fleet: &str,
     fleet_id: i64,

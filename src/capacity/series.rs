@@ -176,7 +176,7 @@ fn end_at_now(from: UnixMillis, to: UnixMillis, now: UnixMillis) -> UnixMillis {
 }
 
 async fn find(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     fleet: &str,
 ) -> Result<(FleetRef, FleetSpec), OpError> {
     let fleet_ref = db::fleet_samples::fleet_ref(conn, fleet)

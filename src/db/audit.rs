@@ -1,6 +1,6 @@
 //! The `audit_log` table: append and read. Hashing lives in `crate::audit`.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -19,7 +19,7 @@ pub struct AuditRow {
 }
 
 /// The id the next entry will get and the hash it chains from.
-pub async fn head(conn: &mut SqliteConnection) -> sqlx::Result<(i64, Option<String>)> {
+pub async fn head(conn: &mut AnyConnection) -> sqlx::Result<(i64, Option<String>)> {
     // sqlite_sequence keeps the highest id ever issued even after rows vanish.
     let seq: Option<i64> =
         sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'")
@@ -33,7 +33,7 @@ pub async fn head(conn: &mut SqliteConnection) -> sqlx::Result<(i64, Option<Stri
 }
 
 /// The highest id ever issued.
-pub async fn highest_issued_id(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
+pub async fn highest_issued_id(conn: &mut AnyConnection) -> sqlx::Result<i64> {
     let seq: Option<i64> =
         sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'")
             .fetch_optional(conn)
@@ -42,10 +42,10 @@ pub async fn highest_issued_id(conn: &mut SqliteConnection) -> sqlx::Result<i64>
 }
 
 /// Inserts a fully computed entry.
-pub async fn insert(conn: &mut SqliteConnection, row: &AuditRow) -> sqlx::Result<()> {
+pub async fn insert(conn: &mut AnyConnection, row: &AuditRow) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO audit_log (id, at, actor, action, target_kind, target_id, details, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(row.id)
     .bind(row.at)
@@ -84,7 +84,7 @@ pub struct AuditFilter {
 /// with any filter it is in time order, ties by id — the same order for entries appended as
 /// things happen.
 pub async fn page(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     before: Option<i64>,
     limit: i64,
@@ -95,7 +95,7 @@ pub async fn page(
 /// Oldest-first batch of entries matching `filter` after `after` (exports), in the order of
 /// [`page`] reversed.
 pub async fn batch_after(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     after: i64,
     limit: i64,
@@ -109,7 +109,7 @@ pub async fn batch_after(
 /// page), however long the log: neither a sort of every match nor a walk past non-matching
 /// history.
 async fn select(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     cursor: Option<Cursor>,
     limit: i64,
@@ -153,17 +153,14 @@ fn action_prefix(action: &str) -> Option<&str> {
 }
 
 /// Distinct actions starting with `prefix`, found by seeking the action index once per action.
-async fn actions_with_prefix(
-    conn: &mut SqliteConnection,
-    prefix: &str,
-) -> sqlx::Result<Vec<String>> {
+async fn actions_with_prefix(conn: &mut AnyConnection, prefix: &str) -> sqlx::Result<Vec<String>> {
     // U+10FFFF sorts after every character an action can contain.
     let end = format!("{prefix}\u{10FFFF}");
     let mut found: Vec<String> = Vec::new();
     loop {
         let next: Option<String> = match found.last() {
-            None => sqlx::query_scalar("SELECT action FROM audit_log WHERE action >= ?1 AND action < ?2 ORDER BY action LIMIT 1").bind(prefix).bind(&end),
-            Some(last) => sqlx::query_scalar("SELECT action FROM audit_log WHERE action > ?1 AND action < ?2 ORDER BY action LIMIT 1").bind(last.clone()).bind(&end),
+            None => sqlx::query_scalar("SELECT action FROM audit_log WHERE action >= $1 AND action < $2 ORDER BY action LIMIT 1").bind(prefix).bind(&end),
+            Some(last) => sqlx::query_scalar("SELECT action FROM audit_log WHERE action > $1 AND action < $2 ORDER BY action LIMIT 1").bind(last.clone()).bind(&end),
         }
         .fetch_optional(&mut *conn)
         .await?;
@@ -182,7 +179,7 @@ enum Cursor {
 }
 
 async fn filtered(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     cursor: Option<Cursor>,
     limit: i64,
@@ -201,7 +198,7 @@ async fn filtered(
 
 /// SQLite's `EXPLAIN QUERY PLAN` of a page for `filter` (an exact action), one line per step.
 pub async fn explain_page(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     before: Option<i64>,
 ) -> sqlx::Result<Vec<String>> {
@@ -251,13 +248,13 @@ fn in_time_order(filter: &AuditFilter) -> bool {
 
 /// The cursor entry's time when the page is in time order (`None` when it does not exist).
 async fn cursor_time(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     filter: &AuditFilter,
     cursor: Option<Cursor>,
 ) -> sqlx::Result<Option<UnixMillis>> {
     match cursor {
         Some(Cursor::Before(id) | Cursor::After(id)) if in_time_order(filter) => {
-            sqlx::query_scalar("SELECT at FROM audit_log WHERE id = ?")
+            sqlx::query_scalar("SELECT at FROM audit_log WHERE id = $1")
                 .bind(id)
                 .fetch_optional(conn)
                 .await
@@ -289,7 +286,7 @@ fn filtered_sql(
     let mut binds: Vec<Bind> = Vec::new();
     let mut add = |fragment: &str, value: Bind| {
         binds.push(value);
-        sql.push_str(&fragment.replace('?', &format!("?{}", binds.len())));
+        sql.push_str(&fragment.replace('?', &format!("${}", binds.len())));
     };
     if let Some(actor) = &filter.actor {
         add(" AND actor = ?", Bind::Text(actor.clone()));

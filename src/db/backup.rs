@@ -3,13 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Connection, SqliteConnection};
+use sqlx::{AnyConnection, ConnectOptions, Connection};
 
 /// Writes a consistent copy of the whole database into `dest` (a path SQLite opens), which
 /// must be missing or an empty file. `VACUUM INTO` reads inside one read transaction, so the
 /// copy is the database at one moment and the server's writers go on; only the WAL cannot be
 /// checkpointed past that moment until the copy is done, so it grows meanwhile.
-pub async fn vacuum_into(conn: &mut SqliteConnection, dest: &str) -> sqlx::Result<()> {
+pub async fn vacuum_into(conn: &mut sqlx::AnyConnection, dest: &str) -> sqlx::Result<()> {
     sqlx::query("VACUUM INTO ?")
         .bind(dest)
         .execute(conn)
@@ -18,17 +18,19 @@ pub async fn vacuum_into(conn: &mut SqliteConnection, dest: &str) -> sqlx::Resul
 }
 
 /// Opens a copy read-only, so checking it can neither migrate nor change it.
-pub async fn open_copy(path: &Path) -> sqlx::Result<SqliteConnection> {
+pub async fn open_copy(path: &Path) -> sqlx::Result<AnyConnection> {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)
         .create_if_missing(false);
-    SqliteConnection::connect_with(&options).await
+    // The URL form percent-encodes the path, so any file name reaches SQLite as it is.
+    super::install_drivers();
+    AnyConnection::connect(options.to_url_lossy().as_str()).await
 }
 
 /// What SQLite finds wrong in a copy: its integrity check of every table and index, then
 /// rows whose foreign key points at nothing. Empty when the copy is sound.
-pub async fn problems(conn: &mut SqliteConnection) -> sqlx::Result<Vec<String>> {
+pub async fn problems(conn: &mut AnyConnection) -> sqlx::Result<Vec<String>> {
     let mut out: Vec<String> = sqlx::query_scalar::<_, String>("PRAGMA integrity_check(100)")
         .fetch_all(&mut *conn)
         .await?
@@ -51,7 +53,7 @@ pub async fn problems(conn: &mut SqliteConnection) -> sqlx::Result<Vec<String>> 
 }
 
 /// The number of the newest migration applied to the database behind `conn`.
-pub async fn schema_version(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
+pub async fn schema_version(conn: &mut AnyConnection) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success")
         .fetch_one(conn)
         .await

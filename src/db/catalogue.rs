@@ -1,6 +1,6 @@
 //! The `catalogue` table: what each provider offers, cached.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -15,17 +15,17 @@ pub struct CatalogueRow {
 
 /// Replaces a provider's cached catalogue.
 pub async fn replace(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provider: &str,
     rows: &[(&str, String, String)],
     now: UnixMillis,
 ) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM catalogue WHERE provider = ?1")
+    sqlx::query("DELETE FROM catalogue WHERE provider = $1")
         .bind(provider)
         .execute(&mut *conn)
         .await?;
     for (kind, name, details) in rows {
-        sqlx::query("INSERT INTO catalogue (provider, kind, name, details, refreshed_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        sqlx::query("INSERT INTO catalogue (provider, kind, name, details, refreshed_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(provider)
             .bind(kind)
             .bind(name)
@@ -39,10 +39,10 @@ pub async fn replace(
 
 /// A provider's cached catalogue, by kind then name.
 pub async fn for_provider(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provider: &str,
 ) -> sqlx::Result<Vec<CatalogueRow>> {
-    sqlx::query_as("SELECT kind, name, details, refreshed_at FROM catalogue WHERE provider = ?1 ORDER BY kind, name")
+    sqlx::query_as("SELECT kind, name, details, refreshed_at FROM catalogue WHERE provider = $1 ORDER BY kind, name")
         .bind(provider)
         .fetch_all(conn)
         .await

@@ -2,7 +2,7 @@
 //! fields changed) and `provision_causes` (who last changed each setting a request was
 //! computed from, as of its filing).
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -18,7 +18,7 @@ pub struct FleetChangeRow {
 
 /// Appends one change of fleet `fleet`.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     at: UnixMillis,
     actor: &str,
@@ -26,7 +26,7 @@ pub async fn insert(
     changes: &str,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO fleet_changes (fleet, at, actor, kind, changes) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO fleet_changes (fleet, at, actor, kind, changes) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(fleet)
     .bind(at)
@@ -40,13 +40,13 @@ pub async fn insert(
 
 /// The newest `limit` changes of fleet `fleet`, newest first.
 pub async fn for_fleet(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     limit: i64,
 ) -> sqlx::Result<Vec<FleetChangeRow>> {
     sqlx::query_as(
-        "SELECT id, at, actor, kind, changes FROM fleet_changes WHERE fleet = ?
-         ORDER BY id DESC LIMIT ?",
+        "SELECT id, at, actor, kind, changes FROM fleet_changes WHERE fleet = $1
+         ORDER BY id DESC LIMIT $2",
     )
     .bind(fleet)
     .bind(limit)
@@ -57,25 +57,33 @@ pub async fn for_fleet(
 /// Who last changed `field` of fleet `fleet`, and when (a create sets every field; a delete
 /// clears them, and a create after it sets them again). `None` when no change names it.
 pub async fn last_changer(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     field: &str,
 ) -> sqlx::Result<Option<(String, UnixMillis)>> {
     // `field` is one of our own field names; bound, and quoted as a JSON path key.
-    sqlx::query_as(
-        "SELECT actor, at FROM fleet_changes
-         WHERE fleet = ? AND json_type(changes, '$.\"' || ? || '\"') IS NOT NULL
-         ORDER BY id DESC LIMIT 1",
-    )
-    .bind(fleet)
-    .bind(field)
-    .fetch_optional(conn)
-    .await
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => {
+            "SELECT actor, at FROM fleet_changes
+             WHERE fleet = $1 AND json_type(changes, '$.\"' || $2 || '\"') IS NOT NULL
+             ORDER BY id DESC LIMIT 1"
+        }
+        super::Dialect::Postgres => {
+            "SELECT actor, at FROM fleet_changes
+             WHERE fleet = $1 AND (changes::jsonb -> $2) IS NOT NULL
+             ORDER BY id DESC LIMIT 1"
+        }
+    };
+    sqlx::query_as(sql)
+        .bind(fleet)
+        .bind(field)
+        .fetch_optional(conn)
+        .await
 }
 
 /// Records who last changed `field` of the fleet request `provision_id` was computed from.
 pub async fn insert_cause(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     field: &str,
     changed_by: &str,
@@ -83,7 +91,7 @@ pub async fn insert_cause(
 ) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO provision_causes (provision_id, field, changed_by, changed_at)
-         VALUES (?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4)",
     )
     .bind(provision_id)
     .bind(field)
@@ -96,12 +104,12 @@ pub async fn insert_cause(
 
 /// The fields of request `provision_id` that `who` last changed before it was filed, by name.
 pub async fn caused_by(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     who: &str,
 ) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
-        "SELECT field FROM provision_causes WHERE provision_id = ? AND changed_by = ?
+        "SELECT field FROM provision_causes WHERE provision_id = $1 AND changed_by = $2
          ORDER BY field",
     )
     .bind(provision_id)

@@ -1,7 +1,7 @@
 //! The `fleet_deficits` table: every deficit a fleet entered, the restore it proposed (or why
 //! none was filed) and when it was left.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::deficit::LatestProposal;
 use crate::domain::UnixMillis;
@@ -57,11 +57,11 @@ fn ids(json: &str) -> Vec<i64> {
 }
 
 /// Stores a deficit; returns its id.
-pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Result<i64> {
+pub async fn insert(conn: &mut AnyConnection, d: &NewDeficit<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "INSERT INTO fleet_deficits
              (fleet_id, started_at, detected_at, spare, required, evidence, note, proposal_due_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
     )
     .bind(d.fleet_id)
     .bind(d.started_at)
@@ -76,12 +76,12 @@ pub async fn insert(conn: &mut SqliteConnection, d: &NewDeficit<'_>) -> sqlx::Re
 }
 
 /// One deficit by id.
-pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<DeficitRow>> {
+pub async fn get(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<DeficitRow>> {
     let row = sqlx::query(
         "SELECT d.id, d.fleet_id, f.name AS fleet, d.started_at, d.detected_at, d.spare, d.required,
                 d.provision_id, d.note, d.evidence, d.ended_at, d.proposal_due_at,
                 d.earlier_provisions, d.proposed_at, d.settled_at
-         FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id WHERE d.id = ?",
+         FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id WHERE d.id = $1",
     )
     .bind(id)
     .fetch_optional(conn)
@@ -112,15 +112,15 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
 /// Only a deficit not yet settled is written (no request, empty note), so a second proposer —
 /// a resume racing a late filing — cannot overwrite the first; `false` when it was settled.
 pub async fn settle_proposal(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     provision_id: Option<i64>,
     note: &str,
     at: UnixMillis,
 ) -> sqlx::Result<bool> {
     let n = sqlx::query(
-        "UPDATE fleet_deficits SET provision_id = ?, note = ?, proposed_at = ?
-         WHERE id = ? AND provision_id IS NULL AND note = ''",
+        "UPDATE fleet_deficits SET provision_id = $1, note = $2, proposed_at = $3
+         WHERE id = $4 AND provision_id IS NULL AND note = ''",
     )
     .bind(provision_id)
     .bind(note)
@@ -133,10 +133,10 @@ pub async fn settle_proposal(
 }
 
 /// Marks a deficit left at `at`.
-pub async fn end(conn: &mut SqliteConnection, id: i64, at: UnixMillis) -> sqlx::Result<()> {
+pub async fn end(conn: &mut AnyConnection, id: i64, at: UnixMillis) -> sqlx::Result<()> {
     // A clock stepping back must not break the table's `ended_at >= detected_at` check.
     sqlx::query(
-        "UPDATE fleet_deficits SET ended_at = max(?, detected_at) WHERE id = ? AND ended_at IS NULL",
+        "UPDATE fleet_deficits SET ended_at = CASE WHEN $1 > detected_at THEN $1 ELSE detected_at END WHERE id = $2 AND ended_at IS NULL",
     )
     .bind(at)
     .bind(id)
@@ -147,14 +147,10 @@ pub async fn end(conn: &mut SqliteConnection, id: i64, at: UnixMillis) -> sqlx::
 
 /// Records that an ended deficit's end was settled at `at`; `false` when it was not ended or
 /// already settled, so two settlers racing (a sample's follow-up and `resume`) settle once.
-pub async fn mark_settled(
-    conn: &mut SqliteConnection,
-    id: i64,
-    at: UnixMillis,
-) -> sqlx::Result<bool> {
+pub async fn mark_settled(conn: &mut AnyConnection, id: i64, at: UnixMillis) -> sqlx::Result<bool> {
     sqlx::query(
-        "UPDATE fleet_deficits SET settled_at = max(?, ended_at)
-         WHERE id = ? AND ended_at IS NOT NULL AND settled_at IS NULL",
+        "UPDATE fleet_deficits SET settled_at = CASE WHEN $1 > ended_at THEN $1 ELSE ended_at END
+         WHERE id = $2 AND ended_at IS NOT NULL AND settled_at IS NULL",
     )
     .bind(at)
     .bind(id)
@@ -165,7 +161,7 @@ pub async fn mark_settled(
 
 /// Ended deficits whose settlement a crash or an error cut off, oldest first. Read through
 /// the partial index `fleet_deficits_unsettled`, which holds only such rows (normally none).
-pub async fn unsettled(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
+pub async fn unsettled(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(UNSETTLED_SQL).fetch_all(conn).await
 }
 
@@ -177,14 +173,14 @@ pub const UNSETTLED_SQL: &str = "SELECT id FROM fleet_deficits INDEXED BY fleet_
 /// the cool-down note and due time, so `deficit::propose` files it like any new deficit (and
 /// `unfiled` finds it after a crash). `false` when there was nothing to release.
 pub async fn release_deferred(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     due_by: UnixMillis,
 ) -> sqlx::Result<bool> {
     let n = sqlx::query(
         "UPDATE fleet_deficits SET note = '', proposal_due_at = NULL
-         WHERE id = ? AND ended_at IS NULL AND provision_id IS NULL
-           AND proposal_due_at IS NOT NULL AND proposal_due_at <= ?",
+         WHERE id = $1 AND ended_at IS NULL AND provision_id IS NULL
+           AND proposal_due_at IS NOT NULL AND proposal_due_at <= $2",
     )
     .bind(id)
     .bind(due_by)
@@ -208,15 +204,15 @@ pub struct Superseded {
 /// Reads only the fleet's requests finished since then (`provisions_by_fleet_finished`), so
 /// the cost follows the cool-down, not the requests kept.
 pub async fn superseded_since(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     since: UnixMillis,
     reason: &str,
 ) -> sqlx::Result<Option<Superseded>> {
     let row: Option<(i64, UnixMillis)> = sqlx::query_as(
         "SELECT id, finished_at FROM provisions
-         WHERE fleet = ? AND finished_at >= ? AND state = 'superseded' AND requester = ?
-           AND state_reason = ?
+         WHERE fleet = $1 AND finished_at >= $2 AND state = 'superseded' AND requester = $3
+           AND state_reason = $4
          ORDER BY finished_at DESC, id DESC LIMIT 1",
     )
     .bind(fleet)
@@ -233,14 +229,14 @@ pub async fn superseded_since(
 /// a batch reads what it deletes and the unsettled ones among them (normally none). The
 /// request a deficit filed keeps its own `evidence` line.
 pub async fn prune_ended(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     before: UnixMillis,
     limit: i64,
 ) -> sqlx::Result<u64> {
     sqlx::query(
         "DELETE FROM fleet_deficits WHERE id IN
             (SELECT id FROM fleet_deficits INDEXED BY fleet_deficits_ended
-             WHERE ended_at IS NOT NULL AND ended_at < ? AND settled_at IS NOT NULL LIMIT ?)",
+             WHERE ended_at IS NOT NULL AND ended_at < $1 AND settled_at IS NOT NULL LIMIT $2)",
     )
     .bind(before)
     .bind(limit)
@@ -268,7 +264,7 @@ pub const UNFILED_SQL: &str = "SELECT d.id
 /// Open deficits whose proposal is not settled (no request, no note): a crash or an error
 /// between the deficit's commit (or its release for a follow-up) and its filing. The cost
 /// follows the number of fleets in deficit now, not the deficits kept ([`UNFILED_SQL`]).
-pub async fn unfiled(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
+pub async fn unfiled(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(UNFILED_SQL).fetch_all(conn).await
 }
 
@@ -294,7 +290,7 @@ pub struct TimelineRow {
 /// The fleet's newest `limit` deficits, newest first, each joined with its request by primary
 /// key (`fleet_deficits_fleet_detected` bounds the read to `limit` rows).
 pub async fn timeline(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<TimelineRow>> {
@@ -304,7 +300,7 @@ pub async fn timeline(
                 CASE WHEN p.state = 'succeeded' THEN p.finished_at END AS provisioned_at,
                 d.ended_at, d.earlier_provisions
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
-         WHERE d.fleet_id = ? ORDER BY d.detected_at DESC, d.id DESC LIMIT ?",
+         WHERE d.fleet_id = $1 ORDER BY d.detected_at DESC, d.id DESC LIMIT $2",
     )
     .bind(fleet_id)
     .bind(limit)
@@ -346,13 +342,13 @@ pub struct StreakSample {
 /// samples neither break nor extend a streak, so they are skipped here too). Reads `n` rows
 /// through `fleet_samples_fleet_at`, whatever the history kept.
 pub async fn streak(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     n: i64,
 ) -> sqlx::Result<Vec<StreakSample>> {
     let mut out: Vec<StreakSample> = sqlx::query_as(
         "SELECT at, spare, required, source, leader_id, term FROM fleet_samples
-         WHERE fleet_id = ? AND ok = 1 ORDER BY at DESC, id DESC LIMIT ?",
+         WHERE fleet_id = $1 AND ok = 1 ORDER BY at DESC, id DESC LIMIT $2",
     )
     .bind(fleet_id)
     .bind(n)
@@ -364,10 +360,10 @@ pub async fn streak(
 
 /// The fleet's newest request still open (awaiting approval, approved or running), if any
 /// (`provisions_by_fleet_state`: reads only the open ones).
-pub async fn open_request(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Result<Option<i64>> {
+pub async fn open_request(conn: &mut AnyConnection, fleet: &str) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT max(id) FROM provisions
-         WHERE fleet = ? AND state IN ('pending_approval', 'approved', 'executing')",
+         WHERE fleet = $1 AND state IN ('pending_approval', 'approved', 'executing')",
     )
     .bind(fleet)
     .fetch_one(conn)
@@ -376,10 +372,10 @@ pub async fn open_request(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Res
 
 /// The fleet's requests filed by headroom (`requester` `system`, a reserved username) still
 /// awaiting approval, oldest first (`provisions_by_fleet_state`: reads only those).
-pub async fn pending_proposals(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Result<Vec<i64>> {
+pub async fn pending_proposals(conn: &mut AnyConnection, fleet: &str) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(
         "SELECT id FROM provisions
-         WHERE fleet = ? AND state = 'pending_approval' AND requester = ? ORDER BY id",
+         WHERE fleet = $1 AND state = 'pending_approval' AND requester = $2 ORDER BY id",
     )
     .bind(fleet)
     .bind(crate::domain::Actor::System.name())
@@ -390,33 +386,34 @@ pub async fn pending_proposals(conn: &mut SqliteConnection, fleet: &str) -> sqlx
 /// Whether the fleet has a deficit detected after deficit `id` (which was detected at
 /// `detected_at`): a range on `fleet_deficits_fleet_detected`.
 pub async fn newer_exists(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     id: i64,
     detected_at: UnixMillis,
 ) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
+    sqlx::query_scalar::<_, super::flag::Flag>(
         "SELECT EXISTS (SELECT 1 FROM fleet_deficits
-                        WHERE fleet_id = ? AND detected_at >= ? AND id > ?)",
+                        WHERE fleet_id = $1 AND detected_at >= $2 AND id > $3)",
     )
     .bind(fleet_id)
     .bind(detected_at)
     .bind(id)
     .fetch_one(conn)
     .await
+    .map(bool::from)
 }
 
 /// The latest proposal of open deficit `id`; `None` when the deficit is gone or ended.
 /// (Read straight into the domain's type: the follow-up rule is its only reader.)
 pub async fn latest_proposal(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
 ) -> sqlx::Result<Option<LatestProposal>> {
     let row = sqlx::query(
         "SELECT d.provision_id, p.state, d.note, d.proposed_at, d.detected_at, p.created_at,
                 p.expires_at, p.finished_at, d.followup_below
          FROM fleet_deficits d LEFT JOIN provisions p ON p.id = d.provision_id
-         WHERE d.id = ? AND d.ended_at IS NULL",
+         WHERE d.id = $1 AND d.ended_at IS NULL",
     )
     .bind(id)
     .fetch_optional(conn)
@@ -438,10 +435,10 @@ pub async fn latest_proposal(
 }
 
 /// Counts one more sample below required towards open deficit `id`'s follow-up.
-pub async fn count_followup_sample(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<()> {
+pub async fn count_followup_sample(conn: &mut AnyConnection, id: i64) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE fleet_deficits SET followup_below = followup_below + 1
-         WHERE id = ? AND ended_at IS NULL",
+         WHERE id = $1 AND ended_at IS NULL",
     )
     .bind(id)
     .execute(conn)
@@ -457,22 +454,36 @@ pub const EARLIER_MAX: i64 = 100;
 /// `deficit::propose` files the follow-up like a first proposal (and [`unfiled`] finds it if
 /// that fails). `proposed_at` stays: the cool-down counts from it. `false` when the deficit
 /// was not settled or not open (nothing released).
-pub async fn release_followup(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "UPDATE fleet_deficits SET
-             earlier_provisions = CASE
-                 WHEN provision_id IS NULL OR json_array_length(earlier_provisions) >= ?
-                     THEN earlier_provisions
-                 ELSE json_insert(earlier_provisions, '$[#]', provision_id) END,
-             provision_id = NULL, note = '', followup_below = 0
-         WHERE id = ? AND ended_at IS NULL AND proposal_due_at IS NULL
-           AND (provision_id IS NOT NULL OR note <> '')",
-    )
-    .bind(EARLIER_MAX)
-    .bind(id)
-    .execute(conn)
-    .await?
-    .rows_affected();
+pub async fn release_followup(conn: &mut AnyConnection, id: i64) -> sqlx::Result<bool> {
+    // `earlier_provisions` is a JSON array kept as text; the stores append to one differently.
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => {
+            "UPDATE fleet_deficits SET
+                 earlier_provisions = CASE
+                     WHEN provision_id IS NULL OR json_array_length(earlier_provisions) >= $1
+                         THEN earlier_provisions
+                     ELSE json_insert(earlier_provisions, '$[#]', provision_id) END,
+                 provision_id = NULL, note = '', followup_below = 0
+             WHERE id = $2 AND ended_at IS NULL AND proposal_due_at IS NULL
+               AND (provision_id IS NOT NULL OR note <> '')"
+        }
+        super::Dialect::Postgres => {
+            "UPDATE fleet_deficits SET
+                 earlier_provisions = CASE
+                     WHEN provision_id IS NULL OR json_array_length(earlier_provisions::json) >= $1
+                         THEN earlier_provisions
+                     ELSE (earlier_provisions::jsonb || to_jsonb(provision_id))::text END,
+                 provision_id = NULL, note = '', followup_below = 0
+             WHERE id = $2 AND ended_at IS NULL AND proposal_due_at IS NULL
+               AND (provision_id IS NOT NULL OR note <> '')"
+        }
+    };
+    let n = sqlx::query(sql)
+        .bind(EARLIER_MAX)
+        .bind(id)
+        .execute(conn)
+        .await?
+        .rows_affected();
     Ok(n == 1)
 }
 
@@ -480,12 +491,12 @@ pub async fn release_followup(conn: &mut SqliteConnection, id: i64) -> sqlx::Res
 /// `system` and the reason `deficit::propose` writes (which names the deficit). Lets a resume
 /// adopt a request whose filing committed while recording it on the deficit failed.
 pub async fn is_own_proposal(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     reason_prefix: &str,
 ) -> sqlx::Result<bool> {
     let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM provisions WHERE id = ? AND requester = ? AND substr(reason, 1, ?) = ?",
+        "SELECT count(*) FROM provisions WHERE id = $1 AND requester = $2 AND substr(reason, 1, CAST($3 AS INTEGER)) = $4",
     )
     .bind(provision_id)
     .bind(crate::domain::Actor::System.name())

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::capacity::{Resolution, Sample, Source};
 use crate::domain::UnixMillis;
@@ -53,7 +53,7 @@ impl<'a> Folded<'a> {
 /// Stores one sample of fleet `fleet_id` and folds it into its minute, five-minute, hour,
 /// two-hour and six-hour rollups. Run it inside the caller's write transaction: six
 /// statements, one commit.
-pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
+pub async fn insert(conn: &mut AnyConnection, fleet_id: i64, s: &Sample) -> sqlx::Result<i64> {
     let folded = Folded::of(s);
     let (voters, learners, leader_id, term, absorption) = match &s.outcome {
         Ok(o) => (
@@ -73,11 +73,12 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
         "INSERT INTO fleet_samples
              (fleet_id, at, ok, source, spare, required, voters, learners, leader_id, term,
               latency_ms, error, absorbed, machines_needed, absorption)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
     )
     .bind(fleet_id)
     .bind(s.at)
-    .bind(folded.ok)
+    // A yes/no column (BOOLEAN in PostgreSQL); the rollups below count it as a number.
+    .bind(folded.ok == 1)
     .bind(folded.source.as_str())
     .bind(folded.spare)
     .bind(folded.required)
@@ -113,7 +114,7 @@ pub async fn insert(conn: &mut SqliteConnection, fleet_id: i64, s: &Sample) -> s
 /// machines needed among the samples it found short, likewise ignoring samples that did not assess
 /// it.
 async fn fold_into_rollup(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     resolution: Resolution,
     at: UnixMillis,
@@ -126,7 +127,7 @@ async fn fold_into_rollup(
              (fleet_id, resolution, bucket, samples, ok_samples, spare_min, spare_max, spare_last,
               required_min, required_max, required_last, last_at, source_last, absorbed_min,
               machines_needed_max)
-         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5, ?5, ?6, ?6, ?6, ?7, ?8, ?9, ?10)
+         VALUES ($1, $2, $3, 1, $4, $5, $5, $5, $6, $6, $6, $7, $8, $9, $10)
          ON CONFLICT (fleet_id, resolution, bucket) DO UPDATE SET
              samples       = samples + 1,
              ok_samples    = ok_samples + excluded.ok_samples,
@@ -177,8 +178,8 @@ pub struct FleetRef {
 }
 
 /// The id and spec of fleet `name`, if it exists.
-pub async fn fleet_ref(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<FleetRef>> {
-    sqlx::query_as("SELECT id, spec, created_at FROM fleets WHERE name = ?")
+pub async fn fleet_ref(conn: &mut AnyConnection, name: &str) -> sqlx::Result<Option<FleetRef>> {
+    sqlx::query_as("SELECT id, spec, created_at FROM fleets WHERE name = $1")
         .bind(name)
         .fetch_optional(conn)
         .await
@@ -273,15 +274,15 @@ fn unpack(json: &str) -> sqlx::Result<Vec<BucketRow>> {
 /// `raw_buckets`' statement (binds: fleet id, from, to, step); public so tests can check
 /// its plan.
 pub const RAW_BUCKETS_SQL: &str =
-    "SELECT (at - ?2) / ?4 AS k, min(spare) AS spare_min, max(spare) AS spare_max,
-            max(required) AS required_max, sum(ok) AS ok_samples,
+    "SELECT (at - $2) / $4 AS k, min(spare) AS spare_min, max(spare) AS spare_max,
+            max(required) AS required_max, sum(CASE WHEN ok THEN 1 ELSE 0 END) AS ok_samples,
             min(absorbed) AS absorbed_min,
             max(CASE WHEN absorbed = 0 THEN machines_needed END) AS machines_needed_max,
-            max(CASE WHEN ok = 1
+            max(CASE WHEN ok
                      THEN at * 4 + CASE source WHEN 'native' THEN 2 WHEN 'derived' THEN 1
                                    ELSE 0 END END) AS newest_ok_code
      FROM fleet_samples INDEXED BY fleet_samples_fleet_at
-     WHERE fleet_id = ?1 AND at >= ?2 AND at < ?3
+     WHERE fleet_id = $1 AND at >= $2 AND at < $3
      GROUP BY k ORDER BY k";
 
 /// [`RAW_BUCKETS_SQL`] as [`raw_buckets`] runs it (its rows packed into one JSON value);
@@ -293,7 +294,7 @@ pub static RAW_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(RAW_BU
 /// range's samples, and the rows returned at most `(to - from) / step + 1`, whatever the
 /// history holds.
 pub async fn raw_buckets(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     from: UnixMillis,
     to: UnixMillis,
@@ -311,27 +312,27 @@ pub async fn raw_buckets(
 
 /// `rollup_buckets`' statement (binds: fleet id, resolution in seconds, from, to, step).
 pub const ROLLUP_BUCKETS_SQL: &str =
-    "SELECT (bucket - ?3) / ?5 AS k, min(spare_min) AS spare_min, max(spare_max) AS spare_max,
+    "SELECT (bucket - $3) / $5 AS k, min(spare_min) AS spare_min, max(spare_max) AS spare_max,
             max(required_max) AS required_max, sum(ok_samples) AS ok_samples,
             min(absorbed_min) AS absorbed_min, max(machines_needed_max) AS machines_needed_max,
             max(CASE WHEN ok_samples > 0
                      THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
                                         WHEN 'derived' THEN 1 ELSE 0 END END) AS newest_ok_code
      FROM fleet_rollups
-     WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
+     WHERE fleet_id = $1 AND resolution = $2 AND bucket >= $3 AND bucket < $4
      GROUP BY k ORDER BY k";
 
 /// `rollup_buckets`' statement when the step is the rollup's own width (binds as
 /// [`ROLLUP_BUCKETS_SQL`]): each point is one stored row, so the rows are read in primary-key
 /// order as they are, without the temporary B-tree a `GROUP BY` on the computed bucket needs.
 pub const ROLLUP_ROWS_SQL: &str =
-    "SELECT (bucket - ?3) / ?5 AS k, spare_min, spare_max, required_max, ok_samples,
+    "SELECT (bucket - $3) / $5 AS k, spare_min, spare_max, required_max, ok_samples,
             absorbed_min, machines_needed_max,
             CASE WHEN ok_samples > 0
                  THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
                                     WHEN 'derived' THEN 1 ELSE 0 END END AS newest_ok_code
      FROM fleet_rollups
-     WHERE fleet_id = ?1 AND resolution = ?2 AND bucket >= ?3 AND bucket < ?4
+     WHERE fleet_id = $1 AND resolution = $2 AND bucket >= $3 AND bucket < $4
      ORDER BY bucket";
 
 /// [`ROLLUP_BUCKETS_SQL`] and [`ROLLUP_ROWS_SQL`] as [`rollup_buckets`] runs them
@@ -347,7 +348,7 @@ pub static ROLLUP_ROWS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP
 /// holds it). A primary-key range, so the cost follows the range's width. When `step` is the
 /// rollup's width, rows are points as stored ([`ROLLUP_ROWS_SQL`]).
 pub async fn rollup_buckets(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     resolution: Resolution,
     from: UnixMillis,
@@ -390,12 +391,12 @@ pub struct StoredSample {
 pub const RECENT_SQL: &str =
     "SELECT at, ok, source, spare, required, voters, learners, leader_id, term, latency_ms, error
      FROM fleet_samples INDEXED BY fleet_samples_fleet_at
-     WHERE fleet_id = ? ORDER BY at DESC, id DESC LIMIT ?";
+     WHERE fleet_id = $1 ORDER BY at DESC, id DESC LIMIT $2";
 
 /// The newest `limit` samples of fleet `fleet_id`, newest first (a backwards walk of
 /// `fleet_samples_fleet_at`: `limit` rows read, whatever the history).
 pub async fn recent(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<StoredSample>> {
@@ -408,7 +409,7 @@ pub async fn recent(
         .map(|r| {
             Ok(StoredSample {
                 at: r.try_get("at")?,
-                ok: r.try_get::<i64, _>("ok")? == 1,
+                ok: r.try_get::<super::flag::Flag, _>("ok")?.into(),
                 source: r.try_get("source")?,
                 spare: r.try_get("spare")?,
                 required: r.try_get("required")?,
@@ -437,12 +438,12 @@ pub struct RequestSpan {
 pub const REQUEST_SPANS_SQL: &str = "
      SELECT id AS provision_id, created_at, finished_at, state
      FROM provisions INDEXED BY provisions_by_fleet_finished
-     WHERE fleet = ?1 AND finished_at IS NULL AND created_at < ?3 AND created_at >= ?5
+     WHERE fleet = $1 AND finished_at IS NULL AND created_at < $3 AND created_at >= $5
      UNION ALL
      SELECT id AS provision_id, created_at, finished_at, state
      FROM provisions INDEXED BY provisions_by_fleet_finished
-     WHERE fleet = ?1 AND finished_at >= ?2 AND created_at < ?3 AND created_at >= ?5
-     ORDER BY created_at DESC, provision_id DESC LIMIT ?4";
+     WHERE fleet = $1 AND finished_at >= $2 AND created_at < $3 AND created_at >= $5
+     ORDER BY created_at DESC, provision_id DESC LIMIT $4";
 
 /// The newest `limit` requests for fleet `fleet` alive in `[from, to)`, newest first: created
 /// before `to` and still open or finished at or after `from`, one row each however many
@@ -451,7 +452,7 @@ pub const REQUEST_SPANS_SQL: &str = "
 /// `provisions_by_fleet_finished` (migration 0009), so the cost follows the requests alive in
 /// the range, not the fleet's whole history.
 pub async fn request_spans(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     from: UnixMillis,
     to: UnixMillis,
@@ -471,13 +472,13 @@ pub async fn request_spans(
 /// Deletes at most `batch` raw samples older than `before`; the number deleted. A seek on
 /// `fleet_samples_at`, so each batch costs its own rows.
 pub async fn prune_raw(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     before: UnixMillis,
     batch: i64,
 ) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "DELETE FROM fleet_samples WHERE id IN (
-             SELECT id FROM fleet_samples INDEXED BY fleet_samples_at WHERE at < ? LIMIT ?)",
+             SELECT id FROM fleet_samples INDEXED BY fleet_samples_at WHERE at < $1 LIMIT $2)",
     )
     .bind(before)
     .bind(batch)
@@ -489,7 +490,7 @@ pub async fn prune_raw(
 /// Deletes at most `batch` rollups of `resolution` whose whole bucket ended at or before
 /// `before` (a bucket still holding retained time is kept); the number deleted.
 pub async fn prune_rollups(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     resolution: Resolution,
     before: UnixMillis,
     batch: i64,
@@ -499,7 +500,7 @@ pub async fn prune_rollups(
         "DELETE FROM fleet_rollups WHERE (fleet_id, resolution, bucket) IN (
              SELECT fleet_id, resolution, bucket
              FROM fleet_rollups INDEXED BY fleet_rollups_resolution_bucket
-             WHERE resolution = ?1 AND bucket <= ?2 LIMIT ?3)",
+             WHERE resolution = $1 AND bucket <= $2 LIMIT $3)",
     )
     .bind(width / 1000)
     .bind(before - width)

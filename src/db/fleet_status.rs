@@ -1,7 +1,7 @@
 //! The `fleet_status` table: one row per scraped fleet, replaced by every sample, holding the
 //! newest sample's fields and the deficit tracker, so "now" is read without scanning history.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::capacity::{DeficitTracker, Sample, Source};
 use crate::domain::UnixMillis;
@@ -19,11 +19,11 @@ pub struct StoredTracker {
 
 /// The fleet's stored tracker; the default (no streaks, no deficit) when it was never sampled.
 /// The open deficit's due time comes with it (its primary key), so a sample costs one read.
-pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result<StoredTracker> {
+pub async fn tracker(conn: &mut AnyConnection, fleet_id: i64) -> sqlx::Result<StoredTracker> {
     let row = sqlx::query(
         "SELECT s.below_streak, s.healthy_streak, s.open_deficit_id, d.proposal_due_at
          FROM fleet_status s LEFT JOIN fleet_deficits d ON d.id = s.open_deficit_id
-         WHERE s.fleet_id = ?",
+         WHERE s.fleet_id = $1",
     )
     .bind(fleet_id)
     .fetch_optional(conn)
@@ -49,7 +49,7 @@ pub async fn tracker(conn: &mut SqliteConnection, fleet_id: i64) -> sqlx::Result
 /// error) and keeps the last ok numbers, leader and members, so the board can still say what
 /// the fleet looked like when it last answered.
 pub async fn upsert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet_id: i64,
     s: &Sample,
     t: &StoredTracker,
@@ -72,10 +72,10 @@ pub async fn upsert(
                      (fleet_id, sampled_at, ok, source, spare, required, ok_at, leader_id,
                       leader_url, term, voters, learners, members, latency_ms, error,
                       below_streak, healthy_streak, open_deficit_id, absorption)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?2, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL, ?13, ?14, ?15,
-                         ?16)
+                 VALUES ($1, $2, TRUE, $3, $4, $5, $2, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14, $15,
+                         $16)
                  ON CONFLICT (fleet_id) DO UPDATE SET
-                     sampled_at = excluded.sampled_at, ok = 1, source = excluded.source,
+                     sampled_at = excluded.sampled_at, ok = TRUE, source = excluded.source,
                      spare = excluded.spare, required = excluded.required, ok_at = excluded.ok_at,
                      leader_id = excluded.leader_id, leader_url = excluded.leader_url,
                      term = excluded.term, voters = excluded.voters, learners = excluded.learners,
@@ -109,9 +109,9 @@ pub async fn upsert(
                 "INSERT INTO fleet_status
                      (fleet_id, sampled_at, ok, source, latency_ms, error, below_streak,
                       healthy_streak, open_deficit_id)
-                 VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8)
+                 VALUES ($1, $2, FALSE, $3, $4, $5, $6, $7, $8)
                  ON CONFLICT (fleet_id) DO UPDATE SET
-                     sampled_at = excluded.sampled_at, ok = 0, source = excluded.source,
+                     sampled_at = excluded.sampled_at, ok = FALSE, source = excluded.source,
                      latency_ms = excluded.latency_ms, error = excluded.error,
                      below_streak = excluded.below_streak,
                      healthy_streak = excluded.healthy_streak,
@@ -192,16 +192,16 @@ macro_rules! board_sql {
     };
 }
 
-fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
-    // `ok` is stored as 0/1; a fleet never scraped has no status row, so NULL.
-    let ok: Option<i64> = r.try_get("ok")?;
+fn board_row(r: &sqlx::any::AnyRow) -> sqlx::Result<BoardRow> {
+    // A fleet never scraped has no status row, so NULL.
+    let ok: Option<super::flag::Flag> = r.try_get("ok")?;
     let streak = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
     let open_deficit_id: Option<i64> = r.try_get("open_deficit_id")?;
     Ok(BoardRow {
         name: r.try_get("name")?,
         spec: r.try_get("spec")?,
         sampled_at: r.try_get("sampled_at")?,
-        ok: ok.map(|v| v == 1),
+        ok: ok.map(bool::from),
         source: r.try_get("source")?,
         spare: r.try_get("spare")?,
         required: r.try_get("required")?,
@@ -226,7 +226,7 @@ fn board_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<BoardRow> {
 }
 
 /// Every fleet now, by name, without the members list.
-pub async fn board(conn: &mut SqliteConnection) -> sqlx::Result<Vec<BoardRow>> {
+pub async fn board(conn: &mut AnyConnection) -> sqlx::Result<Vec<BoardRow>> {
     let rows = sqlx::query(board_sql!("NULL", "ORDER BY f.name"))
         .fetch_all(conn)
         .await?;
@@ -234,8 +234,8 @@ pub async fn board(conn: &mut SqliteConnection) -> sqlx::Result<Vec<BoardRow>> {
 }
 
 /// One fleet now, with its members list; `None` when no fleet has that name.
-pub async fn board_one(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<BoardRow>> {
-    let row = sqlx::query(board_sql!("s.members", "WHERE f.name = ?"))
+pub async fn board_one(conn: &mut AnyConnection, name: &str) -> sqlx::Result<Option<BoardRow>> {
+    let row = sqlx::query(board_sql!("s.members", "WHERE f.name = $1"))
         .bind(name)
         .fetch_optional(conn)
         .await?;
@@ -243,8 +243,8 @@ pub async fn board_one(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<
 }
 
 /// The id of the fleet named `name`, if it exists (the samples, status and deficits key on it).
-pub async fn fleet_id(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT id FROM fleets WHERE name = ?")
+pub async fn fleet_id(conn: &mut AnyConnection, name: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT id FROM fleets WHERE name = $1")
         .bind(name)
         .fetch_optional(conn)
         .await

@@ -1,7 +1,7 @@
 //! The `fleets` table: one row per fleet, its spec stored whole as JSON (secret sources only,
 //! never values), plus the restore config column so requests can be found by it.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::UnixMillis;
 
@@ -25,7 +25,7 @@ pub struct FleetWrite<'a> {
     pub by: &'a str,
 }
 
-fn from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<FleetRow> {
+fn from_row(r: &sqlx::any::AnyRow) -> sqlx::Result<FleetRow> {
     Ok(FleetRow {
         name: r.try_get("name")?,
         spec: r.try_get("spec")?,
@@ -36,10 +36,10 @@ fn from_row(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<FleetRow> {
 }
 
 /// Inserts a fleet; `false` when the name is taken.
-pub async fn insert(conn: &mut SqliteConnection, w: FleetWrite<'_>) -> sqlx::Result<bool> {
+pub async fn insert(conn: &mut AnyConnection, w: FleetWrite<'_>) -> sqlx::Result<bool> {
     let done = sqlx::query(
         "INSERT INTO fleets (name, spec, restore_machine_config, created_at, updated_at, updated_by)
-         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
     )
     .bind(w.name)
     .bind(w.spec)
@@ -53,10 +53,10 @@ pub async fn insert(conn: &mut SqliteConnection, w: FleetWrite<'_>) -> sqlx::Res
 }
 
 /// Replaces a fleet's spec; `false` when no fleet has that name.
-pub async fn update(conn: &mut SqliteConnection, w: FleetWrite<'_>) -> sqlx::Result<bool> {
+pub async fn update(conn: &mut AnyConnection, w: FleetWrite<'_>) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE fleets SET spec = ?, restore_machine_config = ?, updated_at = ?, updated_by = ?
-         WHERE name = ?",
+        "UPDATE fleets SET spec = $1, restore_machine_config = $2, updated_at = $3, updated_by = $4
+         WHERE name = $5",
     )
     .bind(w.spec)
     .bind(w.restore_machine_config)
@@ -69,8 +69,8 @@ pub async fn update(conn: &mut SqliteConnection, w: FleetWrite<'_>) -> sqlx::Res
 }
 
 /// Deletes a fleet; `false` when there was none.
-pub async fn delete(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<bool> {
-    let done = sqlx::query("DELETE FROM fleets WHERE name = ?")
+pub async fn delete(conn: &mut AnyConnection, name: &str) -> sqlx::Result<bool> {
+    let done = sqlx::query("DELETE FROM fleets WHERE name = $1")
         .bind(name)
         .execute(conn)
         .await?;
@@ -78,8 +78,8 @@ pub async fn delete(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<boo
 }
 
 /// One fleet by name.
-pub async fn get(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option<FleetRow>> {
-    sqlx::query("SELECT name, spec, created_at, updated_at, updated_by FROM fleets WHERE name = ?")
+pub async fn get(conn: &mut AnyConnection, name: &str) -> sqlx::Result<Option<FleetRow>> {
+    sqlx::query("SELECT name, spec, created_at, updated_at, updated_by FROM fleets WHERE name = $1")
         .bind(name)
         .fetch_optional(conn)
         .await?
@@ -89,7 +89,7 @@ pub async fn get(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<Option
 }
 
 /// Every fleet, by name (a console watches a handful of fleets, not thousands).
-pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<FleetRow>> {
+pub async fn list(conn: &mut AnyConnection) -> sqlx::Result<Vec<FleetRow>> {
     sqlx::query("SELECT name, spec, created_at, updated_at, updated_by FROM fleets ORDER BY name")
         .fetch_all(conn)
         .await?
@@ -99,10 +99,10 @@ pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<FleetRow>> {
 }
 
 /// How many of the fleet's requests are still open: awaiting approval, approved, or running.
-pub async fn open_provisions(conn: &mut SqliteConnection, fleet: &str) -> sqlx::Result<i64> {
+pub async fn open_provisions(conn: &mut AnyConnection, fleet: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM provisions
-         WHERE fleet = ? AND state IN ('pending_approval', 'approved', 'executing')",
+         WHERE fleet = $1 AND state IN ('pending_approval', 'approved', 'executing')",
     )
     .bind(fleet)
     .fetch_one(conn)

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod backup;
 pub mod catalogue;
+pub mod flag;
 pub mod fleet_changes;
 pub mod fleet_deficits;
 pub mod fleet_samples;
@@ -17,6 +18,7 @@ pub mod provision_events;
 pub mod provision_jobs;
 pub mod provisions;
 pub mod sessions;
+pub mod sql;
 pub mod throttle;
 pub mod tokens;
 pub mod users;
@@ -25,10 +27,12 @@ pub mod webhooks;
 
 use std::io::Read;
 use std::str::FromStr;
+use std::sync::Once;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::any::AnyPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
 
 /// Embedded migrations, applied on every start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -36,17 +40,20 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Opens (creating if needed) the database with WAL, a busy timeout and foreign keys, then
 /// applies migrations.
 #[tracing::instrument(skip_all, fields(db.url = %url), err)]
-pub async fn connect(url: &str) -> anyhow::Result<SqlitePool> {
-    let pool = pool(options(url)?.create_if_missing(true)).await?;
-    MIGRATOR.run(&pool).await?;
-    Ok(pool)
+pub async fn connect(url: &str) -> anyhow::Result<AnyPool> {
+    // Creating the file, switching it to WAL (which the file keeps) and migrating take one
+    // native connection; the pool's connections then only set what is per connection.
+    let mut setup = options(url)?.create_if_missing(true).connect().await?;
+    MIGRATOR.run(&mut setup).await?;
+    setup.close().await?;
+    Ok(pool(url, PER_CONNECTION_WAL).await?)
 }
 
 /// Opens a database that must exist already, as it is: nothing created, nothing migrated, its
 /// journal mode left alone (a backup copies the file as the serving binary left it, even
 /// before an upgrade, and a restored copy stays as it was restored).
 #[tracing::instrument(skip_all, fields(db.url = %url), err)]
-pub async fn open_existing(url: &str) -> anyhow::Result<SqlitePool> {
+pub async fn open_existing(url: &str) -> anyhow::Result<AnyPool> {
     let options = SqliteConnectOptions::from_str(url)?;
     let file = options.get_filename().to_path_buf();
     let mut header = [0_u8; 16];
@@ -61,31 +68,32 @@ pub async fn open_existing(url: &str) -> anyhow::Result<SqlitePool> {
         }
         Err(e) => anyhow::bail!("cannot read {}: {e}", file.display()),
     }
-    let options = common(options).create_if_missing(false);
-    Ok(pool(options).await?)
+    Ok(pool(url, PER_CONNECTION).await?)
 }
 
-/// The options of every connection `serve` and the commands open: WAL and the rest.
+/// The options of the connection that creates and migrates the database: WAL and the rest.
 fn options(url: &str) -> anyhow::Result<SqliteConnectOptions> {
-    Ok(common(SqliteConnectOptions::from_str(url)?)
+    Ok(SqliteConnectOptions::from_str(url)?
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal))
 }
 
-/// What every connection sets, whatever its journal mode.
-fn common(options: SqliteConnectOptions) -> SqliteConnectOptions {
-    options
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true)
-        // sqlx hands each row from its connection thread to the caller through a channel; at
-        // the default 50 a 360-row read stalled the thread seven times, each a futex wake-up.
-        // Charts now read one packed row (`fleet_samples`), but listings and exports still
-        // read hundreds of rows a page, a few hundred bytes each.
-        .row_buffer_size(512)
-}
+/// What every pooled connection sets, whatever the journal mode: a writer waits up to 5 s
+/// for another's lock, and foreign keys hold.
+const PER_CONNECTION: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;";
 
-async fn pool(options: SqliteConnectOptions) -> sqlx::Result<SqlitePool> {
-    SqlitePoolOptions::new()
+/// The same for a database `connect` put in WAL mode, where NORMAL synchronisation keeps
+/// every commit durable against a crash of the process (only a power cut can lose the last).
+const PER_CONNECTION_WAL: &str =
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
+
+/// The pool every query goes through: sqlx's `Any` driver, so the same functions serve the
+/// PostgreSQL store once it is chosen by URL.
+async fn pool(url: &str, per_connection: &'static str) -> sqlx::Result<AnyPool> {
+    install_drivers();
+    AnyPoolOptions::new()
         // A SQLite connection is a file handle in this process: no network or server restart
         // can break it behind our back, so the default ping before every acquire would only
         // double each query's round trips through sqlx's per-connection thread (measured: the
@@ -93,8 +101,21 @@ async fn pool(options: SqliteConnectOptions) -> sqlx::Result<SqlitePool> {
         .test_before_acquire(false)
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
+        .after_connect(move |conn, _| {
+            Box::pin(async move { conn.execute(per_connection).await.map(|_| ()) })
+        })
+        .connect(url)
         .await
+}
+
+/// Registers the stores `Any` connections may open: SQLite and PostgreSQL. Idempotent.
+pub fn install_drivers() {
+    static DRIVERS: Once = Once::new();
+    DRIVERS.call_once(|| {
+        // Fails only when already installed, which `Once` rules out.
+        let _ =
+            sqlx::any::install_drivers(&[sqlx::sqlite::any::DRIVER, sqlx::postgres::any::DRIVER]);
+    });
 }
 
 /// The newest migration this binary carries.
@@ -102,15 +123,56 @@ pub fn latest_migration() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
-/// Starts a write transaction that takes the write lock up front, so two writers never
-/// deadlock upgrading from a read lock (SQLite's SQLITE_BUSY on upgrade).
-pub async fn begin_write(
-    pool: &SqlitePool,
-) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-    pool.begin_with("BEGIN IMMEDIATE").await
+/// Which SQL a connection speaks, for the few statements the stores spell differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The dialect of an open connection (or transaction).
+    pub fn of(conn: &AnyConnection) -> Dialect {
+        if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME {
+            Dialect::Postgres
+        } else {
+            Dialect::Sqlite
+        }
+    }
+
+    /// The dialect of a pool's connections.
+    pub fn of_pool(pool: &AnyPool) -> Dialect {
+        match pool.connect_options().database_url.scheme() {
+            "postgres" | "postgresql" => Dialect::Postgres,
+            _ => Dialect::Sqlite,
+        }
+    }
+}
+
+/// The key of PostgreSQL's transaction-scoped advisory lock that every write transaction
+/// takes (an arbitrary constant: "headroom" in ASCII, truncated).
+const WRITE_LOCK: i64 = 0x6865_6164_726f_6f6d;
+
+/// Starts a write transaction that takes the write lock up front, so writers run one at a
+/// time and never deadlock upgrading from a read lock. SQLite: `BEGIN IMMEDIATE` (its one
+/// write lock, at once). PostgreSQL: a transaction that first takes one advisory lock shared
+/// by every headroom writer, so read-then-write steps (a compare-and-set of a request's
+/// state, the audit chain's next link) see what the previous writer committed, as on SQLite.
+pub async fn begin_write(pool: &AnyPool) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Any>> {
+    match Dialect::of_pool(pool) {
+        Dialect::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await,
+        Dialect::Postgres => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(WRITE_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            Ok(tx)
+        }
+    }
 }
 
 /// Whether the database answers.
-pub async fn ping(conn: &mut SqliteConnection) -> sqlx::Result<()> {
+pub async fn ping(conn: &mut AnyConnection) -> sqlx::Result<()> {
     sqlx::query("SELECT 1").execute(conn).await.map(|_| ())
 }

@@ -1,6 +1,6 @@
 //! The `pin_checks` table: the latest pre-flight verdict per (url, sha256).
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -16,9 +16,9 @@ pub struct PinCheckRow {
 }
 
 /// Records a verdict, replacing the previous one for the same pair.
-pub async fn record(conn: &mut SqliteConnection, c: &PinCheckRow) -> sqlx::Result<()> {
+pub async fn record(conn: &mut AnyConnection, c: &PinCheckRow) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO pin_checks (url, sha256, verdict, message, checked_at, checked_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO pin_checks (url, sha256, verdict, message, checked_at, checked_by) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (url, sha256) DO UPDATE SET verdict = excluded.verdict, message = excluded.message,
              checked_at = excluded.checked_at, checked_by = excluded.checked_by",
     )
@@ -35,11 +35,11 @@ pub async fn record(conn: &mut SqliteConnection, c: &PinCheckRow) -> sqlx::Resul
 
 /// The verdict for a pair, if one was recorded.
 pub async fn get(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     url: &str,
     sha256: &str,
 ) -> sqlx::Result<Option<PinCheckRow>> {
-    sqlx::query_as("SELECT * FROM pin_checks WHERE url = ?1 AND sha256 = ?2")
+    sqlx::query_as("SELECT * FROM pin_checks WHERE url = $1 AND sha256 = $2")
         .bind(url)
         .bind(sha256)
         .fetch_optional(conn)

@@ -1,6 +1,6 @@
 //! A provision's timeline: append-only lines, read in order.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::UnixMillis;
 
@@ -28,10 +28,10 @@ pub struct EventRow {
 }
 
 /// Appends a line.
-pub async fn append(conn: &mut SqliteConnection, e: NewEvent<'_>) -> sqlx::Result<i64> {
+pub async fn append(conn: &mut AnyConnection, e: NewEvent<'_>) -> sqlx::Result<i64> {
     let row = sqlx::query(
         "INSERT INTO provision_events (provision_id, at, kind, machine, message, details)
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
     )
     .bind(e.provision_id)
     .bind(e.at)
@@ -47,12 +47,12 @@ pub async fn append(conn: &mut SqliteConnection, e: NewEvent<'_>) -> sqlx::Resul
 /// Every line of a request, oldest first (a request's timeline is short: its states, its
 /// approvals and a few provider calls per machine).
 pub async fn for_provision(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
 ) -> sqlx::Result<Vec<EventRow>> {
     sqlx::query_as(
         "SELECT id, at, kind, machine, message, details FROM provision_events
-         WHERE provision_id = ? ORDER BY id",
+         WHERE provision_id = $1 ORDER BY id",
     )
     .bind(provision_id)
     .fetch_all(conn)

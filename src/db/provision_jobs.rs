@@ -4,19 +4,19 @@
 //! state is never written here (that is `provisioning::transition`'s job); only machine rows
 //! are.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::provisions::{ProvisionRow, COLUMNS};
 use crate::domain::{MachineStatus, UnixMillis};
 
 /// The oldest approved request still inside its run window (`provisions_by_state`).
 pub async fn oldest_approved(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     now: UnixMillis,
 ) -> sqlx::Result<Option<ProvisionRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM provisions p
-         WHERE p.state = 'approved' AND p.expires_at > ? ORDER BY p.id LIMIT 1"
+         WHERE p.state = 'approved' AND p.expires_at > $1 ORDER BY p.id LIMIT 1"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(now)
@@ -25,15 +25,15 @@ pub async fn oldest_approved(
 }
 
 /// When request `id`'s current window (approval or run) closes.
-pub async fn expires_at(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT expires_at FROM provisions WHERE id = ?")
+pub async fn expires_at(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT expires_at FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_optional(conn)
         .await
 }
 
 /// Ids of every request in `executing`, oldest first (what a restart must finish).
-pub async fn executing_ids(conn: &mut SqliteConnection) -> sqlx::Result<Vec<i64>> {
+pub async fn executing_ids(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar("SELECT id FROM provisions WHERE state = 'executing' ORDER BY id")
         .fetch_all(conn)
         .await
@@ -54,7 +54,7 @@ pub struct MachineUpdate<'a> {
 /// Moves one machine to `status` (only from one of `from`), recording what was learnt.
 /// Returns whether the row was in one of `from` (and so was written).
 pub async fn set_machine(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     idx: u32,
     from: &[MachineStatus],
@@ -65,25 +65,36 @@ pub async fn set_machine(
     // A JSON list keeps the statement static whatever the number of allowed statuses.
     let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
     let from = serde_json::to_string(&from).unwrap_or_else(|_| "[]".into());
-    let changed = sqlx::query(
-        "UPDATE provision_machines SET status = ?, server_id = COALESCE(?, server_id),
-                action_id = COALESCE(?, action_id), ipv4 = COALESCE(?, ipv4),
-                provider_status = COALESCE(?, provider_status), error = ?, updated_at = ?
-         WHERE provision_id = ? AND idx = ? AND status IN (SELECT value FROM json_each(?))",
-    )
-    .bind(status.as_str())
-    .bind(u.server_id)
-    .bind(u.action_id)
-    .bind(u.ipv4)
-    .bind(u.provider_status)
-    .bind(u.error)
-    .bind(now)
-    .bind(provision_id)
-    .bind(idx)
-    .bind(from)
-    .execute(conn)
-    .await?
-    .rows_affected();
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => {
+            "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
+                    action_id = COALESCE($3, action_id), ipv4 = COALESCE($4, ipv4),
+                    provider_status = COALESCE($5, provider_status), error = $6, updated_at = $7
+             WHERE provision_id = $8 AND idx = $9
+               AND status IN (SELECT value FROM json_each($10))"
+        }
+        super::Dialect::Postgres => {
+            "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
+                    action_id = COALESCE($3, action_id), ipv4 = COALESCE($4, ipv4),
+                    provider_status = COALESCE($5, provider_status), error = $6, updated_at = $7
+             WHERE provision_id = $8 AND idx = $9
+               AND status IN (SELECT json_array_elements_text($10::json))"
+        }
+    };
+    let changed = sqlx::query(sql)
+        .bind(status.as_str())
+        .bind(u.server_id)
+        .bind(u.action_id)
+        .bind(u.ipv4)
+        .bind(u.provider_status)
+        .bind(u.error)
+        .bind(now)
+        .bind(provision_id)
+        .bind(i64::from(idx))
+        .bind(from)
+        .execute(conn)
+        .await?
+        .rows_affected();
     Ok(changed == 1)
 }
 
@@ -99,13 +110,13 @@ pub struct AwaitingJoin {
 /// requests whose every machine was created (a request still creating is the runner's).
 /// Through `provisions_by_fleet_state`, so the cost follows the fleet's open requests.
 pub async fn awaiting_join(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
 ) -> sqlx::Result<Vec<AwaitingJoin>> {
     sqlx::query_as(
         "SELECT m.provision_id, m.idx, m.name FROM provisions p
          JOIN provision_machines m ON m.provision_id = p.id
-         WHERE p.fleet = ? AND p.state = 'executing'
+         WHERE p.fleet = $1 AND p.state = 'executing'
            AND m.status = 'created' AND m.joined_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM provision_machines o
                            WHERE o.provision_id = p.id AND o.status <> 'created')
@@ -119,15 +130,15 @@ pub async fn awaiting_join(
 /// Records that machine `idx` of request `provision_id` joined as member `member_id`; false
 /// when it had joined already (a second follower lost the race).
 pub async fn mark_joined(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     idx: i64,
     member_id: i64,
     at: UnixMillis,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE provision_machines SET joined_at = ?, member_id = ?
-         WHERE provision_id = ? AND idx = ? AND status = 'created' AND joined_at IS NULL",
+        "UPDATE provision_machines SET joined_at = $1, member_id = $2
+         WHERE provision_id = $3 AND idx = $4 AND status = 'created' AND joined_at IS NULL",
     )
     .bind(at)
     .bind(member_id)
@@ -139,9 +150,9 @@ pub async fn mark_joined(
 }
 
 /// How many machines of request `provision_id` have not joined.
-pub async fn unjoined(conn: &mut SqliteConnection, provision_id: i64) -> sqlx::Result<i64> {
+pub async fn unjoined(conn: &mut AnyConnection, provision_id: i64) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "SELECT COUNT(*) FROM provision_machines WHERE provision_id = ? AND joined_at IS NULL",
+        "SELECT COUNT(*) FROM provision_machines WHERE provision_id = $1 AND joined_at IS NULL",
     )
     .bind(provision_id)
     .fetch_one(conn)
@@ -150,10 +161,7 @@ pub async fn unjoined(conn: &mut SqliteConnection, provision_id: i64) -> sqlx::R
 
 /// `executing` requests whose machines were all created by `cutoff` (the newest creation no
 /// later) and some of which have still not joined: their join time is up.
-pub async fn join_overdue(
-    conn: &mut SqliteConnection,
-    cutoff: UnixMillis,
-) -> sqlx::Result<Vec<i64>> {
+pub async fn join_overdue(conn: &mut AnyConnection, cutoff: UnixMillis) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(
         "SELECT p.id FROM provisions p
          JOIN provision_machines m ON m.provision_id = p.id
@@ -161,7 +169,7 @@ pub async fn join_overdue(
          GROUP BY p.id
          HAVING SUM(m.status <> 'created') = 0
             AND SUM(m.joined_at IS NULL) > 0
-            AND MAX(m.updated_at) <= ?
+            AND MAX(m.updated_at) <= $1
          ORDER BY p.id",
     )
     .bind(cutoff)

@@ -3,8 +3,12 @@
 //! state is never written here (that is `provisioning::transition`'s job), except `expires_at`,
 //! which an approval moves to open the run window.
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::any::AnyRow;
+use std::sync::LazyLock;
+
+use sqlx::{AnyConnection, AssertSqlSafe, FromRow, Row};
+
+use super::sql::Sql;
 
 use crate::domain::provision::{MachineRecord, ProvisionFilter};
 use crate::domain::stored::parse_stored_name;
@@ -60,12 +64,12 @@ pub struct NewProvision<'a> {
 }
 
 /// Inserts a request in `pending_approval`; returns its id.
-pub async fn insert(conn: &mut SqliteConnection, p: &NewProvision<'_>) -> sqlx::Result<i64> {
+pub async fn insert(conn: &mut AnyConnection, p: &NewProvision<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "INSERT INTO provisions (fleet, machine_config, config_version, template,
             template_version, count, reason, requester, state, plan, plan_hash,
             approvals_required, created_at, updated_at, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending_approval', ?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending_approval', $9, $10, $11, $12, $13, $14) RETURNING id",
     )
     .bind(p.fleet)
     .bind(p.machine_config)
@@ -99,7 +103,7 @@ pub struct NewMachine<'a> {
 
 /// Inserts a request's planned machine.
 pub async fn insert_machine(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
     m: &NewMachine<'_>,
     now: UnixMillis,
@@ -107,13 +111,13 @@ pub async fn insert_machine(
     sqlx::query(
         "INSERT INTO provision_machines (provision_id, idx, name, sha256, size_bytes,
             redacted_payload, status, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, 'planned', ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, 'planned', $7)",
     )
     .bind(provision_id)
-    .bind(m.idx)
+    .bind(i64::from(m.idx))
     .bind(m.name)
     .bind(m.sha256)
-    .bind(m.size_bytes)
+    .bind(i64::from(m.size_bytes))
     .bind(m.redacted_payload)
     .bind(now)
     .execute(conn)
@@ -122,8 +126,8 @@ pub async fn insert_machine(
 }
 
 /// Whether a machine name is already used by any request (`provision_machines_name`).
-pub async fn machine_name_taken(conn: &mut SqliteConnection, name: &str) -> sqlx::Result<bool> {
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM provision_machines WHERE name = ?")
+pub async fn machine_name_taken(conn: &mut AnyConnection, name: &str) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM provision_machines WHERE name = $1")
         .bind(name)
         .fetch_one(conn)
         .await?;
@@ -131,8 +135,8 @@ pub async fn machine_name_taken(conn: &mut SqliteConnection, name: &str) -> sqlx
 }
 
 /// One request.
-pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<ProvisionRow>> {
-    let sql = format!("SELECT {COLUMNS} FROM provisions p WHERE p.id = ?");
+pub async fn get(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<ProvisionRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM provisions p WHERE p.id = $1");
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(conn)
@@ -141,13 +145,13 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<Pr
 
 /// Who approved a request's plan `plan_hash`, in the order they did.
 pub async fn approvers(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     plan_hash: &str,
 ) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
-        "SELECT approver FROM provision_approvals WHERE provision_id = ? AND plan_hash = ?
-         ORDER BY approved_at, rowid",
+        "SELECT approver FROM provision_approvals WHERE provision_id = $1 AND plan_hash = $2
+         ORDER BY approved_at, approver",
     )
     .bind(id)
     .bind(plan_hash)
@@ -157,7 +161,7 @@ pub async fn approvers(
 
 /// Records an approval of plan `plan_hash`; `false` when this approver already approved.
 pub async fn insert_approval(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     approver: &str,
     plan_hash: &str,
@@ -168,8 +172,8 @@ pub async fn insert_approval(
         // seek the approval indexes (migration 0020; the state follows by trigger).
         "INSERT INTO provision_approvals (provision_id, approver, plan_hash, approved_at,
                                           fleet, machine_config, requester, state)
-         SELECT ?1, ?2, ?3, ?4, fleet, machine_config, requester, state FROM provisions
-         WHERE id = ?1
+         SELECT $1, $2, $3, $4, fleet, machine_config, requester, state FROM provisions
+         WHERE id = $1
          ON CONFLICT (provision_id, approver) DO NOTHING",
     )
     .bind(id)
@@ -184,11 +188,11 @@ pub async fn insert_approval(
 
 /// Moves the end of a request's window (an approval opens the run window).
 pub async fn set_expires_at(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     expires_at: UnixMillis,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE provisions SET expires_at = ? WHERE id = ?")
+    sqlx::query("UPDATE provisions SET expires_at = $1 WHERE id = $2")
         .bind(expires_at)
         .bind(id)
         .execute(conn)
@@ -196,10 +200,10 @@ pub async fn set_expires_at(
         .map(|_| ())
 }
 
-impl FromRow<'_, SqliteRow> for MachineRecord {
+impl FromRow<'_, AnyRow> for MachineRecord {
     // By hand for the typed columns: each stored value is parsed here, once, and one that
     // does not read back is an error naming its column and value, never a default.
-    fn from_row(r: &SqliteRow) -> sqlx::Result<Self> {
+    fn from_row(r: &AnyRow) -> sqlx::Result<Self> {
         fn stored<T>(column: &'static str, raw: &str, parsed: Option<T>) -> sqlx::Result<T> {
             parse_stored_name(column, raw, |_| parsed).map_err(|e| sqlx::Error::ColumnDecode {
                 index: column.into(),
@@ -239,14 +243,14 @@ const MACHINE_COLUMNS: &str = "provision_id, idx, name, sha256, size_bytes,
     status, server_id, action_id, ipv4, provider_status, error, updated_at, joined_at, member_id";
 
 /// A machine with the id of the request it belongs to (a listing page reads many requests').
-fn machine_of_request(r: &SqliteRow) -> sqlx::Result<(i64, MachineRecord)> {
+fn machine_of_request(r: &AnyRow) -> sqlx::Result<(i64, MachineRecord)> {
     Ok((r.try_get("provision_id")?, MachineRecord::from_row(r)?))
 }
 
 /// A request's machines, by index.
-pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<MachineRecord>> {
+pub async fn machines(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Vec<MachineRecord>> {
     let sql = format!(
-        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id = ? ORDER BY idx"
+        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id = $1 ORDER BY idx"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
@@ -257,23 +261,24 @@ pub async fn machines(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<
 /// The machines of many requests at once (a listing page), as (provision id, machine) pairs
 /// ordered by request and index: one query through the primary key.
 pub async fn machines_of(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ids: &[i64],
 ) -> sqlx::Result<Vec<(i64, MachineRecord)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id IN ("
+    let mut q = Sql::new(format!(
+        "SELECT {MACHINE_COLUMNS} FROM provision_machines WHERE provision_id IN "
     ));
-    let mut sep = q.separated(", ");
-    for id in ids {
-        sep.push_bind(*id);
-    }
-    q.push(") ORDER BY provision_id, idx");
+    q.push_list(ids.iter().copied())
+        .push(" ORDER BY provision_id, idx");
+    let (sql, args) = q.finish()?;
     // Not kept prepared: the text changes with the number of ids, and every length kept
     // would hold a statement on each connection (see `db::connect`).
-    let rows = q.build().persistent(false).fetch_all(conn).await?;
+    let rows = sqlx::query_with(AssertSqlSafe(sql), args)
+        .persistent(false)
+        .fetch_all(conn)
+        .await?;
     rows.iter().map(machine_of_request).collect()
 }
 
@@ -310,28 +315,23 @@ struct Before {
     created_at: Option<UnixMillis>,
 }
 
-fn push_filter(
-    q: &mut QueryBuilder<Sqlite>,
-    f: &ProvisionFilter,
-    walk: Walk,
-    before: Option<Before>,
-) {
+fn push_filter(q: &mut Sql, f: &ProvisionFilter, walk: Walk, before: Option<Before>) {
     q.push(" WHERE 1 = 1");
     // Walking approvals, the equality filters are asked of the approval's copies of the
     // request's columns, which the `(approver, column, provision_id)` indexes answer.
     let t = if walk == Walk::Approvals { "a" } else { "p" };
     if let Some(v) = &f.fleet {
-        q.push(format!(" AND {t}.fleet = ")).push_bind(v.clone());
+        q.push(&format!(" AND {t}.fleet = ")).push_bind(v.clone());
     }
     if let Some(v) = &f.machine_config {
-        q.push(format!(" AND {t}.machine_config = "))
+        q.push(&format!(" AND {t}.machine_config = "))
             .push_bind(v.clone());
     }
     if let Some(v) = f.state {
-        q.push(format!(" AND {t}.state = ")).push_bind(v.as_str());
+        q.push(&format!(" AND {t}.state = ")).push_bind(v.as_str());
     }
     if let Some(v) = &f.requester {
-        q.push(format!(" AND {t}.requester = "))
+        q.push(&format!(" AND {t}.requester = "))
             .push_bind(v.clone());
     }
     if let Some(v) = &f.approver {
@@ -396,18 +396,13 @@ fn push_filter(
 /// or with an equality filter that filter's `(column, created_at, id)` index (migration 0022),
 /// from the cursor's time; walking ids would first pass every newer request.
 /// [`explain_list`] shows the plan (tested; `benches/history.rs` times it).
-fn list_query(
-    prefix: &str,
-    f: &ProvisionFilter,
-    before: Option<Before>,
-    limit: i64,
-) -> QueryBuilder<Sqlite> {
+fn list_query(prefix: &str, f: &ProvisionFilter, before: Option<Before>, limit: i64) -> Sql {
     let walk = Walk::of(f);
     let from = match walk {
         Walk::Approvals => "provision_approvals a JOIN provisions p ON p.id = a.provision_id",
         Walk::Ids | Walk::Time => "provisions p",
     };
-    let mut q = QueryBuilder::new(format!("{prefix}SELECT {COLUMNS} FROM {from}"));
+    let mut q = Sql::new(format!("{prefix}SELECT {COLUMNS} FROM {from}"));
     push_filter(&mut q, f, walk, before);
     q.push(match walk {
         Walk::Ids => " ORDER BY p.id DESC LIMIT ",
@@ -420,7 +415,7 @@ fn list_query(
 
 /// The cursor `before` as [`list_query`] needs it for `f` (a time walk reads its time).
 async fn cursor(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     f: &ProvisionFilter,
     before: Option<i64>,
 ) -> sqlx::Result<Option<Before>> {
@@ -428,7 +423,7 @@ async fn cursor(
         return Ok(None);
     };
     let created_at = if Walk::of(f) == Walk::Time {
-        sqlx::query_scalar("SELECT created_at FROM provisions WHERE id = ?")
+        sqlx::query_scalar("SELECT created_at FROM provisions WHERE id = $1")
             .bind(id)
             .fetch_optional(conn)
             .await?
@@ -440,13 +435,15 @@ async fn cursor(
 
 /// SQLite's `EXPLAIN QUERY PLAN` of a listing, one line per step.
 pub async fn explain_list(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     f: &ProvisionFilter,
     before: Option<i64>,
 ) -> sqlx::Result<Vec<String>> {
     let before = cursor(conn, f, before).await?;
-    let mut q = list_query("EXPLAIN QUERY PLAN ", f, before, 50);
-    let rows = q.build().fetch_all(conn).await?;
+    let (sql, args) = list_query("EXPLAIN QUERY PLAN ", f, before, 50).finish()?;
+    let rows = sqlx::query_with(AssertSqlSafe(sql), args)
+        .fetch_all(conn)
+        .await?;
     rows.iter()
         .map(|r| r.try_get::<String, _>("detail"))
         .collect()
@@ -454,63 +451,66 @@ pub async fn explain_list(
 
 /// A newest-first page of requests matching `f` with id below `before`.
 pub async fn list(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     f: &ProvisionFilter,
     before: Option<i64>,
     limit: i64,
 ) -> sqlx::Result<Vec<ProvisionRow>> {
     let before = cursor(conn, f, before).await?;
-    let mut q = list_query("", f, before, limit);
-    q.build_query_as().fetch_all(conn).await
+    let (sql, args) = list_query("", f, before, limit).finish()?;
+    sqlx::query_as_with(AssertSqlSafe(sql), args)
+        .fetch_all(conn)
+        .await
 }
 
 /// The approvers of many requests at once (for a listing page), as (provision id, approver)
 /// pairs in approval order. Only approvals of each request's current plan count.
 pub async fn approvers_of(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ids: &[i64],
 ) -> sqlx::Result<Vec<(i64, String)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = QueryBuilder::<Sqlite>::new(
+    let mut q = Sql::new(
         "SELECT a.provision_id, a.approver FROM provision_approvals a
          JOIN provisions p ON p.id = a.provision_id AND p.plan_hash = a.plan_hash
-         WHERE a.provision_id IN (",
+         WHERE a.provision_id IN ",
     );
-    let mut sep = q.separated(", ");
-    for id in ids {
-        sep.push_bind(*id);
-    }
-    q.push(") ORDER BY a.approved_at, a.rowid");
+    q.push_list(ids.iter().copied())
+        .push(" ORDER BY a.approved_at, a.approver");
+    let (sql, args) = q.finish()?;
     // Not kept prepared, like `machines_of`: one text per number of ids.
-    q.build_query_as().persistent(false).fetch_all(conn).await
+    sqlx::query_as_with(AssertSqlSafe(sql), args)
+        .persistent(false)
+        .fetch_all(conn)
+        .await
 }
 
 /// Requests in `pending_approval` that `user` may approve now: not their own, not already
 /// approved by them, and they wrote neither the config version nor the template version the
 /// plan uses (four-eyes), and its window is still open at `now`.
 pub async fn approvable_by(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     user: &str,
     now: UnixMillis,
 ) -> sqlx::Result<u64> {
     let n: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM provisions p
-         WHERE p.state = 'pending_approval' AND p.requester <> ?1 AND p.expires_at > ?2
+         WHERE p.state = 'pending_approval' AND p.requester <> $1 AND p.expires_at > $2
            AND NOT EXISTS (SELECT 1 FROM provision_approvals a
-                           WHERE a.provision_id = p.id AND a.approver = ?1)
+                           WHERE a.provision_id = p.id AND a.approver = $1)
            AND NOT EXISTS (SELECT 1 FROM machine_config_versions v
                            JOIN machine_configs h ON h.id = v.config_id
                            WHERE h.name = p.machine_config AND v.version = p.config_version
-                             AND v.author = ?1)
+                             AND v.author = $1)
            AND NOT EXISTS (SELECT 1 FROM template_versions v
                            JOIN templates h ON h.id = v.template_id
                            WHERE h.name = p.template AND v.version = p.template_version
-                             AND v.author = ?1)
+                             AND v.author = $1)
            AND NOT (p.requester = 'system'
                     AND EXISTS (SELECT 1 FROM provision_causes c
-                                WHERE c.provision_id = p.id AND c.changed_by = ?1))",
+                                WHERE c.provision_id = p.id AND c.changed_by = $1))",
     )
     .bind(user)
     .bind(now)
@@ -522,12 +522,12 @@ pub async fn approvable_by(
 /// Requests waiting for approval or to run whose window closed at or before `now`, with the
 /// state each was read in (`provisions_by_state`).
 pub async fn due_for_expiry(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     now: UnixMillis,
 ) -> sqlx::Result<Vec<(i64, String)>> {
     sqlx::query_as(
         "SELECT id, state FROM provisions
-         WHERE state IN ('pending_approval', 'approved') AND expires_at <= ? ORDER BY id",
+         WHERE state IN ('pending_approval', 'approved') AND expires_at <= $1 ORDER BY id",
     )
     .bind(now)
     .fetch_all(conn)
@@ -540,33 +540,50 @@ pub async fn due_for_expiry(
 /// rows of `fleet_running_machines` (kept by triggers, migration 0021) less `except`'s own
 /// machines: a few rows whatever the fleet's history.
 pub async fn running_machines_of_fleet(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     fleet: &str,
     except: i64,
 ) -> sqlx::Result<Vec<(i64, String)>> {
-    sqlx::query_as(
-        "WITH own AS (
-             SELECT COALESCE(json_extract(p.plan, '$.monthly_price'), '') AS price, COUNT(*) AS n
-             FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
-             WHERE p.id = ?2 AND p.fleet = ?1 AND m.server_id IS NOT NULL
-               AND m.status != 'destroyed')
-         SELECT r.machines - COALESCE((SELECT n FROM own WHERE own.price = r.monthly_price), 0)
-                    AS running,
-                r.monthly_price
-         FROM fleet_running_machines r
-         WHERE r.fleet = ?1 AND running > 0
-         ORDER BY r.monthly_price",
-    )
-    .bind(fleet)
-    .bind(except)
-    .fetch_all(conn)
-    .await
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => RUNNING_SQLITE.as_str(),
+        super::Dialect::Postgres => RUNNING_POSTGRES.as_str(),
+    };
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(fleet)
+        .bind(except)
+        .fetch_all(conn)
+        .await
 }
 
+/// [`running_machines_of_fleet`]'s statement with the plan's `monthly_price` read by `price`
+/// (each store reads a JSON member its own way).
+fn running_sql(price: &str) -> String {
+    format!(
+        "WITH own AS (
+             SELECT COALESCE({price}, '') AS price, COUNT(*) AS n
+             FROM provisions p JOIN provision_machines m ON m.provision_id = p.id
+             WHERE p.id = $2 AND p.fleet = $1 AND m.server_id IS NOT NULL
+               AND m.status != 'destroyed'
+             GROUP BY 1),
+         fleet AS (
+             SELECT r.machines - COALESCE((SELECT n FROM own WHERE own.price = r.monthly_price), 0)
+                        AS running,
+                    r.monthly_price
+             FROM fleet_running_machines r
+             WHERE r.fleet = $1)
+         SELECT running, monthly_price FROM fleet WHERE running > 0 ORDER BY monthly_price"
+    )
+}
+
+static RUNNING_SQLITE: LazyLock<String> =
+    LazyLock::new(|| running_sql("json_extract(p.plan, '$.monthly_price')"));
+static RUNNING_POSTGRES: LazyLock<String> =
+    LazyLock::new(|| running_sql("p.plan::json ->> 'monthly_price'"));
+
 /// Every machine's redacted payload of request `id`, in machine order.
-pub async fn redacted_payloads(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Vec<String>> {
+pub async fn redacted_payloads(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
-        "SELECT redacted_payload FROM provision_machines WHERE provision_id = ? ORDER BY idx",
+        "SELECT redacted_payload FROM provision_machines WHERE provision_id = $1 ORDER BY idx",
     )
     .bind(id)
     .fetch_all(conn)
@@ -576,13 +593,13 @@ pub async fn redacted_payloads(conn: &mut SqliteConnection, id: i64) -> sqlx::Re
 /// The redacted payload of the newest succeeded request of a machine config (the preview's
 /// "diff against the last successful provision").
 pub async fn last_succeeded_payload(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     machine_config: &str,
 ) -> sqlx::Result<Option<String>> {
     sqlx::query_scalar(
         "SELECT m.redacted_payload FROM provisions p
          JOIN provision_machines m ON m.provision_id = p.id AND m.idx = 0
-         WHERE p.machine_config = ? AND p.state = 'succeeded'
+         WHERE p.machine_config = $1 AND p.state = 'succeeded'
          ORDER BY p.id DESC LIMIT 1",
     )
     .bind(machine_config)

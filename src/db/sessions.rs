@@ -1,6 +1,6 @@
 //! The `sessions` table. Rows hold the sha256 of the cookie token, never the token.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -13,20 +13,22 @@ pub struct SessionRow {
     pub last_seen_at: UnixMillis,
     pub username: String,
     pub role: String,
+    #[sqlx(try_from = "super::flag::Flag")]
     pub disabled: bool,
+    #[sqlx(try_from = "super::flag::Flag")]
     pub has_flash: bool,
 }
 
 /// Stores a new session.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     token_hash: &str,
     user_id: i64,
     now: UnixMillis,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?3) RETURNING id",
+         VALUES ($1, $2, $3, $3) RETURNING id",
     )
     .bind(token_hash)
     .bind(user_id)
@@ -37,14 +39,14 @@ pub async fn insert(
 
 /// Finds the session for a token hash.
 pub async fn by_token_hash(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     token_hash: &str,
 ) -> sqlx::Result<Option<SessionRow>> {
     sqlx::query_as(
         "SELECT s.id, s.user_id, s.created_at, s.last_seen_at, u.username, u.role, u.disabled,
                 s.flash IS NOT NULL AS has_flash
          FROM sessions s JOIN users u ON u.id = s.user_id
-         WHERE s.token_hash = ?1",
+         WHERE s.token_hash = $1",
     )
     .bind(token_hash)
     .fetch_optional(conn)
@@ -52,8 +54,8 @@ pub async fn by_token_hash(
 }
 
 /// Records activity at once (only when activity memory is full; see `auth::sessions`).
-pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
-    sqlx::query("UPDATE sessions SET last_seen_at = ?2 WHERE id = ?1")
+pub async fn touch(conn: &mut AnyConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
+    sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE id = $1")
         .bind(id)
         .bind(now)
         .execute(conn)
@@ -64,13 +66,13 @@ pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sql
 /// Raises a session's last activity to `at` (never lowers it); false when the session (this
 /// id created at `created_at`) no longer exists.
 pub async fn record_activity(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     created_at: UnixMillis,
     at: UnixMillis,
 ) -> sqlx::Result<bool> {
     sqlx::query(
-        "UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?3) WHERE id = ?1 AND created_at = ?2",
+        "UPDATE sessions SET last_seen_at = MAX(last_seen_at, $3) WHERE id = $1 AND created_at = $2",
     )
     .bind(id)
     .bind(created_at)
@@ -81,8 +83,8 @@ pub async fn record_activity(
 }
 
 /// Ends one session.
-pub async fn delete(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM sessions WHERE id = ?1")
+pub async fn delete(conn: &mut AnyConnection, id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM sessions WHERE id = $1")
         .bind(id)
         .execute(conn)
         .await
@@ -91,11 +93,11 @@ pub async fn delete(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<()> {
 
 /// Ends every session of a user except `keep`.
 pub async fn delete_for_user(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     user_id: i64,
     keep: Option<i64>,
 ) -> sqlx::Result<u64> {
-    sqlx::query("DELETE FROM sessions WHERE user_id = ?1 AND id IS NOT ?2")
+    sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND id IS DISTINCT FROM $2")
         .bind(user_id)
         .bind(keep)
         .execute(conn)
@@ -105,11 +107,11 @@ pub async fn delete_for_user(
 
 /// Removes sessions past either expiry.
 pub async fn delete_expired(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     idle_cutoff: UnixMillis,
     absolute_cutoff: UnixMillis,
 ) -> sqlx::Result<u64> {
-    sqlx::query("DELETE FROM sessions WHERE last_seen_at < ?1 OR created_at < ?2")
+    sqlx::query("DELETE FROM sessions WHERE last_seen_at < $1 OR created_at < $2")
         .bind(idle_cutoff)
         .bind(absolute_cutoff)
         .execute(conn)
@@ -118,8 +120,8 @@ pub async fn delete_expired(
 }
 
 /// Stores a one-shot message for the session's next page.
-pub async fn set_flash(conn: &mut SqliteConnection, id: i64, flash: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE sessions SET flash = ?2 WHERE id = ?1")
+pub async fn set_flash(conn: &mut AnyConnection, id: i64, flash: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE sessions SET flash = $2 WHERE id = $1")
         .bind(id)
         .bind(flash)
         .execute(conn)
@@ -128,16 +130,16 @@ pub async fn set_flash(conn: &mut SqliteConnection, id: i64, flash: &str) -> sql
 }
 
 /// Reads and clears the session's flash message.
-pub async fn take_flash(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<String>> {
+pub async fn take_flash(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<String>> {
     // Two statements: SQLite's RETURNING yields the row after the update (NULL by then).
     let flash: Option<Option<String>> =
-        sqlx::query_scalar("SELECT flash FROM sessions WHERE id = ?1")
+        sqlx::query_scalar("SELECT flash FROM sessions WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *conn)
             .await?;
     let flash = flash.flatten();
     if flash.is_some() {
-        sqlx::query("UPDATE sessions SET flash = NULL WHERE id = ?1")
+        sqlx::query("UPDATE sessions SET flash = NULL WHERE id = $1")
             .bind(id)
             .execute(conn)
             .await?;

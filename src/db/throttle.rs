@@ -2,7 +2,7 @@
 //! address, an account's password-change form). The `failures` column counts attempts that
 //! were counted before their password was checked and not taken back since.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -18,9 +18,9 @@ pub struct ThrottleRow {
 }
 
 /// The record for `key`, if any.
-pub async fn get(conn: &mut SqliteConnection, key: &str) -> sqlx::Result<Option<ThrottleRow>> {
+pub async fn get(conn: &mut AnyConnection, key: &str) -> sqlx::Result<Option<ThrottleRow>> {
     sqlx::query_as(
-        "SELECT failures, last_failure_at, locked_until FROM login_throttle WHERE key = ?1",
+        "SELECT failures, last_failure_at, locked_until FROM login_throttle WHERE key = $1",
     )
     .bind(key)
     .fetch_optional(conn)
@@ -28,10 +28,10 @@ pub async fn get(conn: &mut SqliteConnection, key: &str) -> sqlx::Result<Option<
 }
 
 /// Writes the record for `key`.
-pub async fn put(conn: &mut SqliteConnection, key: &str, row: ThrottleRow) -> sqlx::Result<()> {
+pub async fn put(conn: &mut AnyConnection, key: &str, row: ThrottleRow) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO login_throttle (key, failures, last_failure_at, locked_until)
-         VALUES (?1, ?2, ?3, ?4)
+         VALUES ($1, $2, $3, $4)
          ON CONFLICT (key) DO UPDATE SET failures = excluded.failures,
              last_failure_at = excluded.last_failure_at, locked_until = excluded.locked_until",
     )
@@ -46,17 +46,17 @@ pub async fn put(conn: &mut SqliteConnection, key: &str, row: ThrottleRow) -> sq
 
 /// Un-counts one attempt of `key`. When fewer than `threshold` remain, the lock goes too: it
 /// was engaged by attempts that no longer count. A record left at zero is deleted.
-pub async fn take_back(conn: &mut SqliteConnection, key: &str, threshold: u32) -> sqlx::Result<()> {
+pub async fn take_back(conn: &mut AnyConnection, key: &str, threshold: u32) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE login_throttle SET failures = failures - 1,
-             locked_until = CASE WHEN failures - 1 < ?2 THEN 0 ELSE locked_until END
-         WHERE key = ?1",
+             locked_until = CASE WHEN failures - 1 < $2 THEN 0 ELSE locked_until END
+         WHERE key = $1",
     )
     .bind(key)
     .bind(i64::from(threshold))
     .execute(&mut *conn)
     .await?;
-    sqlx::query("DELETE FROM login_throttle WHERE key = ?1 AND failures <= 0")
+    sqlx::query("DELETE FROM login_throttle WHERE key = $1 AND failures <= 0")
         .bind(key)
         .execute(conn)
         .await
@@ -64,8 +64,8 @@ pub async fn take_back(conn: &mut SqliteConnection, key: &str, threshold: u32) -
 }
 
 /// Forgets `key` (after a successful login or password change).
-pub async fn clear(conn: &mut SqliteConnection, key: &str) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM login_throttle WHERE key = ?1")
+pub async fn clear(conn: &mut AnyConnection, key: &str) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM login_throttle WHERE key = $1")
         .bind(key)
         .execute(conn)
         .await

@@ -1,6 +1,6 @@
 //! The `api_tokens` table. Rows hold the sha256 of the bearer token, never the token.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -29,7 +29,7 @@ pub struct TokenOwner {
 
 /// Stores a token.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     user_id: i64,
     label: &str,
     token_hash: &str,
@@ -38,7 +38,7 @@ pub async fn insert(
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "INSERT INTO api_tokens (user_id, label, token_hash, created_at, created_by)
-         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
     )
     .bind(user_id)
     .bind(label)
@@ -51,13 +51,13 @@ pub async fn insert(
 
 /// The owner of an unrevoked token whose user is enabled.
 pub async fn live_owner(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     token_hash: &str,
 ) -> sqlx::Result<Option<TokenOwner>> {
     sqlx::query_as(
         "SELECT t.id AS token_id, u.id AS user_id, u.username, u.role, t.last_used_at
          FROM api_tokens t JOIN users u ON u.id = t.user_id
-         WHERE t.token_hash = ?1 AND t.revoked_at IS NULL AND u.disabled = 0",
+         WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled = 0",
     )
     .bind(token_hash)
     .fetch_optional(conn)
@@ -65,8 +65,8 @@ pub async fn live_owner(
 }
 
 /// Records use (callers throttle this to about once a minute).
-pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
-    sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
+pub async fn touch(conn: &mut AnyConnection, id: i64, now: UnixMillis) -> sqlx::Result<()> {
+    sqlx::query("UPDATE api_tokens SET last_used_at = $2 WHERE id = $1")
         .bind(id)
         .bind(now)
         .execute(conn)
@@ -75,7 +75,7 @@ pub async fn touch(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sql
 }
 
 /// Every token, newest first.
-pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<TokenRow>> {
+pub async fn list(conn: &mut AnyConnection) -> sqlx::Result<Vec<TokenRow>> {
     sqlx::query_as(
         "SELECT t.id, t.user_id, u.username, t.label, t.created_at, t.created_by,
                 t.last_used_at, t.revoked_at
@@ -87,12 +87,12 @@ pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<TokenRow>> {
 }
 
 /// One token.
-pub async fn by_id(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<TokenRow>> {
+pub async fn by_id(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<TokenRow>> {
     sqlx::query_as(
         "SELECT t.id, t.user_id, u.username, t.label, t.created_at, t.created_by,
                 t.last_used_at, t.revoked_at
          FROM api_tokens t JOIN users u ON u.id = t.user_id
-         WHERE t.id = ?1",
+         WHERE t.id = $1",
     )
     .bind(id)
     .fetch_optional(conn)
@@ -100,8 +100,8 @@ pub async fn by_id(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<
 }
 
 /// Revokes a token; false when it was already revoked.
-pub async fn revoke(conn: &mut SqliteConnection, id: i64, now: UnixMillis) -> sqlx::Result<bool> {
-    sqlx::query("UPDATE api_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL")
+pub async fn revoke(conn: &mut AnyConnection, id: i64, now: UnixMillis) -> sqlx::Result<bool> {
+    sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
         .bind(id)
         .bind(now)
         .execute(conn)

@@ -1,6 +1,6 @@
 //! The `users` table.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::{Role, UnixMillis, Username};
 
@@ -19,6 +19,7 @@ struct UserRow {
     id: i64,
     username: String,
     role: String,
+    #[sqlx(try_from = "super::flag::Flag")]
     disabled: bool,
     created_at: i64,
 }
@@ -40,7 +41,7 @@ const COLUMNS: &str = "id, username, role, disabled, created_at";
 
 /// Inserts a user; `Ok(None)` when the name is taken.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     username: &Username,
     role: Role,
     password_hash: &str,
@@ -48,7 +49,7 @@ pub async fn insert(
 ) -> sqlx::Result<Option<User>> {
     let row: Option<UserRow> = sqlx::query_as(
         "INSERT INTO users (username, role, password_hash, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)
+         VALUES ($1, $2, $3, $4, $4)
          ON CONFLICT (username) DO NOTHING
          RETURNING id, username, role, disabled, created_at",
     )
@@ -62,8 +63,8 @@ pub async fn insert(
 }
 
 /// Looks a user up by name.
-pub async fn by_name(conn: &mut SqliteConnection, username: &str) -> sqlx::Result<Option<User>> {
-    let sql = format!("SELECT {COLUMNS} FROM users WHERE username = ?1");
+pub async fn by_name(conn: &mut AnyConnection, username: &str) -> sqlx::Result<Option<User>> {
+    let sql = format!("SELECT {COLUMNS} FROM users WHERE username = $1");
     let row: Option<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(username)
         .fetch_optional(conn)
@@ -72,8 +73,8 @@ pub async fn by_name(conn: &mut SqliteConnection, username: &str) -> sqlx::Resul
 }
 
 /// Looks a user up by id.
-pub async fn by_id(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<User>> {
-    let sql = format!("SELECT {COLUMNS} FROM users WHERE id = ?1");
+pub async fn by_id(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<User>> {
+    let sql = format!("SELECT {COLUMNS} FROM users WHERE id = $1");
     let row: Option<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(conn)
@@ -83,7 +84,7 @@ pub async fn by_id(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<
 
 /// The user and their password hash, for login.
 pub async fn credentials(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     username: &str,
 ) -> sqlx::Result<Option<(User, String)>> {
     #[derive(sqlx::FromRow)]
@@ -92,7 +93,7 @@ pub async fn credentials(
         user: UserRow,
         password_hash: String,
     }
-    let sql = format!("SELECT {COLUMNS}, password_hash FROM users WHERE username = ?1");
+    let sql = format!("SELECT {COLUMNS}, password_hash FROM users WHERE username = $1");
     let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(username)
         .fetch_optional(conn)
@@ -101,7 +102,7 @@ pub async fn credentials(
 }
 
 /// Every user, by name.
-pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<User>> {
+pub async fn list(conn: &mut AnyConnection) -> sqlx::Result<Vec<User>> {
     let sql = format!("SELECT {COLUMNS} FROM users ORDER BY username");
     let rows: Vec<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .fetch_all(conn)
@@ -110,7 +111,7 @@ pub async fn list(conn: &mut SqliteConnection) -> sqlx::Result<Vec<User>> {
 }
 
 /// How many enabled admins there are.
-pub async fn count_active_admins(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
+pub async fn count_active_admins(conn: &mut AnyConnection) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = 0")
         .fetch_one(conn)
         .await
@@ -118,12 +119,12 @@ pub async fn count_active_admins(conn: &mut SqliteConnection) -> sqlx::Result<i6
 
 /// Sets a user's role.
 pub async fn set_role(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     role: Role,
     now: UnixMillis,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE users SET role = ?2, updated_at = ?3 WHERE id = ?1")
+    sqlx::query("UPDATE users SET role = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(role.as_str())
         .bind(now)
@@ -134,12 +135,12 @@ pub async fn set_role(
 
 /// Enables or disables a user.
 pub async fn set_disabled(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     disabled: bool,
     now: UnixMillis,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE users SET disabled = ?2, updated_at = ?3 WHERE id = ?1")
+    sqlx::query("UPDATE users SET disabled = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(disabled)
         .bind(now)
@@ -150,12 +151,12 @@ pub async fn set_disabled(
 
 /// Replaces a user's password hash.
 pub async fn set_password_hash(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     hash: &str,
     now: UnixMillis,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE users SET password_hash = ?2, updated_at = ?3 WHERE id = ?1")
+    sqlx::query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
         .bind(id)
         .bind(hash)
         .bind(now)

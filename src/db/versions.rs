@@ -2,7 +2,7 @@
 //! shape — a named head row plus immutable numbered versions — so they share these queries.
 
 use sqlx::query::QueryAs;
-use sqlx::{Sqlite, SqliteConnection};
+use sqlx::{Any, AnyConnection};
 
 use crate::domain::UnixMillis;
 
@@ -66,10 +66,10 @@ pub struct NewVersion<'a> {
 }
 
 /// Creates a document with version 1; `Ok(false)` when the name is taken.
-pub async fn create(conn: &mut SqliteConnection, new: &NewVersion<'_>) -> sqlx::Result<bool> {
+pub async fn create(conn: &mut AnyConnection, new: &NewVersion<'_>) -> sqlx::Result<bool> {
     let f = new.family.sql();
     let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {} (name, created_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
+        "INSERT INTO {} (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING id",
         f.head
     )))
     .bind(new.name)
@@ -82,14 +82,14 @@ pub async fn create(conn: &mut SqliteConnection, new: &NewVersion<'_>) -> sqlx::
 }
 
 async fn insert_version(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     f: FamilySql,
     id: i64,
     version: i64,
     new: &NewVersion<'_>,
 ) -> sqlx::Result<()> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {} ({}, version, {}, author, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO {} ({}, version, {}, author, created_at) VALUES ($1, $2, $3, $4, $5)",
         f.versions, f.fk, f.content
     )))
     .bind(id)
@@ -103,13 +103,10 @@ async fn insert_version(
 }
 
 /// Appends a version; returns its number, or `None` when the document does not exist.
-pub async fn append(
-    conn: &mut SqliteConnection,
-    new: &NewVersion<'_>,
-) -> sqlx::Result<Option<i64>> {
+pub async fn append(conn: &mut AnyConnection, new: &NewVersion<'_>) -> sqlx::Result<Option<i64>> {
     let f = new.family.sql();
     let head: Option<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT h.id, COALESCE(MAX(v.version), 0) FROM {} h LEFT JOIN {} v ON v.{} = h.id WHERE h.name = ?1 GROUP BY h.id",
+        "SELECT h.id, COALESCE(MAX(v.version), 0) FROM {} h LEFT JOIN {} v ON v.{} = h.id WHERE h.name = $1 GROUP BY h.id",
         f.head, f.versions, f.fk
     )))
     .bind(new.name)
@@ -137,12 +134,12 @@ fn versions_of<'q>(
     family: Family,
     name: &'q str,
     rest: &str,
-) -> QueryAs<'q, Sqlite, Version, <Sqlite as sqlx::Database>::Arguments> {
-    sqlx::query_as(versions_query(family, &format!("WHERE h.name = ?1 {rest}"))).bind(name)
+) -> QueryAs<'q, Any, Version, <Any as sqlx::Database>::Arguments> {
+    sqlx::query_as(versions_query(family, &format!("WHERE h.name = $1 {rest}"))).bind(name)
 }
 
 /// The latest version of every document, by name.
-pub async fn latest_all(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<Version>> {
+pub async fn latest_all(conn: &mut AnyConnection, family: Family) -> sqlx::Result<Vec<Version>> {
     let f = family.sql();
     let tail = format!(
         "WHERE v.version = (SELECT MAX(version) FROM {} WHERE {} = h.id) ORDER BY h.name",
@@ -164,21 +161,21 @@ pub enum Pick {
 
 /// One version of one document: the latest, or an exact one.
 pub async fn one(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     family: Family,
     name: &str,
     pick: Pick,
 ) -> sqlx::Result<Option<Version>> {
     let query = match pick {
         Pick::Latest => versions_of(family, name, "ORDER BY v.version DESC LIMIT 1"),
-        Pick::Exact(version) => versions_of(family, name, "AND v.version = ?2").bind(version),
+        Pick::Exact(version) => versions_of(family, name, "AND v.version = $2").bind(version),
     };
     query.fetch_optional(conn).await
 }
 
 /// Every version of one document, newest first.
 pub async fn history(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     family: Family,
     name: &str,
 ) -> sqlx::Result<Vec<Version>> {
@@ -188,7 +185,7 @@ pub async fn history(
 }
 
 /// Every document name.
-pub async fn names(conn: &mut SqliteConnection, family: Family) -> sqlx::Result<Vec<String>> {
+pub async fn names(conn: &mut AnyConnection, family: Family) -> sqlx::Result<Vec<String>> {
     let f = family.sql();
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT name FROM {} ORDER BY name",

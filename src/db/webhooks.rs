@@ -1,7 +1,7 @@
 //! The webhook outbox (`webhook_deliveries`): rows written in the transaction of the change
 //! they report, then claimed by due time, attempted and settled by the delivery loop.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::domain::UnixMillis;
 
@@ -28,7 +28,7 @@ const COLUMNS: &str = "id, event, provision_id, body, state, attempts, next_atte
 
 /// Queues a pending delivery due at once; returns its id.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     event: &str,
     provision_id: Option<i64>,
     body: &str,
@@ -37,7 +37,7 @@ pub async fn insert(
     sqlx::query_scalar(
         "INSERT INTO webhook_deliveries (event, provision_id, body, state, next_attempt_at,
             created_at)
-         VALUES (?, ?, ?, 'pending', ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, 'pending', $4, $5) RETURNING id",
     )
     .bind(event)
     .bind(provision_id)
@@ -49,8 +49,8 @@ pub async fn insert(
 }
 
 /// Replaces a pending delivery's body (it names its own id, known only after the insert).
-pub async fn set_body(conn: &mut SqliteConnection, id: i64, body: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE webhook_deliveries SET body = ? WHERE id = ? AND state = 'pending'")
+pub async fn set_body(conn: &mut AnyConnection, id: i64, body: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE webhook_deliveries SET body = $1 WHERE id = $2 AND state = 'pending'")
         .bind(body)
         .bind(id)
         .execute(conn)
@@ -60,13 +60,13 @@ pub async fn set_body(conn: &mut SqliteConnection, id: i64, body: &str) -> sqlx:
 
 /// Pending deliveries due at `now`, oldest due first (`webhook_deliveries_due`).
 pub async fn due(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     now: UnixMillis,
     limit: i64,
 ) -> sqlx::Result<Vec<DeliveryRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM webhook_deliveries
-         WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?"
+         WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY next_attempt_at, id LIMIT $2"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(now)
@@ -78,14 +78,14 @@ pub async fn due(
 /// Pushes a pending delivery's due time to `until` if it is still due by `now`: the claim
 /// that keeps two delivery loops from sending it at once. `false` when another claimed it.
 pub async fn claim(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     now: UnixMillis,
     until: UnixMillis,
 ) -> sqlx::Result<bool> {
     let n = sqlx::query(
-        "UPDATE webhook_deliveries SET next_attempt_at = ?
-         WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?",
+        "UPDATE webhook_deliveries SET next_attempt_at = $1
+         WHERE id = $2 AND state = 'pending' AND next_attempt_at <= $3",
     )
     .bind(until)
     .bind(id)
@@ -113,7 +113,7 @@ pub enum Settle<'a> {
 
 /// Records an attempt: one more attempt, its status and outcome.
 pub async fn settle(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: i64,
     now: UnixMillis,
     outcome: Settle<'_>,
@@ -128,10 +128,10 @@ pub async fn settle(
         Settle::Failed { status, error } => ("failed", status, Some(error), None, None),
     };
     sqlx::query(
-        "UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, last_status = ?,
-            last_error = ?, next_attempt_at = COALESCE(?, next_attempt_at),
-            delivered_at = COALESCE(?, delivered_at)
-         WHERE id = ?",
+        "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, last_status = $2,
+            last_error = $3, next_attempt_at = COALESCE($4, next_attempt_at),
+            delivered_at = COALESCE($5, delivered_at)
+         WHERE id = $6",
     )
     .bind(state)
     .bind(status.map(i64::from))
@@ -145,8 +145,8 @@ pub async fn settle(
 }
 
 /// One delivery.
-pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<DeliveryRow>> {
-    let sql = format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE id = ?");
+pub async fn get(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<DeliveryRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE id = $1");
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(conn)
@@ -155,11 +155,11 @@ pub async fn get(conn: &mut SqliteConnection, id: i64) -> sqlx::Result<Option<De
 
 /// A request's deliveries, oldest first.
 pub async fn for_provision(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     provision_id: i64,
 ) -> sqlx::Result<Vec<DeliveryRow>> {
     let sql =
-        format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE provision_id = ? ORDER BY id");
+        format!("SELECT {COLUMNS} FROM webhook_deliveries WHERE provision_id = $1 ORDER BY id");
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(provision_id)
         .fetch_all(conn)

@@ -114,7 +114,7 @@ pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<Fleet
 /// carry a looser approval policy. Compares the normalised URLs (`domain::fleet::endpoint`);
 /// a host reached under two names (an IP and a DNS name) is not caught here.
 async fn check_endpoints_unclaimed(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     spec: &FleetSpec,
 ) -> Result<(), OpError> {
     let mut errors = FieldErrors::default();
@@ -176,7 +176,7 @@ fn requires_approver(caller: &Caller) -> Result<(), OpError> {
 
 /// Appends one entry to the fleet's change history (in the caller's transaction).
 async fn write_history(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     name: &str,
     now: UnixMillis,
     caller: &Caller,
@@ -209,7 +209,7 @@ fn every_field(spec: &FleetSpec, created: bool) -> Map<String, Value> {
 /// Refuses a restore config that does not exist (inside the write, so it cannot vanish
 /// between the check and the save).
 async fn check_restore_config(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     spec: &FleetSpec,
 ) -> Result<(), OpError> {
     if versions::one(

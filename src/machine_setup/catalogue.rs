@@ -105,7 +105,7 @@ pub async fn cached(
 
 /// The cache as stored; callers have checked the role.
 async fn cached_rows(
-    pool: &sqlx::SqlitePool,
+    pool: &sqlx::AnyPool,
     kind: ProviderKind,
 ) -> Result<(Catalogue, Option<i64>), OpError> {
     let mut conn = pool.acquire().await?;

@@ -60,7 +60,7 @@ async fn check_body(errors: &mut FieldErrors, renderer: &Renderer, who: &str, bo
 }
 
 async fn audit_version(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     caller: &Caller,
     now: UnixMillis,
     action: Action,

@@ -4,7 +4,7 @@
 //! decided by `domain::plan_check`. Read on the caller's connection, so approval
 //! decides inside its own write transaction from what it commits against.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::plan::config_version;
 use super::Provision;
@@ -25,7 +25,7 @@ use crate::machine_setup::pins::{self, PinCheck};
 /// The checks of request `p` as of `now`, in the order the page lists them, each warning
 /// of a check `blocking` names raised to a block.
 pub async fn of(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     p: &Provision,
     now: UnixMillis,
     blocking: &BlockingChecks,
@@ -101,7 +101,7 @@ pub async fn of(
 }
 
 /// The exact config version request `p` was planned from.
-async fn config_spec(conn: &mut SqliteConnection, p: &Provision) -> Result<MachineSpec, OpError> {
+async fn config_spec(conn: &mut AnyConnection, p: &Provision) -> Result<MachineSpec, OpError> {
     let version = versions::one(
         conn,
         Family::MachineConfig,
@@ -121,10 +121,7 @@ async fn config_spec(conn: &mut SqliteConnection, p: &Provision) -> Result<Machi
 }
 
 /// The (url, sha256) pin of the config version request `p` uses.
-pub async fn pin_of(
-    conn: &mut SqliteConnection,
-    p: &Provision,
-) -> Result<(String, String), OpError> {
+pub async fn pin_of(conn: &mut AnyConnection, p: &Provision) -> Result<(String, String), OpError> {
     let spec = config_spec(conn, p).await?;
     Ok((
         spec.yubaba_url.as_str().to_owned(),
@@ -148,7 +145,7 @@ pub async fn check_pin(ctx: Ctx, url: String, sha256: String) {
 }
 
 /// What the fleet's machines from its other requests cost a month while they still run.
-async fn running(conn: &mut SqliteConnection, p: &Provision) -> Result<RunningFacts, OpError> {
+async fn running(conn: &mut AnyConnection, p: &Provision) -> Result<RunningFacts, OpError> {
     let rows = db::provisions::running_machines_of_fleet(conn, p.fleet.as_ref(), p.id).await?;
     let mut facts = RunningFacts {
         machines: 0,

@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use secrecy::ExposeSecret;
 use serde_json::json;
 use sha2::Sha256;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::context::Ctx;
 use crate::db::provision_events::{self, NewEvent};
@@ -79,7 +79,7 @@ pub const POLL_EVERY: Duration = Duration::from_secs(1);
 /// write transaction of the change it reports: the body is read from the same transaction,
 /// so it describes the request exactly as the change left it.
 pub async fn enqueue(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ctx: &Ctx,
     now: UnixMillis,
     event: Event,
@@ -97,7 +97,7 @@ pub async fn enqueue(
 /// The notification's JSON: what happened, when, the request as it now stands (never a
 /// payload or a secret) and a link to its page.
 async fn body(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     public_url: &str,
     now: UnixMillis,
     event: Event,
@@ -188,7 +188,7 @@ impl FleetEvent<'_> {
 /// transaction of the change it reports. The delivery is tied to the request it names (if
 /// any), so its delivery is noted on that request's timeline like the request's own events.
 pub async fn enqueue_fleet_event(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ctx: &Ctx,
     now: UnixMillis,
     event: &FleetEvent<'_>,

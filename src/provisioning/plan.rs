@@ -355,10 +355,7 @@ const SECRET_DIGEST_KEY: &str = "secret_digest";
 
 /// The instance's key for secret digests, created from the OS random source the first time.
 /// Start-up calls this, so planning only reads it.
-pub async fn secret_digest_key(
-    pool: &sqlx::SqlitePool,
-    now: UnixMillis,
-) -> anyhow::Result<Vec<u8>> {
+pub async fn secret_digest_key(pool: &sqlx::AnyPool, now: UnixMillis) -> anyhow::Result<Vec<u8>> {
     let mut conn = pool.acquire().await?;
     if let Some(key) = db::instance_keys::get(&mut conn, SECRET_DIGEST_KEY).await? {
         return Ok(key);
@@ -629,7 +626,7 @@ pub async fn newer_version(ctx: &Ctx, p: &Provision) -> Result<Option<String>, O
 
 /// [`newer_version`] on a given connection (inside a write transaction).
 pub async fn newer_version_in(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     p: &Provision,
 ) -> Result<Option<String>, OpError> {
     for (family, what, name, planned) in documents(p) {

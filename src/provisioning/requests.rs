@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::checks;
 use super::plan::{self, DraftPlan};
@@ -231,7 +231,7 @@ async fn insert_request(
 /// in the filing's own transaction: the request was computed from the fleet as it is now, so
 /// a change made after filing neither adds nor clears anyone. Kept for every request (a
 /// person's too), though only a proposal filed by `system` is refused on it (see `four_eyes`).
-async fn record_causes(conn: &mut SqliteConnection, id: i64, fleet: &str) -> Result<(), OpError> {
+async fn record_causes(conn: &mut AnyConnection, id: i64, fleet: &str) -> Result<(), OpError> {
     for field in PROPOSAL_CAUSES {
         if let Some((by, at)) = db::fleet_changes::last_changer(conn, fleet, field).await? {
             db::fleet_changes::insert_cause(conn, id, field, &by, at).await?;
@@ -242,7 +242,7 @@ async fn record_causes(conn: &mut SqliteConnection, id: i64, fleet: &str) -> Res
 
 /// A stored request as the operations see it (no role check: for the runner and the other
 /// provisioning modules, which act as the system).
-pub async fn load(conn: &mut SqliteConnection, id: i64) -> Result<Option<Provision>, OpError> {
+pub async fn load(conn: &mut AnyConnection, id: i64) -> Result<Option<Provision>, OpError> {
     let Some(row) = db::provisions::get(conn, id).await? else {
         return Ok(None);
     };
@@ -307,7 +307,7 @@ fn not_found(id: i64) -> OpError {
 /// request is not held to this: its requester chose the count and is already the second pair
 /// of eyes beside the approver.
 async fn four_eyes(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     p: &Provision,
     who: &str,
     verb: &str,
@@ -351,7 +351,7 @@ async fn four_eyes(
 /// Moves a request that may no longer be acted on (window closed, newer version) to
 /// `expired` or `superseded` within `tx`; returns the conflict to answer with, if it did.
 async fn void_if_stale(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ctx: &Ctx,
     now: UnixMillis,
     p: &Provision,
@@ -528,7 +528,7 @@ pub async fn approve_with(
 
 /// Whether `me` may approve `p` as the plan `seen` (four-eyes, then the plan hash).
 async fn may_approve(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     p: &Provision,
     me: &str,
     seen: Option<&PlanHash>,
@@ -545,7 +545,7 @@ async fn may_approve(
 
 /// Refuses with the first plan check whose verdict is `block`, naming it.
 async fn no_blocking_check(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     p: &Provision,
     now: UnixMillis,
     blocking: &BlockingChecks,
@@ -604,7 +604,7 @@ pub async fn review_approval(
 
 /// The fleet's approval TTL in hours (the default when the fleet was deleted meanwhile; a
 /// stored spec that no longer reads back is an internal error naming the fleet).
-async fn run_window_hours(conn: &mut SqliteConnection, fleet: &str) -> Result<u32, OpError> {
+async fn run_window_hours(conn: &mut AnyConnection, fleet: &str) -> Result<u32, OpError> {
     let spec = match db::fleets::get(conn, fleet).await? {
         Some(r) => Some(FleetSpec::from_stored(&r.name, &r.spec).map_err(anyhow::Error::from)?),
         None => None,
@@ -692,7 +692,7 @@ pub async fn cancel(ctx: &Ctx, caller: &Caller, id: i64) -> Result<Provision, Op
 /// the request read back as it now stands.
 async fn commit_move(
     ctx: &Ctx,
-    mut tx: sqlx::Transaction<'static, sqlx::Sqlite>,
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
     now: UnixMillis,
     t: Transition<'_>,
 ) -> Result<Provision, OpError> {

@@ -2,7 +2,7 @@
 //! destroyed machine): its timeline line and its audit entry land together, in the caller's
 //! transaction, with the same details. State changes go through `transition` instead.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use crate::audit::{self, Action, NewEntry};
 use crate::db::provision_events::{self, NewEvent};
@@ -18,7 +18,7 @@ pub struct Note<'a> {
 }
 
 /// Writes `note`'s timeline line and audit entry inside the caller's write transaction.
-pub async fn write(conn: &mut SqliteConnection, note: Note<'_>) -> sqlx::Result<()> {
+pub async fn write(conn: &mut AnyConnection, note: Note<'_>) -> sqlx::Result<()> {
     let Note {
         event,
         actor,

@@ -4,7 +4,7 @@
 //! its webhook notification in the caller's transaction.
 
 use serde_json::json;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::notify;
 use crate::audit::{self, Action, NewEntry};
@@ -90,7 +90,7 @@ pub fn action_for(to: ProvisionState) -> Option<Action> {
 /// Never at run time for a valid caller: an impossible transition is a programming error and
 /// is refused with an error, not a panic.
 pub async fn apply(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ctx: &Ctx,
     now: UnixMillis,
     t: Transition<'_>,
@@ -105,9 +105,9 @@ pub async fn apply(
     let finished = t.to.is_terminal().then_some(now);
     let approved = (t.to == ProvisionState::Approved).then_some(now);
     let changed = sqlx::query(
-        "UPDATE provisions SET state = ?, state_reason = ?, updated_at = ?,
-                finished_at = COALESCE(?, finished_at), approved_at = COALESCE(?, approved_at)
-         WHERE id = ? AND state = ?",
+        "UPDATE provisions SET state = $1, state_reason = $2, updated_at = $3,
+                finished_at = COALESCE($4, finished_at), approved_at = COALESCE($5, approved_at)
+         WHERE id = $6 AND state = $7",
     )
     .bind(t.to.as_str())
     .bind(t.reason)

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use headroom::auth::Caller;
 use headroom::domain::ProvisionState;
 use headroom::provisioning::requests;
-use sqlx::{Connection, SqliteConnection};
+use sqlx::{AnyConnection, Connection};
 
 use crate::crash::{finished, offline_ctx, prepare, start, wait_until_serving};
 use crate::fake_hetzner::FakeHetzner;
@@ -53,7 +53,7 @@ fn sqlite_url(path: &Path) -> String {
 /// databases with equal dumps hold the same state.
 async fn dump(path: &Path) -> Vec<(String, Vec<String>)> {
     let url = format!("sqlite:{}?mode=ro", path.display());
-    let mut conn = SqliteConnection::connect(&url).await.unwrap();
+    let mut conn = AnyConnection::connect(&url).await.unwrap();
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
          ORDER BY name",
@@ -88,7 +88,7 @@ async fn dump(path: &Path) -> Vec<(String, Vec<String>)> {
 /// Audit entries in the database at `path`.
 async fn audit_entries(path: &Path) -> i64 {
     let url = format!("sqlite:{}?mode=ro", path.display());
-    let mut conn = SqliteConnection::connect(&url).await.unwrap();
+    let mut conn = AnyConnection::connect(&url).await.unwrap();
     sqlx::query_scalar("SELECT COUNT(*) FROM audit_log")
         .fetch_one(&mut conn)
         .await
@@ -324,7 +324,7 @@ async fn a_database_whose_audit_chain_was_altered_gets_no_backup() {
     assert_eq!(backup(&db, first.as_os_str()).0, 0);
     {
         // Someone with the file edits history behind the triggers' back.
-        let mut conn = SqliteConnection::connect(&db).await.unwrap();
+        let mut conn = AnyConnection::connect(&db).await.unwrap();
         sqlx::query("DROP TRIGGER audit_log_no_update")
             .execute(&mut conn)
             .await
@@ -370,7 +370,7 @@ async fn a_backup_neither_creates_nor_migrates_its_source() {
     migrate(&db);
     let latest = headroom::db::latest_migration();
     {
-        let mut conn = SqliteConnection::connect(&db).await.unwrap();
+        let mut conn = AnyConnection::connect(&db).await.unwrap();
         sqlx::query("DELETE FROM _sqlx_migrations WHERE version = ?")
             .bind(latest)
             .execute(&mut conn)
@@ -403,7 +403,7 @@ async fn a_database_with_a_dangling_reference_gets_no_backup() {
     let db = sqlite_url(&dir.path().join("src.db"));
     migrate(&db);
     {
-        let mut conn = SqliteConnection::connect(&db).await.unwrap();
+        let mut conn = AnyConnection::connect(&db).await.unwrap();
         sqlx::query("PRAGMA foreign_keys = OFF")
             .execute(&mut conn)
             .await

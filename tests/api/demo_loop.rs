@@ -33,7 +33,7 @@ struct DemoApp {
     ctx: headroom::context::Ctx,
     client: reqwest::Client,
     token: String,
-    pool: sqlx::SqlitePool,
+    pool: sqlx::AnyPool,
     /// The release server serves while this lives.
     _stop_release: tokio::sync::watch::Sender<bool>,
     _dir: tempfile::TempDir,

@@ -432,7 +432,7 @@ fn exposition_is_valid(text: &str) -> BTreeMap<String, String> {
 
 /// SQLite's change counter as seen from a connection of our own: it moves whenever any
 /// other connection commits a change to the file.
-async fn data_version(conn: &mut sqlx::SqliteConnection) -> i64 {
+async fn data_version(conn: &mut sqlx::AnyConnection) -> i64 {
     sqlx::query_scalar("PRAGMA data_version")
         .fetch_one(conn)
         .await
@@ -457,7 +457,7 @@ async fn reading_pages_writes_nothing_to_the_database() {
         .login("root", crate::helpers::PASSWORD)
         .await
         .expect("login");
-    let mut watcher = sqlx::SqliteConnection::connect(&format!("sqlite:{}", app.db_path.display()))
+    let mut watcher = sqlx::AnyConnection::connect(&format!("sqlite:{}", app.db_path.display()))
         .await
         .unwrap();
     let before = app.snapshot().await;

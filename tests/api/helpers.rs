@@ -11,13 +11,13 @@ use headroom::startup::Application;
 use reqwest::header::{HeaderMap, SET_COOKIE};
 use reqwest::{Response, StatusCode};
 use scraper::{Html, Selector};
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 /// A running console.
 pub struct TestApp {
     pub address: String,
     pub state: headroom::state::AppState,
-    pub pool: SqlitePool,
+    pub pool: AnyPool,
     pub clock: ManualClock,
     pub client: reqwest::Client,
     pub db_path: std::path::PathBuf,
@@ -369,7 +369,7 @@ impl TestApp {
     }
 }
 
-async fn table_digest(pool: &SqlitePool, table: &str) -> String {
+async fn table_digest(pool: &AnyPool, table: &str) -> String {
     let cols: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT name FROM pragma_table_info('{table}')"
     )))
@@ -449,7 +449,7 @@ pub fn renderer(schema: Option<Arc<jsonschema::Validator>>) -> headroom::cloud_i
 
 /// The operations' context over a bare database (for tests that prepare a file before the
 /// real binary opens it).
-pub fn ctx_for(pool: SqlitePool) -> headroom::context::Ctx {
+pub fn ctx_for(pool: AnyPool) -> headroom::context::Ctx {
     headroom::context::Ctx::build(
         Settings {
             render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),

@@ -3,11 +3,16 @@
 //! that the current code filled from the start.
 
 use headroom::domain::capacity::{Observation, Sample, Source};
-use sqlx::{Connection, SqliteConnection};
+use sqlx::{AnyConnection, Connection};
 
 /// Every migration up to and including `last`, applied by hand to a fresh in-memory database.
-async fn migrated_to(last: i64) -> SqliteConnection {
-    let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
+async fn migrated_to(last: i64) -> AnyConnection {
+    let mut conn = {
+        headroom::db::install_drivers();
+        AnyConnection::connect("sqlite::memory:")
+    }
+    .await
+    .unwrap();
     sqlx::raw_sql("PRAGMA foreign_keys = ON")
         .execute(&mut conn)
         .await
@@ -21,7 +26,7 @@ async fn migrated_to(last: i64) -> SqliteConnection {
     conn
 }
 
-async fn apply(conn: &mut SqliteConnection, version: i64) {
+async fn apply(conn: &mut AnyConnection, version: i64) {
     let m = headroom::db::MIGRATOR
         .iter()
         .find(|m| m.version == version)
@@ -71,7 +76,7 @@ type Rollup = (
     String,
 );
 
-async fn rollups(conn: &mut SqliteConnection, resolution: i64) -> Vec<Rollup> {
+async fn rollups(conn: &mut AnyConnection, resolution: i64) -> Vec<Rollup> {
     sqlx::query_as(
         "SELECT bucket, samples, ok_samples, spare_min, spare_max, spare_last, required_min,
                 required_max, required_last, last_at, source_last
@@ -84,7 +89,7 @@ async fn rollups(conn: &mut SqliteConnection, resolution: i64) -> Vec<Rollup> {
 }
 
 /// Stores `rows` as fleet 1's rollups of `resolution` (the columns every version has).
-async fn insert_rollups(conn: &mut SqliteConnection, resolution: i64, rows: &[Rollup]) {
+async fn insert_rollups(conn: &mut AnyConnection, resolution: i64, rows: &[Rollup]) {
     for r in rows {
         sqlx::query(
             "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples,
@@ -361,17 +366,20 @@ async fn sessions_survive_0013_and_their_ids_are_never_reused_after_it() {
         ]
     );
     // The rebuilt table keeps its index and its unique token hash, and every reference holds.
-    let indexes: Vec<(String, bool)> =
+    let indexes: Vec<(String, i64)> =
         sqlx::query_as("SELECT name, \"unique\" FROM pragma_index_list('sessions') ORDER BY name")
             .fetch_all(&mut conn)
             .await
             .unwrap();
     assert_eq!(indexes.len(), 2, "{indexes:?}");
     assert!(
-        indexes.contains(&("sessions_user".into(), false)),
+        indexes.contains(&("sessions_user".into(), 0)),
         "{indexes:?}"
     );
-    assert!(indexes.iter().any(|(_, unique)| *unique), "{indexes:?}");
+    assert!(
+        indexes.iter().any(|(_, unique)| *unique == 1),
+        "{indexes:?}"
+    );
     let duplicate = sqlx::query(
         "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at)
          VALUES ('h5', 1, 40, 40)",
@@ -419,7 +427,7 @@ async fn sessions_survive_0013_and_their_ids_are_never_reused_after_it() {
 /// A small provisioning history on `conn`: 24 requests over three fleets and three plan prices
 /// (one plan without a price), two machines each, in every machine status with and without a
 /// server, and an approval of every second request.
-async fn provisioning_history(conn: &mut SqliteConnection) {
+async fn provisioning_history(conn: &mut AnyConnection) {
     for id in 1..=24_i64 {
         let fleet = ["prod", "edge", "lab"][(id % 3) as usize];
         let plan = match id % 4 {
@@ -492,7 +500,7 @@ const RUNNING_COUNTED: &str =
 const RUNNING_KEPT: &str = "SELECT fleet, monthly_price, machines FROM fleet_running_machines
      WHERE machines > 0 ORDER BY 1, 2";
 
-async fn running(conn: &mut SqliteConnection, sql: &'static str) -> Vec<(String, String, i64)> {
+async fn running(conn: &mut AnyConnection, sql: &'static str) -> Vec<(String, String, i64)> {
     sqlx::query_as(sql).fetch_all(conn).await.unwrap()
 }
 

@@ -993,7 +993,7 @@ fn hidden_in(text: &str) -> Vec<String> {
 /// Every value of every table, as text.
 /// Every text value of every table, except `instance_keys` (random key bytes, never text and
 /// never scraped).
-async fn every_stored_value(pool: &sqlx::SqlitePool) -> Vec<(String, String)> {
+async fn every_stored_value(pool: &sqlx::AnyPool) -> Vec<(String, String)> {
     use sqlx::Row;
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \

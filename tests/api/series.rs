@@ -219,7 +219,7 @@ type BucketColumns = (
 
 /// The row-by-row reading of one of the bucket statements, as `BucketRow`s.
 async fn buckets_row_by_row(
-    pool: &sqlx::SqlitePool,
+    pool: &sqlx::AnyPool,
     sql: &'static str,
     binds: &[i64],
 ) -> Vec<store::BucketRow> {

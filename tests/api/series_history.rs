@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use headroom::domain::capacity::{Member, Observation, Resolution, Sample, Source};
-use sqlx::{QueryBuilder, Sqlite, SqlitePool};
+use sqlx::{Any, AnyPool, QueryBuilder};
 
 /// Rows per multi-row insert (13 columns: well below SQLite's 32,766 variables).
 const ROWS_PER_INSERT: usize = 1_000;
@@ -170,7 +170,7 @@ pub struct Stored {
 /// two-hour and six-hour rollups for all of them. `from` must be hour-aligned; a six-hour bucket it starts inside
 /// holds only the ticks from `from` on, as the product's would for a fleet first scraped then.
 pub async fn generate(
-    pool: &SqlitePool,
+    pool: &AnyPool,
     fleet_id: i64,
     seed: u64,
     from: i64,
@@ -226,10 +226,10 @@ pub async fn generate(
     Ok(stored)
 }
 
-async fn write_raw(pool: &SqlitePool, fleet_id: i64, ticks: &[Tick]) -> anyhow::Result<u64> {
+async fn write_raw(pool: &AnyPool, fleet_id: i64, ticks: &[Tick]) -> anyhow::Result<u64> {
     let mut tx = headroom::db::begin_write(pool).await?;
     for chunk in ticks.chunks(ROWS_PER_INSERT) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut q: QueryBuilder<Any> = QueryBuilder::new(
             "INSERT INTO fleet_samples (fleet_id, at, ok, source, spare, required, voters, \
              learners, leader_id, term, latency_ms, error) ",
         );
@@ -269,7 +269,7 @@ async fn write_raw(pool: &SqlitePool, fleet_id: i64, ticks: &[Tick]) -> anyhow::
 }
 
 async fn write_rollups(
-    pool: &SqlitePool,
+    pool: &AnyPool,
     fleet_id: i64,
     resolution: Resolution,
     rows: &[Rollup],
@@ -280,7 +280,7 @@ async fn write_rollups(
             tx.commit().await?;
             tx = headroom::db::begin_write(pool).await?;
         }
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut q: QueryBuilder<Any> = QueryBuilder::new(
             "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, \
              spare_min, spare_max, spare_last, required_min, required_max, required_last, \
              last_at, source_last) ",

@@ -116,7 +116,7 @@ pub async fn add_approval(app: &TestApp, id: i64, who: &str) {
 
 async fn apply(
     app: &TestApp,
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     id: i64,
     from: ProvisionState,
     to: ProvisionState,
