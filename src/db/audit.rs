@@ -20,24 +20,22 @@ pub struct AuditRow {
 
 /// The id the next entry will get and the hash it chains from.
 pub async fn head(conn: &mut AnyConnection) -> sqlx::Result<(i64, Option<String>)> {
-    // sqlite_sequence keeps the highest id ever issued even after rows vanish.
-    let seq: Option<i64> =
-        sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'")
-            .fetch_optional(&mut *conn)
-            .await?;
+    let seq = highest_issued_id(&mut *conn).await?;
     let last: Option<String> =
         sqlx::query_scalar("SELECT hash FROM audit_log ORDER BY id DESC LIMIT 1")
             .fetch_optional(&mut *conn)
             .await?;
-    Ok((seq.unwrap_or(0) + 1, last))
+    Ok((seq + 1, last))
 }
 
-/// The highest id ever issued.
+/// The highest id ever issued, even after rows vanished: SQLite keeps it in
+/// `sqlite_sequence`, PostgreSQL in `audit_head` (a trigger on every insert, migration 0023).
 pub async fn highest_issued_id(conn: &mut AnyConnection) -> sqlx::Result<i64> {
-    let seq: Option<i64> =
-        sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'")
-            .fetch_optional(conn)
-            .await?;
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'",
+        super::Dialect::Postgres => "SELECT seq FROM audit_head",
+    };
+    let seq: Option<i64> = sqlx::query_scalar(sql).fetch_optional(conn).await?;
     Ok(seq.unwrap_or(0))
 }
 
@@ -280,7 +278,7 @@ fn filtered_sql(
             Cursor::After(_) => from = Some(from.map_or(at, |f| f.max(at))),
         }
     }
-    // Only the conditions in use go into the SQL: `?n IS NULL OR …` would keep SQLite from
+    // Only the conditions in use go into the SQL: `$n IS NULL OR …` would keep SQLite from
     // using the indexes. The text is assembled from static fragments; every value is bound.
     let mut sql = String::from("SELECT * FROM audit_log WHERE 1 = 1");
     let mut binds: Vec<Bind> = Vec::new();

@@ -2,15 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{AnyConnection, ConnectOptions, Connection};
+use sqlx::{AnyConnection, Connection};
 
 /// Writes a consistent copy of the whole database into `dest` (a path SQLite opens), which
 /// must be missing or an empty file. `VACUUM INTO` reads inside one read transaction, so the
 /// copy is the database at one moment and the server's writers go on; only the WAL cannot be
 /// checkpointed past that moment until the copy is done, so it grows meanwhile.
 pub async fn vacuum_into(conn: &mut sqlx::AnyConnection, dest: &str) -> sqlx::Result<()> {
-    sqlx::query("VACUUM INTO ?")
+    sqlx::query("VACUUM INTO $1")
         .bind(dest)
         .execute(conn)
         .await?;
@@ -18,14 +17,9 @@ pub async fn vacuum_into(conn: &mut sqlx::AnyConnection, dest: &str) -> sqlx::Re
 }
 
 /// Opens a copy read-only, so checking it can neither migrate nor change it.
-pub async fn open_copy(path: &Path) -> sqlx::Result<AnyConnection> {
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .read_only(true)
-        .create_if_missing(false);
-    // The URL form percent-encodes the path, so any file name reaches SQLite as it is.
+pub async fn open_copy(path: &Path) -> anyhow::Result<AnyConnection> {
     super::install_drivers();
-    AnyConnection::connect(options.to_url_lossy().as_str()).await
+    Ok(AnyConnection::connect(&super::sqlite_file_url(path, "ro")?).await?)
 }
 
 /// What SQLite finds wrong in a copy: its integrity check of every table and index, then

@@ -162,7 +162,8 @@ pub async fn mark_settled(conn: &mut AnyConnection, id: i64, at: UnixMillis) -> 
 /// Ended deficits whose settlement a crash or an error cut off, oldest first. Read through
 /// the partial index `fleet_deficits_unsettled`, which holds only such rows (normally none).
 pub async fn unsettled(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(UNSETTLED_SQL).fetch_all(conn).await
+    let sql = super::dialect::portable(conn, UNSETTLED_SQL);
+    sqlx::query_scalar(sql).fetch_all(conn).await
 }
 
 /// The statement of [`unsettled`], public so a test can pin its plan.
@@ -233,16 +234,15 @@ pub async fn prune_ended(
     before: UnixMillis,
     limit: i64,
 ) -> sqlx::Result<u64> {
-    sqlx::query(
-        "DELETE FROM fleet_deficits WHERE id IN
-            (SELECT id FROM fleet_deficits INDEXED BY fleet_deficits_ended
-             WHERE ended_at IS NOT NULL AND ended_at < $1 AND settled_at IS NOT NULL LIMIT $2)",
-    )
-    .bind(before)
-    .bind(limit)
-    .execute(conn)
-    .await
-    .map(|r| r.rows_affected())
+    const SQL: &str = "DELETE FROM fleet_deficits WHERE id IN
+        (SELECT id FROM fleet_deficits INDEXED BY fleet_deficits_ended
+         WHERE ended_at IS NOT NULL AND ended_at < $1 AND settled_at IS NOT NULL LIMIT $2)";
+    sqlx::query(super::dialect::portable(conn, SQL))
+        .bind(before)
+        .bind(limit)
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// The statement of [`unfiled`], public so a test can pin its plan.
@@ -265,7 +265,8 @@ pub const UNFILED_SQL: &str = "SELECT d.id
 /// between the deficit's commit (or its release for a follow-up) and its filing. The cost
 /// follows the number of fleets in deficit now, not the deficits kept ([`UNFILED_SQL`]).
 pub async fn unfiled(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(UNFILED_SQL).fetch_all(conn).await
+    let sql = super::dialect::portable(conn, UNFILED_SQL);
+    sqlx::query_scalar(sql).fetch_all(conn).await
 }
 
 /// A deficit with its request's milestones, for time-to-restore.
@@ -348,7 +349,7 @@ pub async fn streak(
 ) -> sqlx::Result<Vec<StreakSample>> {
     let mut out: Vec<StreakSample> = sqlx::query_as(
         "SELECT at, spare, required, source, leader_id, term FROM fleet_samples
-         WHERE fleet_id = $1 AND ok = 1 ORDER BY at DESC, id DESC LIMIT $2",
+         WHERE fleet_id = $1 AND ok ORDER BY at DESC, id DESC LIMIT $2",
     )
     .bind(fleet_id)
     .bind(n)

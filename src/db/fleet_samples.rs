@@ -105,6 +105,52 @@ pub async fn insert(conn: &mut AnyConnection, fleet_id: i64, s: &Sample) -> sqlx
     Ok(id)
 }
 
+/// [`fold_into_rollup`]'s upsert with the stores' two-argument minimum and maximum (SQLite's
+/// `min`/`max`, PostgreSQL's `LEAST`/`GREATEST`). The stored row's columns are named with
+/// their table, which PostgreSQL needs to tell them from `excluded`'s.
+macro_rules! fold_sql {
+    ($min:literal, $max:literal) => {
+        concat!(
+            "INSERT INTO fleet_rollups
+                 (fleet_id, resolution, bucket, samples, ok_samples, spare_min, spare_max,
+                  spare_last, required_min, required_max, required_last, last_at, source_last,
+                  absorbed_min, machines_needed_max)
+             VALUES ($1, $2, $3, 1, $4, $5, $5, $5, $6, $6, $6, $7, $8, $9, $10)
+             ON CONFLICT (fleet_id, resolution, bucket) DO UPDATE SET
+                 samples       = fleet_rollups.samples + 1,
+                 ok_samples    = fleet_rollups.ok_samples + excluded.ok_samples,
+                 spare_min     = coalesce(", $min, "(fleet_rollups.spare_min, excluded.spare_min),
+                                          fleet_rollups.spare_min, excluded.spare_min),
+                 spare_max     = coalesce(", $max, "(fleet_rollups.spare_max, excluded.spare_max),
+                                          fleet_rollups.spare_max, excluded.spare_max),
+                 required_min  = coalesce(", $min, "(fleet_rollups.required_min, excluded.required_min),
+                                          fleet_rollups.required_min, excluded.required_min),
+                 required_max  = coalesce(", $max, "(fleet_rollups.required_max, excluded.required_max),
+                                          fleet_rollups.required_max, excluded.required_max),
+                 absorbed_min  = coalesce(", $min, "(fleet_rollups.absorbed_min, excluded.absorbed_min),
+                                          fleet_rollups.absorbed_min, excluded.absorbed_min),
+                 machines_needed_max = coalesce(", $max, "(fleet_rollups.machines_needed_max,
+                                                          excluded.machines_needed_max),
+                                                fleet_rollups.machines_needed_max,
+                                                excluded.machines_needed_max),
+                 spare_last    = CASE WHEN excluded.ok_samples = 1
+                                           AND excluded.last_at >= fleet_rollups.last_at
+                                      THEN excluded.spare_last ELSE fleet_rollups.spare_last END,
+                 required_last = CASE WHEN excluded.ok_samples = 1
+                                           AND excluded.last_at >= fleet_rollups.last_at
+                                      THEN excluded.required_last
+                                      ELSE fleet_rollups.required_last END,
+                 source_last   = CASE WHEN excluded.ok_samples = 1
+                                           AND (fleet_rollups.ok_samples = 0
+                                                OR excluded.last_at >= fleet_rollups.last_at)
+                                      THEN excluded.source_last ELSE fleet_rollups.source_last END,
+                 last_at       = ", $max, "(fleet_rollups.last_at, excluded.last_at)"
+        )
+    };
+}
+const FOLD_SQLITE: &str = fold_sql!("min", "max");
+const FOLD_POSTGRES: &str = fold_sql!("LEAST", "GREATEST");
+
 /// Adds one sample to the bucket of `resolution` that holds `at`. Min and max ignore failed
 /// samples (SQLite's two-argument `min`/`max` return NULL when either side is NULL, hence the
 /// `coalesce`); the `last` values and `source_last` follow the newest ok sample, so a
@@ -122,45 +168,25 @@ async fn fold_into_rollup(
 ) -> sqlx::Result<()> {
     let width = resolution.bucket_millis();
     let bucket = at.div_euclid(width) * width;
-    sqlx::query(
-        "INSERT INTO fleet_rollups
-             (fleet_id, resolution, bucket, samples, ok_samples, spare_min, spare_max, spare_last,
-              required_min, required_max, required_last, last_at, source_last, absorbed_min,
-              machines_needed_max)
-         VALUES ($1, $2, $3, 1, $4, $5, $5, $5, $6, $6, $6, $7, $8, $9, $10)
-         ON CONFLICT (fleet_id, resolution, bucket) DO UPDATE SET
-             samples       = samples + 1,
-             ok_samples    = ok_samples + excluded.ok_samples,
-             spare_min     = coalesce(min(spare_min, excluded.spare_min), spare_min, excluded.spare_min),
-             spare_max     = coalesce(max(spare_max, excluded.spare_max), spare_max, excluded.spare_max),
-             required_min  = coalesce(min(required_min, excluded.required_min), required_min, excluded.required_min),
-             required_max  = coalesce(max(required_max, excluded.required_max), required_max, excluded.required_max),
-             absorbed_min  = coalesce(min(absorbed_min, excluded.absorbed_min), absorbed_min, excluded.absorbed_min),
-             machines_needed_max = coalesce(max(machines_needed_max, excluded.machines_needed_max),
-                                            machines_needed_max, excluded.machines_needed_max),
-             spare_last    = CASE WHEN excluded.ok_samples = 1 AND excluded.last_at >= last_at
-                                  THEN excluded.spare_last ELSE spare_last END,
-             required_last = CASE WHEN excluded.ok_samples = 1 AND excluded.last_at >= last_at
-                                  THEN excluded.required_last ELSE required_last END,
-             source_last   = CASE WHEN excluded.ok_samples = 1
-                                       AND (ok_samples = 0 OR excluded.last_at >= last_at)
-                                  THEN excluded.source_last ELSE source_last END,
-             last_at       = max(last_at, excluded.last_at)",
-    )
-    .bind(fleet_id)
-    .bind(width / 1000)
-    .bind(bucket)
-    .bind(f.ok)
-    .bind(f.spare)
-    .bind(f.required)
-    .bind(at)
-    .bind(f.source.as_str())
-    .bind(f.absorbed)
-    // Only a short sample's answer says what a restore needs; an absorbed one's 0 would
-    // hide a short neighbour's "no number suffices" (NULL) behind a coverable-looking 0.
-    .bind(f.machines_needed.filter(|_| f.absorbed == Some(0)))
-    .execute(conn)
-    .await?;
+    let sql = match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => FOLD_SQLITE,
+        super::Dialect::Postgres => FOLD_POSTGRES,
+    };
+    sqlx::query(sql)
+        .bind(fleet_id)
+        .bind(width / 1000)
+        .bind(bucket)
+        .bind(f.ok)
+        .bind(f.spare)
+        .bind(f.required)
+        .bind(at)
+        .bind(f.source.as_str())
+        .bind(f.absorbed)
+        // Only a short sample's answer says what a restore needs; an absorbed one's 0 would
+        // hide a short neighbour's "no number suffices" (NULL) behind a coverable-looking 0.
+        .bind(f.machines_needed.filter(|_| f.absorbed == Some(0)))
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -244,6 +270,27 @@ fn packed(buckets_sql: &str) -> String {
     )
 }
 
+/// [`packed`] in PostgreSQL's words: `json_agg` of `json_build_array`, in bucket order, `[]`
+/// when no row matched; SQLite's index hints dropped (PostgreSQL plans on its own).
+fn packed_postgres(buckets_sql: &str) -> String {
+    let buckets_sql = super::dialect::without_index_hints(buckets_sql);
+    format!(
+        "SELECT COALESCE(json_agg(json_build_array(k, spare_min, spare_max, required_max,
+                                                   ok_samples, newest_ok_code, absorbed_min,
+                                                   machines_needed_max) ORDER BY k),
+                         '[]')::text
+         FROM ({buckets_sql}) AS buckets"
+    )
+}
+
+/// Statement `sqlite` or its PostgreSQL twin `postgres`, as the connection speaks.
+fn in_dialect<'a>(conn: &AnyConnection, sqlite: &'a str, postgres: &'a str) -> &'a str {
+    match super::Dialect::of(conn) {
+        super::Dialect::Sqlite => sqlite,
+        super::Dialect::Postgres => postgres,
+    }
+}
+
 /// Decodes what a [`packed`] statement returned into buckets, oldest first (the aggregate
 /// keeps the inner query's order in practice; SQL does not promise it, so they are sorted,
 /// which costs one pass over rows already in order).
@@ -288,6 +335,8 @@ pub const RAW_BUCKETS_SQL: &str =
 /// [`RAW_BUCKETS_SQL`] as [`raw_buckets`] runs it (its rows packed into one JSON value);
 /// public so tests can check its plan.
 pub static RAW_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(RAW_BUCKETS_SQL));
+static RAW_BUCKETS_PACKED_POSTGRES: LazyLock<String> =
+    LazyLock::new(|| packed_postgres(RAW_BUCKETS_SQL));
 
 /// The raw samples of fleet `fleet_id` in `[from, to)`, folded into buckets of `step` ms,
 /// oldest first. The range is a seek on `fleet_samples_fleet_at`, so the rows read are the
@@ -300,7 +349,8 @@ pub async fn raw_buckets(
     to: UnixMillis,
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
-    let json: String = sqlx::query_scalar(RAW_BUCKETS_PACKED.as_str())
+    let sql = in_dialect(conn, &RAW_BUCKETS_PACKED, &RAW_BUCKETS_PACKED_POSTGRES);
+    let json: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(fleet_id)
         .bind(from)
         .bind(to)
@@ -313,7 +363,8 @@ pub async fn raw_buckets(
 /// `rollup_buckets`' statement (binds: fleet id, resolution in seconds, from, to, step).
 pub const ROLLUP_BUCKETS_SQL: &str =
     "SELECT (bucket - $3) / $5 AS k, min(spare_min) AS spare_min, max(spare_max) AS spare_max,
-            max(required_max) AS required_max, sum(ok_samples) AS ok_samples,
+            max(required_max) AS required_max,
+            CAST(sum(ok_samples) AS BIGINT) AS ok_samples,
             min(absorbed_min) AS absorbed_min, max(machines_needed_max) AS machines_needed_max,
             max(CASE WHEN ok_samples > 0
                      THEN last_at * 4 + CASE source_last WHEN 'native' THEN 2
@@ -340,6 +391,10 @@ pub const ROLLUP_ROWS_SQL: &str =
 pub static ROLLUP_BUCKETS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_BUCKETS_SQL));
 /// See [`ROLLUP_BUCKETS_PACKED`].
 pub static ROLLUP_ROWS_PACKED: LazyLock<String> = LazyLock::new(|| packed(ROLLUP_ROWS_SQL));
+static ROLLUP_BUCKETS_PACKED_POSTGRES: LazyLock<String> =
+    LazyLock::new(|| packed_postgres(ROLLUP_BUCKETS_SQL));
+static ROLLUP_ROWS_PACKED_POSTGRES: LazyLock<String> =
+    LazyLock::new(|| packed_postgres(ROLLUP_ROWS_SQL));
 
 /// The `resolution` rollups of fleet `fleet_id` whose buckets start in `[from, to)`, folded
 /// into buckets of `step` ms (a multiple of the rollup's width, `from` aligned to it), oldest
@@ -356,11 +411,15 @@ pub async fn rollup_buckets(
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
     let sql = if step == resolution.bucket_millis() {
-        ROLLUP_ROWS_PACKED.as_str()
+        in_dialect(conn, &ROLLUP_ROWS_PACKED, &ROLLUP_ROWS_PACKED_POSTGRES)
     } else {
-        ROLLUP_BUCKETS_PACKED.as_str()
+        in_dialect(
+            conn,
+            &ROLLUP_BUCKETS_PACKED,
+            &ROLLUP_BUCKETS_PACKED_POSTGRES,
+        )
     };
-    let json: String = sqlx::query_scalar(sql)
+    let json: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(fleet_id)
         .bind(resolution.bucket_millis() / 1000)
         .bind(from)
@@ -400,7 +459,7 @@ pub async fn recent(
     fleet_id: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<StoredSample>> {
-    sqlx::query(RECENT_SQL)
+    sqlx::query(super::dialect::portable(conn, RECENT_SQL))
         .bind(fleet_id)
         .bind(limit)
         .fetch_all(conn)
@@ -459,7 +518,7 @@ pub async fn request_spans(
     limit: i64,
     since: UnixMillis,
 ) -> sqlx::Result<Vec<RequestSpan>> {
-    sqlx::query_as(REQUEST_SPANS_SQL)
+    sqlx::query_as(super::dialect::portable(conn, REQUEST_SPANS_SQL))
         .bind(fleet)
         .bind(from)
         .bind(to)
@@ -469,6 +528,9 @@ pub async fn request_spans(
         .await
 }
 
+const PRUNE_RAW: &str = "DELETE FROM fleet_samples WHERE id IN (
+     SELECT id FROM fleet_samples INDEXED BY fleet_samples_at WHERE at < $1 LIMIT $2)";
+
 /// Deletes at most `batch` raw samples older than `before`; the number deleted. A seek on
 /// `fleet_samples_at`, so each batch costs its own rows.
 pub async fn prune_raw(
@@ -476,16 +538,18 @@ pub async fn prune_raw(
     before: UnixMillis,
     batch: i64,
 ) -> sqlx::Result<u64> {
-    let done = sqlx::query(
-        "DELETE FROM fleet_samples WHERE id IN (
-             SELECT id FROM fleet_samples INDEXED BY fleet_samples_at WHERE at < $1 LIMIT $2)",
-    )
-    .bind(before)
-    .bind(batch)
-    .execute(conn)
-    .await?;
+    let done = sqlx::query(super::dialect::portable(conn, PRUNE_RAW))
+        .bind(before)
+        .bind(batch)
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected())
 }
+
+const PRUNE_ROLLUPS: &str = "DELETE FROM fleet_rollups WHERE (fleet_id, resolution, bucket) IN (
+     SELECT fleet_id, resolution, bucket
+     FROM fleet_rollups INDEXED BY fleet_rollups_resolution_bucket
+     WHERE resolution = $1 AND bucket <= $2 LIMIT $3)";
 
 /// Deletes at most `batch` rollups of `resolution` whose whole bucket ended at or before
 /// `before` (a bucket still holding retained time is kept); the number deleted.
@@ -496,16 +560,11 @@ pub async fn prune_rollups(
     batch: i64,
 ) -> sqlx::Result<u64> {
     let width = resolution.bucket_millis();
-    let done = sqlx::query(
-        "DELETE FROM fleet_rollups WHERE (fleet_id, resolution, bucket) IN (
-             SELECT fleet_id, resolution, bucket
-             FROM fleet_rollups INDEXED BY fleet_rollups_resolution_bucket
-             WHERE resolution = $1 AND bucket <= $2 LIMIT $3)",
-    )
-    .bind(width / 1000)
-    .bind(before - width)
-    .bind(batch)
-    .execute(conn)
-    .await?;
+    let done = sqlx::query(super::dialect::portable(conn, PRUNE_ROLLUPS))
+        .bind(width / 1000)
+        .bind(before - width)
+        .bind(batch)
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected())
 }

@@ -31,6 +31,10 @@ pub async fn migrate(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What every pooled connection sets: its name in `pg_stat_activity`, and how long a
+/// statement waits for a lock (writers queue on one advisory lock, `db::begin_write`).
+pub const PER_CONNECTION: &str = "SET application_name = 'headroom'; SET lock_timeout = '60s';";
+
 /// The connection options `url` gives, read with logging off: sqlx warns about a malformed
 /// passfile line by logging the whole line, password included.
 fn options(url: &str) -> anyhow::Result<PgConnectOptions> {

@@ -167,8 +167,8 @@ pub async fn join_overdue(conn: &mut AnyConnection, cutoff: UnixMillis) -> sqlx:
          JOIN provision_machines m ON m.provision_id = p.id
          WHERE p.state = 'executing'
          GROUP BY p.id
-         HAVING SUM(m.status <> 'created') = 0
-            AND SUM(m.joined_at IS NULL) > 0
+         HAVING SUM(CASE WHEN m.status <> 'created' THEN 1 ELSE 0 END) = 0
+            AND SUM(CASE WHEN m.joined_at IS NULL THEN 1 ELSE 0 END) > 0
             AND MAX(m.updated_at) <= $1
          ORDER BY p.id",
     )

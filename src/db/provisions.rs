@@ -143,7 +143,8 @@ pub async fn get(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Option<Provi
         .await
 }
 
-/// Who approved a request's plan `plan_hash`, in the order they did.
+/// Who approved a request's plan `plan_hash`, in the order they did (approvals in the same
+/// millisecond by name: PostgreSQL has no insertion order to fall back on).
 pub async fn approvers(
     conn: &mut AnyConnection,
     id: i64,
@@ -274,7 +275,7 @@ pub async fn machines_of(
         .push(" ORDER BY provision_id, idx");
     let (sql, args) = q.finish()?;
     // Not kept prepared: the text changes with the number of ids, and every length kept
-    // would hold a statement on each connection (see `db::connect`).
+    // would hold a statement on each pooled connection.
     let rows = sqlx::query_with(AssertSqlSafe(sql), args)
         .persistent(false)
         .fetch_all(conn)
@@ -319,19 +320,32 @@ fn push_filter(q: &mut Sql, f: &ProvisionFilter, walk: Walk, before: Option<Befo
     q.push(" WHERE 1 = 1");
     // Walking approvals, the equality filters are asked of the approval's copies of the
     // request's columns, which the `(approver, column, provision_id)` indexes answer.
-    let t = if walk == Walk::Approvals { "a" } else { "p" };
+    let on_approvals = walk == Walk::Approvals;
+    // Static text per alias, so nothing a caller wrote can reach the SQL text.
+    let column = |approval: &'static str, request: &'static str| {
+        if on_approvals {
+            approval
+        } else {
+            request
+        }
+    };
     if let Some(v) = &f.fleet {
-        q.push(&format!(" AND {t}.fleet = ")).push_bind(v.clone());
-    }
-    if let Some(v) = &f.machine_config {
-        q.push(&format!(" AND {t}.machine_config = "))
+        q.push(column(" AND a.fleet = ", " AND p.fleet = "))
             .push_bind(v.clone());
     }
+    if let Some(v) = &f.machine_config {
+        q.push(column(
+            " AND a.machine_config = ",
+            " AND p.machine_config = ",
+        ))
+        .push_bind(v.clone());
+    }
     if let Some(v) = f.state {
-        q.push(&format!(" AND {t}.state = ")).push_bind(v.as_str());
+        q.push(column(" AND a.state = ", " AND p.state = "))
+            .push_bind(v.as_str());
     }
     if let Some(v) = &f.requester {
-        q.push(&format!(" AND {t}.requester = "))
+        q.push(column(" AND a.requester = ", " AND p.requester = "))
             .push_bind(v.clone());
     }
     if let Some(v) = &f.approver {

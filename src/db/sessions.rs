@@ -72,7 +72,7 @@ pub async fn record_activity(
     at: UnixMillis,
 ) -> sqlx::Result<bool> {
     sqlx::query(
-        "UPDATE sessions SET last_seen_at = MAX(last_seen_at, $3) WHERE id = $1 AND created_at = $2",
+        "UPDATE sessions SET last_seen_at = CASE WHEN $3 > last_seen_at THEN $3 ELSE last_seen_at END WHERE id = $1 AND created_at = $2",
     )
     .bind(id)
     .bind(created_at)

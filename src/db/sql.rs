@@ -14,6 +14,9 @@ pub struct Sql {
     args: AnyArguments,
     count: usize,
     error: Option<String>,
+    /// Rows of a multi-row `VALUES` written so far, and values in the row being written.
+    rows: usize,
+    in_row: Option<usize>,
 }
 
 impl Sql {
@@ -25,8 +28,8 @@ impl Sql {
         }
     }
 
-    /// Appends literal SQL (never a value).
-    pub fn push(&mut self, text: &str) -> &mut Self {
+    /// Appends literal SQL: only the program's own text (`'static`), never a value.
+    pub fn push(&mut self, text: &'static str) -> &mut Self {
         self.text.push_str(text);
         self
     }
@@ -36,6 +39,12 @@ impl Sql {
     where
         T: Encode<'q, Any> + Type<Any> + 'q,
     {
+        if let Some(n) = &mut self.in_row {
+            if *n > 0 {
+                self.text.push_str(", ");
+            }
+            *n += 1;
+        }
         self.count += 1;
         let _ = write!(self.text, "${}", self.count);
         if let Err(e) = self.args.add(value) {
@@ -44,18 +53,36 @@ impl Sql {
         self
     }
 
-    /// Appends `values` as a parenthesised, comma-separated list of placeholders.
+    /// Appends `values` as a parenthesised, comma-separated list of placeholders; an empty
+    /// list is `(NULL)`, which matches nothing (`IN ()` is SQLite's alone).
     pub fn push_list<'q, T>(&mut self, values: impl IntoIterator<Item = T>) -> &mut Self
     where
         T: Encode<'q, Any> + Type<Any> + 'q,
     {
         self.text.push('(');
+        let mut none = true;
         for (i, v) in values.into_iter().enumerate() {
+            none = false;
             if i > 0 {
                 self.text.push_str(", ");
             }
             self.push_bind(v);
         }
+        if none {
+            self.text.push_str("NULL");
+        }
+        self.text.push(')');
+        self
+    }
+
+    /// Appends one row of a multi-row `VALUES` list: `(…)`, or `, (…)` after the first, with
+    /// the values `row` binds separated by commas.
+    pub fn push_row(&mut self, row: impl FnOnce(&mut Sql)) -> &mut Self {
+        self.text.push_str(if self.rows == 0 { "(" } else { ", (" });
+        self.rows += 1;
+        self.in_row = Some(0);
+        row(self);
+        self.in_row = None;
         self.text.push(')');
         self
     }
@@ -95,9 +122,20 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_list_is_an_empty_pair_of_parentheses() {
+    fn rows_of_values_are_parenthesised_and_separated() {
+        let mut q = Sql::new("INSERT INTO t (a, b) VALUES ");
+        for (a, b) in [(1_i64, "x"), (2, "y")] {
+            q.push_row(|r| {
+                r.push_bind(a).push_bind(b);
+            });
+        }
+        assert_eq!(q.text(), "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)");
+    }
+
+    #[test]
+    fn an_empty_list_is_a_null_that_matches_nothing() {
         let mut q = Sql::new("IN ");
         q.push_list(Vec::<i64>::new());
-        assert_eq!(q.text(), "IN ()");
+        assert_eq!(q.text(), "IN (NULL)");
     }
 }

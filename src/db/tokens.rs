@@ -57,7 +57,7 @@ pub async fn live_owner(
     sqlx::query_as(
         "SELECT t.id AS token_id, u.id AS user_id, u.username, u.role, t.last_used_at
          FROM api_tokens t JOIN users u ON u.id = t.user_id
-         WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled = 0",
+         WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND NOT u.disabled",
     )
     .bind(token_hash)
     .fetch_optional(conn)

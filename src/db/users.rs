@@ -112,7 +112,7 @@ pub async fn list(conn: &mut AnyConnection) -> sqlx::Result<Vec<User>> {
 
 /// How many enabled admins there are.
 pub async fn count_active_admins(conn: &mut AnyConnection) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = 0")
+    sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND NOT disabled")
         .fetch_one(conn)
         .await
 }

@@ -129,7 +129,7 @@ fn versions_query(family: Family, tail: &str) -> sqlx::AssertSqlSafe<String> {
     ))
 }
 
-/// The versions of document `name` (bound as `?1`), then `rest` of the statement.
+/// The versions of document `name` (bound as `$1`), then `rest` of the statement.
 fn versions_of<'q>(
     family: Family,
     name: &'q str,

@@ -10,10 +10,16 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
 
+/// The filter directive that keeps sqlx's passfile warnings out of every log.
+pub const PASSFILE_SILENCE: &str = "sqlx_postgres::options::pgpass=off";
+
 /// Installs the global subscriber writing to stderr; `RUST_LOG` refines the default `info`.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,actix_server=warn"));
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,actix_server=warn"))
+        // sqlx reads the PostgreSQL passfile on every new connection and logs a malformed
+        // line whole, password included; no `RUST_LOG` turns that back on.
+        .add_directive(PASSFILE_SILENCE.parse().expect("a valid directive"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -23,7 +23,7 @@ async fn page(app: &TestApp, s: &Session, id: i64) -> String {
 }
 
 async fn approvals(app: &TestApp, id: i64) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM provision_approvals WHERE provision_id = ?")
+    sqlx::query_scalar("SELECT COUNT(*) FROM provision_approvals WHERE provision_id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await
@@ -51,7 +51,7 @@ async fn pin_verdict(app: &TestApp, verdict: &str, age_ms: i64) {
     let now = app.state.ctx.clock.now();
     sqlx::query(
         "INSERT INTO pin_checks (url, sha256, verdict, message, checked_at, checked_by)
-         VALUES (?, ?, ?, 'the download was compared', ?, 'tester')",
+         VALUES ($1, $2, $3, 'the download was compared', $4, 'tester')",
     )
     .bind("https://releases.yubaba.invalid/yubaba-1.4.2-x86_64.tar.gz")
     .bind("4f2a9c0e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a10")
@@ -147,7 +147,7 @@ async fn a_restore_proposal_shows_the_deficit_and_its_evidence_as_why() {
     let id = app.file_request().await;
     sqlx::query(
         "INSERT INTO provision_events (provision_id, at, kind, machine, message, details)
-         VALUES (?, 0, 'evidence', NULL, 'proposed by headroom for deficit #4: spare 0 of required 1', ?)",
+         VALUES ($1, 0, 'evidence', NULL, 'proposed by headroom for deficit #4: spare 0 of required 1', $2)",
     )
     .bind(id)
     .bind(json!({"deficit_id": 4, "evidence": {"status": {"spare": 0}, "samples": []}}).to_string())
@@ -187,9 +187,10 @@ async fn approving_asks_for_confirmation_with_count_and_cost_and_only_the_confir
         0,
         "the first submit approves nothing"
     );
-    let cost: String = sqlx::query_scalar(
-        "SELECT json_extract(plan, '$.monthly_cost') FROM provisions WHERE id = ?",
-    )
+    let cost: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM provisions WHERE id = $1",
+        crate::helpers::store::json_member("plan", "monthly_cost")
+    )))
     .bind(id)
     .fetch_one(&app.pool)
     .await
@@ -244,7 +245,7 @@ async fn approving_asks_for_confirmation_with_count_and_cost_and_only_the_confir
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
     assert_eq!(approvals(&app, id).await, 1);
     let details: String = sqlx::query_scalar(
-        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = ?",
+        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = $1",
     )
     .bind(id.to_string())
     .fetch_one(&app.pool)
@@ -459,7 +460,7 @@ async fn the_api_lists_the_checks_and_takes_a_comment_refusing_a_hostile_one_by_
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let details: String = sqlx::query_scalar(
-        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = ?",
+        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = $1",
     )
     .bind(id.to_string())
     .fetch_one(&app.pool)
@@ -483,7 +484,7 @@ async fn set_budget(app: &TestApp, budget: Option<&str>) {
 
 /// A decimal field of a stored request's plan.
 async fn plan_amount(app: &TestApp, id: i64, field: &str) -> Amount {
-    let plan: String = sqlx::query_scalar("SELECT plan FROM provisions WHERE id = ?")
+    let plan: String = sqlx::query_scalar("SELECT plan FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await
@@ -509,13 +510,13 @@ async fn a_request_that_takes_the_fleet_over_its_monthly_budget_warns_on_the_pag
     let earlier = file(&app, &op, "2").await;
     sqlx::query(
         "UPDATE provision_machines SET status = CASE idx WHEN 0 THEN 'created' ELSE 'destroyed' END,
-         server_id = 4242 + idx WHERE provision_id = ?",
+         server_id = 4242 + idx WHERE provision_id = $1",
     )
     .bind(earlier)
     .execute(&app.pool)
     .await
     .unwrap();
-    sqlx::query("UPDATE provisions SET state = 'succeeded' WHERE id = ?")
+    sqlx::query("UPDATE provisions SET state = 'succeeded' WHERE id = $1")
         .bind(earlier)
         .execute(&app.pool)
         .await

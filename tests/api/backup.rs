@@ -63,7 +63,7 @@ async fn dump(path: &Path) -> Vec<(String, Vec<String>)> {
     .unwrap();
     let mut out = Vec::new();
     for table in tables {
-        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?)")
+        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info($1)")
             .bind(&table)
             .fetch_all(&mut conn)
             .await
@@ -371,7 +371,7 @@ async fn a_backup_neither_creates_nor_migrates_its_source() {
     let latest = headroom::db::latest_migration();
     {
         let mut conn = AnyConnection::connect(&db).await.unwrap();
-        sqlx::query("DELETE FROM _sqlx_migrations WHERE version = ?")
+        sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
             .bind(latest)
             .execute(&mut conn)
             .await

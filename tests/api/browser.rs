@@ -617,7 +617,7 @@ async fn an_operator_requests_an_approver_approves_and_the_page_follows_the_run_
         .strip_prefix("/provisions/")
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("filing leads to the request's page, not {path}"));
-    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await

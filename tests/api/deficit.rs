@@ -91,11 +91,13 @@ async fn feed(app: &TestApp, ctx: &Ctx, fleet: &str, seq: &str) {
 
 /// Every request filed for `fleet`, oldest first.
 async fn provisions(app: &TestApp, fleet: &str) -> Vec<(i64, String, String, i64)> {
-    sqlx::query_as("SELECT id, requester, state, count FROM provisions WHERE fleet = ? ORDER BY id")
-        .bind(fleet)
-        .fetch_all(&app.pool)
-        .await
-        .unwrap()
+    sqlx::query_as(
+        "SELECT id, requester, state, count FROM provisions WHERE fleet = $1 ORDER BY id",
+    )
+    .bind(fleet)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap()
 }
 
 async fn deficits(ctx: &Ctx, fleet: &str) -> Vec<DeficitTimeline> {
@@ -155,7 +157,7 @@ async fn setup_with_webhook() -> (MockServer, TestApp, Ctx) {
 /// An open deficit of `fleet` (1 of 3 spare) stored without its proposal, as a crash between
 /// the deficit's commit and its filing leaves it; returns the fleet's id and the deficit's.
 async fn unfiled_deficit(app: &TestApp, ctx: &Ctx, fleet: &str) -> (i64, i64) {
-    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = ?")
+    let fleet_id: i64 = sqlx::query_scalar("SELECT id FROM fleets WHERE name = $1")
         .bind(fleet)
         .fetch_one(&app.pool)
         .await
@@ -163,7 +165,7 @@ async fn unfiled_deficit(app: &TestApp, ctx: &Ctx, fleet: &str) -> (i64, i64) {
     let now = ctx.now();
     let deficit_id: i64 = sqlx::query_scalar(
         "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
-         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
+         VALUES ($1, $2, $3, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
     )
     .bind(fleet_id)
     .bind(now - 15_000)
@@ -171,7 +173,7 @@ async fn unfiled_deficit(app: &TestApp, ctx: &Ctx, fleet: &str) -> (i64, i64) {
     .fetch_one(&app.pool)
     .await
     .unwrap();
-    sqlx::query("UPDATE fleet_status SET open_deficit_id = ? WHERE fleet_id = ?")
+    sqlx::query("UPDATE fleet_status SET open_deficit_id = $1 WHERE fleet_id = $2")
         .bind(deficit_id)
         .bind(fleet_id)
         .execute(&app.pool)
@@ -185,19 +187,31 @@ async fn unfiled_deficit(app: &TestApp, ctx: &Ctx, fleet: &str) -> (i64, i64) {
 /// trigger is created once and switched by rows: a trigger dropped and created again through
 /// another pooled connection can meet that connection's stale schema ("already exists").
 async fn fail_settlements(app: &TestApp, only: Option<i64>) {
-    sqlx::raw_sql(
+    let sql = if crate::helpers::store::on_postgres() {
+        "CREATE TABLE IF NOT EXISTS injected_failures (deficit_id BIGINT);
+         CREATE OR REPLACE FUNCTION injected_settlement_failure() RETURNS trigger
+         LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT 1 FROM injected_failures f
+                        WHERE f.deficit_id IS NULL OR f.deficit_id = OLD.id) THEN
+                 RAISE EXCEPTION 'injected settlement failure';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE OR REPLACE TRIGGER settlement_fails
+         BEFORE UPDATE OF settled_at ON fleet_deficits
+         FOR EACH ROW EXECUTE FUNCTION injected_settlement_failure()"
+    } else {
         "CREATE TABLE IF NOT EXISTS injected_failures (deficit_id INTEGER);
          CREATE TRIGGER IF NOT EXISTS settlement_fails
          BEFORE UPDATE OF settled_at ON fleet_deficits
          WHEN EXISTS (SELECT 1 FROM injected_failures f
                       WHERE f.deficit_id IS NULL OR f.deficit_id = OLD.id)
-         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+         BEGIN SELECT RAISE(ABORT, 'injected settlement failure'); END"
+    };
+    sqlx::raw_sql(sql).execute(&app.pool).await.unwrap();
     heal_settlements(app).await;
-    sqlx::query("INSERT INTO injected_failures (deficit_id) VALUES (?)")
+    sqlx::query("INSERT INTO injected_failures (deficit_id) VALUES ($1)")
         .bind(only)
         .execute(&app.pool)
         .await
@@ -856,7 +870,7 @@ async fn a_huge_evidence_is_stored_as_its_numbers_and_ids_only_within_16_kib() {
     // The request's timeline line is bounded the same way.
     let id = provisions(&app, "prod").await[0].0;
     let details: String = sqlx::query_scalar(
-        "SELECT details FROM provision_events WHERE provision_id = ? AND kind = 'evidence'",
+        "SELECT details FROM provision_events WHERE provision_id = $1 AND kind = 'evidence'",
     )
     .bind(id)
     .fetch_one(&app.pool)
@@ -1071,10 +1085,10 @@ async fn retention_deletes_ended_deficits_in_batches() {
     // Old ended (and settled) deficits, one young ended one at the cutoff's edge, written
     // directly.
     sqlx::query(
-        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < $1)
          INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
                                      ended_at, settled_at)
-         SELECT ?, i, i, 0, 1, '{}', i + 1, i + 1 FROM k",
+         SELECT $2, i, i, 0, 1, '{}', i + 1, i + 1 FROM k",
     )
     .bind(n)
     .bind(fleet_id)
@@ -1085,7 +1099,7 @@ async fn retention_deletes_ended_deficits_in_batches() {
     sqlx::query(
         "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence,
                                      ended_at, settled_at)
-         VALUES (?, ?, ?, 0, 1, '{}', ?, ?)",
+         VALUES ($1, $2, $3, 0, 1, '{}', $4, $5)",
     )
     .bind(fleet_id)
     .bind(cutoff - 10)
@@ -1286,7 +1300,7 @@ async fn resume_adopts_its_own_request_when_recording_it_failed() {
     let id = provisions(&app, "prod").await[0].0;
     // Filing committed, recording it on the deficit did not: the deficit looks unfiled.
     lose_the_recording(&app).await;
-    sqlx::query("DELETE FROM provision_events WHERE provision_id = ? AND kind = 'evidence'")
+    sqlx::query("DELETE FROM provision_events WHERE provision_id = $1 AND kind = 'evidence'")
         .bind(id)
         .execute(&app.pool)
         .await

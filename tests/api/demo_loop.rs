@@ -286,7 +286,7 @@ async fn one_loop(app: &DemoApp, sim: &SimFleet, started: Instant) {
     );
     let (ended, provision): (Option<i64>, Option<i64>) = sqlx::query_as(
         "SELECT d.ended_at, d.provision_id FROM fleet_deficits d JOIN fleets f ON f.id = d.fleet_id
-         WHERE f.name = ?",
+         WHERE f.name = $1",
     )
     .bind(&name)
     .fetch_one(&app.pool)

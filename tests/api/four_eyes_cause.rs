@@ -76,7 +76,7 @@ async fn proposal(app: &TestApp, ctx: &Ctx, fleet: &str, spare: u32, required: u
         .await
         .expect("record");
     let (id, requester): (i64, String) = sqlx::query_as(
-        "SELECT id, requester FROM provisions WHERE fleet = ? ORDER BY id DESC LIMIT 1",
+        "SELECT id, requester FROM provisions WHERE fleet = $1 ORDER BY id DESC LIMIT 1",
     )
     .bind(fleet)
     .fetch_one(&app.pool)
@@ -87,7 +87,7 @@ async fn proposal(app: &TestApp, ctx: &Ctx, fleet: &str, spare: u32, required: u
 }
 
 async fn count_of(app: &TestApp, id: i64) -> i64 {
-    sqlx::query_scalar("SELECT count FROM provisions WHERE id = ?")
+    sqlx::query_scalar("SELECT count FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await
@@ -130,7 +130,7 @@ async fn an_approver_who_set_the_required_override_cannot_approve_the_proposal_a
             && detail.contains("another approver must"),
         "{detail}"
     );
-    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await

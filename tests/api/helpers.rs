@@ -1,4 +1,7 @@
-//! TestApp: the real application on port 0 with its own SQLite file and a manual clock.
+//! TestApp: the real application on port 0 with its own database (a SQLite file, or a PostgreSQL
+//! database when the run is on PostgreSQL: `store`) and a manual clock.
+
+pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,11 +100,14 @@ impl TestApp {
 
     /// Spawns after letting the test adjust settings.
     pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        // `HEADROOM_TEST_LOG=1` (with `RUST_LOG`) shows the apps' logs when a test fails.
+        if std::env::var_os("HEADROOM_TEST_LOG").is_some() {
+            headroom::telemetry::init(headroom::cli::LogFormat::Text);
+        }
         let dir = tempfile::tempdir().expect("temp dir");
-        let db_path = dir.path().join("headroom.db");
         let mut settings = Settings {
             bind: "127.0.0.1:0".into(),
-            database_url: format!("sqlite:{}", db_path.display()),
+            database_url: store::database_url(dir.path()).await,
             workers: 1,
             // The test binary is not headroom: render workers start from the real one.
             render_worker: Some(env!("CARGO_BIN_EXE_headroom").into()),
@@ -142,7 +148,7 @@ impl TestApp {
             pool,
             clock,
             client,
-            db_path,
+            db_path: dir.path().join("headroom.db"),
             _dir: dir,
         }
     }
@@ -335,17 +341,19 @@ impl TestApp {
     }
 
     /// Row counts and contents of every table of the schema, to prove nothing changed. The
-    /// list comes from `sqlite_master`, so a table added by a later migration is covered
-    /// without editing this helper.
+    /// list comes from the store's catalogue (`sqlite_master`, `information_schema`), so a
+    /// table added by a later migration is covered without editing this helper.
     pub async fn snapshot(&self) -> Vec<(String, i64, String)> {
-        let tables: Vec<String> = sqlx::query_scalar(
+        let sql = if store::on_postgres() {
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = 'public' AND table_type = 'BASE TABLE' \
+             AND table_name <> '_sqlx_migrations' ORDER BY 1"
+        } else {
             "SELECT name FROM sqlite_master WHERE type = 'table' \
              AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name != '_sqlx_migrations' \
-             ORDER BY name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .unwrap();
+             ORDER BY name"
+        };
+        let tables: Vec<String> = sqlx::query_scalar(sql).fetch_all(&self.pool).await.unwrap();
         assert!(
             tables.len() >= 12,
             "the schema's tables are listed: {tables:?}"
@@ -370,6 +378,16 @@ impl TestApp {
 }
 
 async fn table_digest(pool: &AnyPool, table: &str) -> String {
+    if store::on_postgres() {
+        // Each row as PostgreSQL prints a record, in a fixed order (heap order moves).
+        let sql = format!(
+            "SELECT COALESCE(string_agg(t::text, E'\\n' ORDER BY t::text), '') FROM {table} t"
+        );
+        return sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    }
     let cols: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT name FROM pragma_table_info('{table}')"
     )))

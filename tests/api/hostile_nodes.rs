@@ -723,7 +723,7 @@ async fn recovery_does_not_supersede_an_approved_proposal() {
         .await
         .expect("abe approves");
     feed(&app, "prod", || Ok(obs(1, 1)), 3).await;
-    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await

@@ -244,7 +244,7 @@ async fn twenty_followers_at_once_record_one_join_and_one_success() {
         other => panic!("ended {other:?}: {states:?}"),
     }
     let transitions: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM audit_log WHERE target_id = ? AND action IN ('provision.succeeded', 'provision.failed')",
+        "SELECT COUNT(*) FROM audit_log WHERE target_id = $1 AND action IN ('provision.succeeded', 'provision.failed')",
     )
     .bind(id.to_string())
     .fetch_one(&app.pool)

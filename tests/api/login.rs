@@ -365,7 +365,13 @@ async fn behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own() 
         failed_login_from(&app, "203.0.113.5, 198.51.100.99", "ghost9").await,
         401
     );
-    let addrs: Vec<String> = sqlx::query_scalar("SELECT json_extract(details, '$.client_addr') FROM audit_log WHERE action = 'auth.login_failed'").fetch_all(&app.pool).await.unwrap();
+    let addrs: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM audit_log WHERE action = 'auth.login_failed'",
+        crate::helpers::store::json_member("details", "client_addr")
+    )))
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
     assert_eq!(
         addrs.last().unwrap(),
         "198.51.100.99",

@@ -80,7 +80,7 @@ async fn an_unverified_pin_blocks_approval_by_default_until_its_tarball_is_check
             .contains("the plan check pin blocks approval"),
         "{body}"
     );
-    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await

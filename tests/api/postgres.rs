@@ -8,41 +8,11 @@
 //! `HEADROOM_SKIP_POSTGRES=1`, these tests are reported as ignored (never in CI).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
-fn cluster_url() -> String {
-    std::env::var("HEADROOM_TEST_POSTGRES_URL").expect(
-        "no HEADROOM_TEST_POSTGRES_URL: run the suite through scripts/test.sh, which starts a \
-         throwaway PostgreSQL, or build with HEADROOM_SKIP_POSTGRES=1 to mark these ignored",
-    )
-}
-
-/// A new, empty database on the test cluster, and its URL.
-async fn fresh_database() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = format!(
-        "t_{}_{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
-    let admin = cluster_url();
-    let mut conn = PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    let mut url = url::Url::parse(&admin).unwrap();
-    url.set_path(&format!("/{name}"));
-    url.to_string()
-}
+use crate::helpers::store::fresh_database;
 
 /// Both stores, migrated by the product's own migrators.
 async fn both_stores() -> (SqliteConnection, PgConnection) {
@@ -445,8 +415,13 @@ async fn postgres_schema(conn: &mut PgConnection) -> Schema {
 
 /// The triggers only PostgreSQL has: TRUNCATE skips row triggers there, so the tables SQLite
 /// protects from DELETE, or counts through row triggers, refuse TRUNCATE too.
-const POSTGRES_ONLY_TRIGGERS: [(&str, &str); 4] = [
+const POSTGRES_ONLY_TRIGGERS: [(&str, &str); 8] = [
     ("audit_log_no_truncate", "BEFORE TRUNCATE ON audit_log"),
+    // audit_head is what sqlite_sequence is to SQLite (migration 0023).
+    ("audit_log_moves_head", "AFTER INSERT ON audit_log"),
+    ("audit_head_never_lowered", "BEFORE UPDATE ON audit_head"),
+    ("audit_head_no_delete", "BEFORE DELETE ON audit_head"),
+    ("audit_head_no_truncate", "BEFORE TRUNCATE ON audit_head"),
     (
         "template_versions_kept_whole",
         "BEFORE TRUNCATE ON template_versions",
@@ -480,6 +455,11 @@ async fn the_postgres_schema_matches_sqlites_table_by_table() {
     for (name, head) in POSTGRES_ONLY_TRIGGERS {
         assert_eq!(pg.triggers.remove(name).as_deref(), Some(head), "{name}");
     }
+    // PostgreSQL's twin of sqlite_sequence's audit_log row, which SQLite keeps itself.
+    let head = pg.columns.remove("audit_head").expect("audit_head");
+    assert_eq!(head.len(), 2, "{head:?}");
+    assert_eq!(pg.primary_keys.remove("audit_head").as_deref(), Some("one"));
+    assert_eq!(pg.checks.remove("audit_head"), Some(2));
     // Field by field, so a difference names itself.
     assert_eq!(
         lite.columns.keys().collect::<Vec<_>>(),

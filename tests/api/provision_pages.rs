@@ -49,7 +49,7 @@ pub(crate) async fn file(app: &TestApp, s: &Session, count: &str) -> i64 {
 }
 
 async fn state_of(app: &TestApp, id: i64) -> String {
-    sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await
@@ -742,15 +742,15 @@ async fn fail_with_a_server(app: &TestApp, id: i64) -> i64 {
     };
     let server = sim.create_server(&spec).await.expect("a simulated server");
     sqlx::query(
-        "UPDATE provision_machines SET status = 'failed', server_id = ?, error = 'boot timed out'
-         WHERE provision_id = ? AND idx = 0",
+        "UPDATE provision_machines SET status = 'failed', server_id = $1, error = 'boot timed out'
+         WHERE provision_id = $2 AND idx = 0",
     )
     .bind(server.server.id)
     .bind(id)
     .execute(&app.pool)
     .await
     .unwrap();
-    sqlx::query("UPDATE provisions SET state = 'failed' WHERE id = ?")
+    sqlx::query("UPDATE provisions SET state = 'failed' WHERE id = $1")
         .bind(id)
         .execute(&app.pool)
         .await

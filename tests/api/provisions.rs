@@ -133,8 +133,8 @@ impl World {
 
     async fn audit_count(&self, action: &str, id: i64) -> i64 {
         sqlx::query_scalar(
-            "SELECT COUNT(*) FROM audit_log WHERE action = ? AND target_kind = 'provision'
-             AND target_id = ?",
+            "SELECT COUNT(*) FROM audit_log WHERE action = $1 AND target_kind = 'provision'
+             AND target_id = $2",
         )
         .bind(action)
         .bind(id.to_string())
@@ -295,7 +295,7 @@ async fn editing_the_config_after_approval_voids_it() {
     );
     assert_eq!(body["approvers"], json!(["appr1"]));
     let partial: String = sqlx::query_scalar(
-        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = ?",
+        "SELECT details FROM audit_log WHERE action = 'provision.approved' AND target_id = $1",
     )
     .bind(id.to_string())
     .fetch_one(&w.app.pool)
@@ -371,7 +371,7 @@ async fn an_expired_request_cannot_be_approved() {
     let d = w.detail(other).await;
     assert_eq!(d["state"], "expired");
     let expired_by: String = sqlx::query_scalar(
-        "SELECT actor FROM audit_log WHERE action = 'provision.expired' AND target_id = ?",
+        "SELECT actor FROM audit_log WHERE action = 'provision.expired' AND target_id = $1",
     )
     .bind(other.to_string())
     .fetch_one(&w.app.pool)
@@ -421,10 +421,11 @@ async fn twenty_concurrent_approvals_make_exactly_one_transition() {
         19,
         "{statuses:?}"
     );
-    let to_approved: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM provision_events WHERE provision_id = ? AND kind = 'state'
-         AND json_extract(details, '$.to') = 'approved'",
-    )
+    let to_approved: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM provision_events WHERE provision_id = $1 AND kind = 'state'
+         AND {} = 'approved'",
+        crate::helpers::store::json_member("details", "to")
+    )))
     .bind(id)
     .fetch_one(&w.app.pool)
     .await
@@ -800,7 +801,7 @@ async fn listing_filters_pages_and_uses_the_indexes() {
     assert_eq!(ids(&approved), [b]);
     // "Approved by" with another filter reads the approval's copies of the request's columns,
     // the state following the request's.
-    let b_state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let b_state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(b)
         .fetch_one(&w.app.pool)
         .await
@@ -837,7 +838,7 @@ async fn listing_filters_pages_and_uses_the_indexes() {
             found_b = true;
             break;
         }
-        let now: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+        let now: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
             .bind(b)
             .fetch_one(&w.app.pool)
             .await
@@ -1025,7 +1026,7 @@ async fn the_preview_diffs_against_the_last_succeeded_provision() {
         .unwrap();
     assert_eq!(before.last_provisioned, None, "nothing succeeded yet");
     // Setting the outcome directly: the runner's own tests drive real executions.
-    sqlx::query("UPDATE provisions SET state = 'succeeded' WHERE id = ?")
+    sqlx::query("UPDATE provisions SET state = 'succeeded' WHERE id = $1")
         .bind(id)
         .execute(&w.app.pool)
         .await
@@ -1074,7 +1075,7 @@ async fn an_approval_binds_to_the_plan_the_approver_saw() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "approved");
     let bound: String =
-        sqlx::query_scalar("SELECT plan_hash FROM provision_approvals WHERE provision_id = ?")
+        sqlx::query_scalar("SELECT plan_hash FROM provision_approvals WHERE provision_id = $1")
             .bind(id)
             .fetch_one(&w.app.pool)
             .await

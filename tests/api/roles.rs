@@ -638,15 +638,15 @@ async fn simulated_server_for(ctx: headroom::context::Ctx, id: i64) -> (i64, i64
 /// server `server_id`, the request `failed`.
 async fn failed_with_a_server(app: &TestApp, id: i64, server_id: i64) -> i64 {
     sqlx::query(
-        "UPDATE provision_machines SET status = 'failed', server_id = ?, error = 'seeded'
-         WHERE provision_id = ? AND idx = 0",
+        "UPDATE provision_machines SET status = 'failed', server_id = $1, error = 'seeded'
+         WHERE provision_id = $2 AND idx = 0",
     )
     .bind(server_id)
     .bind(id)
     .execute(&app.pool)
     .await
     .unwrap();
-    sqlx::query("UPDATE provisions SET state = 'failed' WHERE id = ?")
+    sqlx::query("UPDATE provisions SET state = 'failed' WHERE id = $1")
         .bind(id)
         .execute(&app.pool)
         .await
@@ -845,7 +845,7 @@ async fn every_route_allows_exactly_the_roles_the_table_declares() {
             }
             checked += 1;
             // Undo what an allowed request may have done to the fixtures.
-            sqlx::query("UPDATE users SET disabled = 0")
+            sqlx::query("UPDATE users SET disabled = FALSE")
                 .execute(&app.pool)
                 .await
                 .unwrap();

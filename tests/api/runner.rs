@@ -697,7 +697,7 @@ async fn the_loop_finishes_an_execution_left_executing_by_a_failed_iteration() {
     // The create is out and its server exists; meanwhile the machine's row moves under the
     // runner, so storing the answer fails the iteration with the request still executing.
     pause.reached().await;
-    sqlx::query("UPDATE provision_machines SET status = 'planned' WHERE provision_id = ?")
+    sqlx::query("UPDATE provision_machines SET status = 'planned' WHERE provision_id = $1")
         .bind(id)
         .execute(&app.pool)
         .await

@@ -697,7 +697,7 @@ async fn a_single_node_cluster_on_an_unspecified_address_is_read_from_the_given_
 /// Samples stored for fleet `name`.
 async fn samples_of(app: &TestApp, name: &str) -> i64 {
     sqlx::query_scalar(
-        "SELECT count(*) FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id WHERE f.name = ?",
+        "SELECT count(*) FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id WHERE f.name = $1",
     )
     .bind(name)
     .fetch_one(&app.pool)
@@ -752,7 +752,7 @@ async fn run_until_stopped_scrapes_every_fleet_and_stops_on_shutdown() {
     }
     let ok_alpha: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM fleet_samples s JOIN fleets f ON f.id = s.fleet_id
-         WHERE f.name = 'alpha' AND s.ok = 1 AND s.spare = 1",
+         WHERE f.name = 'alpha' AND s.ok AND s.spare = 1",
     )
     .fetch_one(&app.pool)
     .await
@@ -1004,7 +1004,7 @@ async fn every_stored_value(pool: &sqlx::AnyPool) -> Vec<(String, String)> {
     .unwrap();
     let mut values = Vec::new();
     for table in tables {
-        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?)")
+        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info($1)")
             .bind(&table)
             .fetch_all(pool)
             .await

@@ -32,7 +32,7 @@ fn viewer() -> Caller {
 }
 
 async fn fleet_id(app: &TestApp, name: &str) -> i64 {
-    sqlx::query_scalar("SELECT id FROM fleets WHERE name = ?")
+    sqlx::query_scalar("SELECT id FROM fleets WHERE name = $1")
         .bind(name)
         .fetch_one(&app.pool)
         .await
@@ -163,14 +163,14 @@ async fn rollups_agree_with_the_raw_samples_min_max_last_and_gaps() {
     ] {
         // Recomputed from the raw rows: the last ok values by the newest ok sample.
         let from_raw: Vec<RollupRow> = sqlx::query_as(
-            "SELECT (at / ?2) * ?2 AS b, count(*), sum(ok), min(spare), max(spare),
+            "SELECT (at / $2) * $2 AS b, count(*), sum(ok), min(spare), max(spare),
                         (SELECT spare FROM fleet_samples l WHERE l.fleet_id = s.fleet_id
-                           AND l.ok = 1 AND (l.at / ?2) = (s.at / ?2) ORDER BY l.at DESC LIMIT 1),
+                           AND l.ok = 1 AND (l.at / $2) = (s.at / $2) ORDER BY l.at DESC LIMIT 1),
                         min(required), max(required),
                         (SELECT required FROM fleet_samples l WHERE l.fleet_id = s.fleet_id
-                           AND l.ok = 1 AND (l.at / ?2) = (s.at / ?2) ORDER BY l.at DESC LIMIT 1),
+                           AND l.ok = 1 AND (l.at / $2) = (s.at / $2) ORDER BY l.at DESC LIMIT 1),
                         max(at)
-                 FROM fleet_samples s WHERE fleet_id = ?1 GROUP BY b ORDER BY b",
+                 FROM fleet_samples s WHERE fleet_id = $1 GROUP BY b ORDER BY b",
         )
         .bind(id)
         .bind(width)
@@ -180,7 +180,7 @@ async fn rollups_agree_with_the_raw_samples_min_max_last_and_gaps() {
         let rollups: Vec<RollupRow> = sqlx::query_as(
             "SELECT bucket, samples, ok_samples, spare_min, spare_max, spare_last,
                         required_min, required_max, required_last, last_at
-                 FROM fleet_rollups WHERE fleet_id = ? AND resolution = ? ORDER BY bucket",
+                 FROM fleet_rollups WHERE fleet_id = $1 AND resolution = $2 ORDER BY bucket",
         )
         .bind(id)
         .bind(res)
@@ -195,7 +195,7 @@ async fn rollups_agree_with_the_raw_samples_min_max_last_and_gaps() {
     }
     let gap: (i64, i64, Option<i64>, String) = sqlx::query_as(
         "SELECT samples, ok_samples, spare_min, source_last FROM fleet_rollups
-         WHERE fleet_id = ? AND resolution = 60 AND bucket = ?",
+         WHERE fleet_id = $1 AND resolution = 60 AND bucket = $2",
     )
     .bind(id)
     .bind(to)
@@ -223,7 +223,12 @@ async fn buckets_row_by_row(
     sql: &'static str,
     binds: &[i64],
 ) -> Vec<store::BucketRow> {
-    let mut q = sqlx::query_as::<_, BucketColumns>(sql);
+    let sql = if crate::helpers::store::on_postgres() {
+        headroom::db::dialect::without_index_hints(sql)
+    } else {
+        sql.to_owned()
+    };
+    let mut q = sqlx::query_as::<_, BucketColumns>(sqlx::AssertSqlSafe(sql));
     for b in binds {
         q = q.bind(*b);
     }
@@ -306,11 +311,11 @@ fn packed_bucket_reads_return_exactly_the_statements_rows() {
                 sqlx::query(
                     "INSERT INTO fleet_samples (fleet_id, at, ok, source, spare, required,
                          latency_ms, error, absorbed, machines_needed)
-                     VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                     VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9)",
                 )
                 .bind(id)
                 .bind(from + offset)
-                .bind(i64::from(*ok))
+                .bind(*ok)
                 .bind(sources[usize::from(*source)])
                 .bind(ok.then_some(*spare))
                 .bind(ok.then_some(*required))
@@ -323,10 +328,11 @@ fn packed_bucket_reads_return_exactly_the_statements_rows() {
             }
             for (k, ok_samples, spare_min, spare_max, required_max, last, source, absorbed, needed) in &rollups {
                 sqlx::query(
-                    "INSERT OR REPLACE INTO fleet_rollups (fleet_id, resolution, bucket, samples,
+                    "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples,
                          ok_samples, spare_min, spare_max, required_max, last_at, source_last,
                          absorbed_min, machines_needed_max)
-                     VALUES (?, 60, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     VALUES ($1, 60, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT (fleet_id, resolution, bucket) DO NOTHING",
                 )
                 .bind(id)
                 .bind(from + k * MINUTE)
@@ -373,11 +379,11 @@ async fn the_bulk_generator_stores_exactly_what_the_product_stores() {
         (4 * 240, 4 * 60, 4 * 12, 4)
     );
     let raw = "SELECT at, ok, source, spare, required, voters, learners, leader_id, term,
-                      latency_ms, error FROM fleet_samples WHERE fleet_id = ? ORDER BY at";
+                      latency_ms, error FROM fleet_samples WHERE fleet_id = $1 ORDER BY at";
     let rollups = "SELECT resolution, bucket, samples, ok_samples, spare_min, spare_max,
                           spare_last, required_min, required_max, required_last, last_at,
                           source_last
-                   FROM fleet_rollups WHERE fleet_id = ? ORDER BY resolution, bucket";
+                   FROM fleet_rollups WHERE fleet_id = $1 ORDER BY resolution, bucket";
     for sql in [raw, rollups] {
         let dump = |id: i64| {
             let pool = app.pool.clone();
@@ -553,7 +559,7 @@ async fn an_ok_bucket_whose_newest_sample_failed_reports_the_newest_ok_samples_s
     )
     .await;
     let stored: Vec<(i64, i64, String)> = sqlx::query_as(
-        "SELECT resolution, bucket, source_last FROM fleet_rollups WHERE fleet_id = ?
+        "SELECT resolution, bucket, source_last FROM fleet_rollups WHERE fleet_id = $1
          ORDER BY resolution, bucket",
     )
     .bind(id)
@@ -899,7 +905,7 @@ async fn annotations_are_one_span_per_request_of_this_fleet_alive_in_the_range()
     assert!(before.iter().all(|a| a.provision_id == early), "{before:?}");
 
     // A request older than the fleet belonged to an earlier fleet of the same name.
-    sqlx::query("UPDATE fleets SET created_at = ? WHERE name = 'prod'")
+    sqlx::query("UPDATE fleets SET created_at = $1 WHERE name = 'prod'")
         .bind(t0 + 30 * MINUTE)
         .execute(&app.pool)
         .await
@@ -968,7 +974,7 @@ async fn retention_deletes_only_rows_older_than_each_setting_in_batches() {
     let raw_before = count("SELECT count(*) FROM fleet_samples").await;
     let hours_before = count("SELECT count(*) FROM fleet_rollups WHERE resolution = 3600").await;
     let raw_cutoff = now - raw_kept;
-    let old_raw: i64 = sqlx::query_scalar("SELECT count(*) FROM fleet_samples WHERE at < ?")
+    let old_raw: i64 = sqlx::query_scalar("SELECT count(*) FROM fleet_samples WHERE at < $1")
         .bind(raw_cutoff)
         .fetch_one(&app.pool)
         .await
@@ -1047,7 +1053,7 @@ async fn retention_deletes_only_rows_older_than_each_setting_in_batches() {
     )
     .await;
     retention::prune_once(ctx).await.unwrap();
-    let left: Vec<i64> = sqlx::query_scalar("SELECT at FROM fleet_samples WHERE at IN (?, ?)")
+    let left: Vec<i64> = sqlx::query_scalar("SELECT at FROM fleet_samples WHERE at IN ($1, $2)")
         .bind(edge - 1)
         .bind(edge)
         .fetch_all(&app.pool)

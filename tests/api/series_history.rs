@@ -7,8 +7,9 @@
 
 #![allow(dead_code)]
 
+use headroom::db::sql::Sql;
 use headroom::domain::capacity::{Member, Observation, Resolution, Sample, Source};
-use sqlx::{Any, AnyPool, QueryBuilder};
+use sqlx::AnyPool;
 
 /// Rows per multi-row insert (13 columns: well below SQLite's 32,766 variables).
 const ROWS_PER_INSERT: usize = 1_000;
@@ -229,40 +230,45 @@ pub async fn generate(
 async fn write_raw(pool: &AnyPool, fleet_id: i64, ticks: &[Tick]) -> anyhow::Result<u64> {
     let mut tx = headroom::db::begin_write(pool).await?;
     for chunk in ticks.chunks(ROWS_PER_INSERT) {
-        let mut q: QueryBuilder<Any> = QueryBuilder::new(
+        let mut q = Sql::new(
             "INSERT INTO fleet_samples (fleet_id, at, ok, source, spare, required, voters, \
-             learners, leader_id, term, latency_ms, error) ",
+             learners, leader_id, term, latency_ms, error) VALUES ",
         );
-        q.push_values(chunk, |mut b, t| {
-            b.push_bind(fleet_id).push_bind(t.at);
-            match t.outcome {
-                Ok((spare, required, source)) => {
-                    b.push_bind(1_i64)
-                        .push_bind(source.as_str())
-                        .push_bind(i64::from(spare))
-                        .push_bind(i64::from(required))
-                        .push_bind(3_i64)
-                        .push_bind(i64::from(spare))
-                        .push_bind(1_i64)
-                        .push_bind(7_i64)
-                        .push_bind(t.latency_ms)
-                        .push_bind(None::<String>);
+        for t in chunk {
+            q.push_row(|b| {
+                b.push_bind(fleet_id).push_bind(t.at);
+                match t.outcome {
+                    Ok((spare, required, source)) => {
+                        b.push_bind(true)
+                            .push_bind(source.as_str())
+                            .push_bind(i64::from(spare))
+                            .push_bind(i64::from(required))
+                            .push_bind(3_i64)
+                            .push_bind(i64::from(spare))
+                            .push_bind(1_i64)
+                            .push_bind(7_i64)
+                            .push_bind(t.latency_ms)
+                            .push_bind(None::<String>);
+                    }
+                    Err(why) => {
+                        b.push_bind(false)
+                            .push_bind("none")
+                            .push_bind(None::<i64>)
+                            .push_bind(None::<i64>)
+                            .push_bind(None::<i64>)
+                            .push_bind(None::<i64>)
+                            .push_bind(None::<i64>)
+                            .push_bind(None::<i64>)
+                            .push_bind(t.latency_ms)
+                            .push_bind(why);
+                    }
                 }
-                Err(why) => {
-                    b.push_bind(0_i64)
-                        .push_bind("none")
-                        .push_bind(None::<i64>)
-                        .push_bind(None::<i64>)
-                        .push_bind(None::<i64>)
-                        .push_bind(None::<i64>)
-                        .push_bind(None::<i64>)
-                        .push_bind(None::<i64>)
-                        .push_bind(t.latency_ms)
-                        .push_bind(why);
-                }
-            }
-        });
-        q.build().execute(&mut *tx).await?;
+            });
+        }
+        let (sql, args) = q.finish()?;
+        sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
+            .execute(&mut *tx)
+            .await?;
     }
     tx.commit().await?;
     Ok(ticks.len() as u64)
@@ -280,27 +286,32 @@ async fn write_rollups(
             tx.commit().await?;
             tx = headroom::db::begin_write(pool).await?;
         }
-        let mut q: QueryBuilder<Any> = QueryBuilder::new(
+        let mut q = Sql::new(
             "INSERT INTO fleet_rollups (fleet_id, resolution, bucket, samples, ok_samples, \
              spare_min, spare_max, spare_last, required_min, required_max, required_last, \
-             last_at, source_last) ",
+             last_at, source_last) VALUES ",
         );
-        q.push_values(chunk, |mut b, r| {
-            b.push_bind(fleet_id)
-                .push_bind(resolution.bucket_millis() / 1000)
-                .push_bind(r.bucket)
-                .push_bind(r.samples)
-                .push_bind(r.ok_samples)
-                .push_bind(r.spare_min)
-                .push_bind(r.spare_max)
-                .push_bind(r.spare_last)
-                .push_bind(r.required_min)
-                .push_bind(r.required_max)
-                .push_bind(r.required_last)
-                .push_bind(r.last_at)
-                .push_bind(r.source_last);
-        });
-        q.build().execute(&mut *tx).await?;
+        for r in chunk {
+            q.push_row(|b| {
+                b.push_bind(fleet_id)
+                    .push_bind(resolution.bucket_millis() / 1000)
+                    .push_bind(r.bucket)
+                    .push_bind(r.samples)
+                    .push_bind(r.ok_samples)
+                    .push_bind(r.spare_min)
+                    .push_bind(r.spare_max)
+                    .push_bind(r.spare_last)
+                    .push_bind(r.required_min)
+                    .push_bind(r.required_max)
+                    .push_bind(r.required_last)
+                    .push_bind(r.last_at)
+                    .push_bind(r.source_last);
+            });
+        }
+        let (sql, args) = q.finish()?;
+        sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
+            .execute(&mut *tx)
+            .await?;
     }
     tx.commit().await?;
     Ok(rows.len() as u64)

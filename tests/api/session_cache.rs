@@ -33,7 +33,7 @@ async fn cached_viewer(app: &TestApp, name: &str) -> Session {
 
 async fn session_id(app: &TestApp, name: &str) -> i64 {
     sqlx::query_scalar(
-        "SELECT s.id FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.username = ?1",
+        "SELECT s.id FROM sessions s JOIN users u ON u.id = s.user_id WHERE u.username = $1",
     )
     .bind(name)
     .fetch_one(&app.pool)
@@ -46,7 +46,7 @@ async fn a_cached_row_serves_and_a_database_change_is_seen_after_its_validity() 
     let app = TestApp::spawn().await;
     let s = cached_viewer(&app, "carol").await;
     // As `headroom user disable` in another process would: no epoch bump reaches us.
-    sqlx::query("UPDATE users SET disabled = 1 WHERE username = 'carol'")
+    sqlx::query("UPDATE users SET disabled = TRUE WHERE username = 'carol'")
         .execute(&app.pool)
         .await
         .unwrap();

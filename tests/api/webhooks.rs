@@ -401,7 +401,7 @@ async fn a_receiver_answering_500_gets_retries_with_backoff_until_it_recovers() 
         .filter(|r| r.headers.get("x-headroom-delivery").unwrap() == delivery.to_string().as_str())
         .count();
     assert_eq!(hook_calls, 4, "three failures, then the delivery");
-    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = ?")
+    let state: String = sqlx::query_scalar("SELECT state FROM provisions WHERE id = $1")
         .bind(id)
         .fetch_one(&app.pool)
         .await

@@ -276,7 +276,7 @@ async fn unfiled_deficit(ctx: &Ctx) -> i64 {
     let now = ctx.now();
     let deficit_id: i64 = sqlx::query_scalar(
         "INSERT INTO fleet_deficits (fleet_id, started_at, detected_at, spare, required, evidence)
-         VALUES (?, ?, ?, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
+         VALUES ($1, $2, $3, 1, 3, '{\"status\":{},\"samples\":[]}') RETURNING id",
     )
     .bind(fleet_id)
     .bind(now - 15_000)
@@ -287,7 +287,7 @@ async fn unfiled_deficit(ctx: &Ctx) -> i64 {
     sqlx::query(
         "INSERT INTO fleet_status (fleet_id, sampled_at, ok, source, spare, required, ok_at,
                                    latency_ms, below_streak, open_deficit_id)
-         VALUES (?, ?, 1, 'native', 1, 3, ?, 12, 3, ?)",
+         VALUES ($1, $2, 1, 'native', 1, 3, $3, 12, 3, $4)",
     )
     .bind(fleet_id)
     .bind(now)
@@ -385,7 +385,7 @@ async fn a_stored_hostile_restore_template_does_not_stop_the_server_starting() {
     // deficit notes the finding instead of the server dying.
     let mut note = String::new();
     for _ in 0..400 {
-        note = sqlx::query_scalar("SELECT note FROM fleet_deficits WHERE id = ?")
+        note = sqlx::query_scalar("SELECT note FROM fleet_deficits WHERE id = $1")
             .bind(deficit)
             .fetch_one(&ctx.pool)
             .await
