@@ -83,6 +83,11 @@ pub async fn get(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Fleet, OpErro
 #[tracing::instrument(skip_all, fields(fleet.name = %name), err)]
 pub async fn history(ctx: &Ctx, caller: &Caller, name: &str) -> Result<Vec<FleetChange>, OpError> {
     caller.require(Role::Viewer)?;
+    // No fleet name holds a NUL, and PostgreSQL refuses one in any text it is sent (SQLite
+    // would match nothing): not found, never a server error.
+    if name.contains('\0') {
+        return Err(not_found(name));
+    }
     let mut conn = ctx.pool.acquire().await?;
     let rows = db::fleet_changes::for_fleet(&mut conn, name, HISTORY_SHOWN_MAX).await?;
     if rows.is_empty() && db::fleets::get(&mut conn, name).await?.is_none() {
