@@ -31,10 +31,10 @@ pub async fn head(conn: &mut AnyConnection) -> sqlx::Result<(i64, Option<String>
 /// The highest id ever issued, even after rows vanished: SQLite keeps it in
 /// `sqlite_sequence`, PostgreSQL in `audit_head` (a trigger on every insert, migration 0023).
 pub async fn highest_issued_id(conn: &mut AnyConnection) -> sqlx::Result<i64> {
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'",
-        super::Dialect::Postgres => "SELECT seq FROM audit_head",
-    };
+    let sql = super::Dialect::of(conn).pick(
+        "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'",
+        "SELECT seq FROM audit_head",
+    );
     let seq: Option<i64> = sqlx::query_scalar(sql).fetch_optional(conn).await?;
     Ok(seq.unwrap_or(0))
 }

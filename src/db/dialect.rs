@@ -23,6 +23,14 @@ impl Dialect {
         }
     }
 
+    /// Statement `sqlite`, or its PostgreSQL twin `postgres`, as this dialect speaks.
+    pub fn pick<'a>(self, sqlite: &'a str, postgres: &'a str) -> &'a str {
+        match self {
+            Dialect::Sqlite => sqlite,
+            Dialect::Postgres => postgres,
+        }
+    }
+
     /// The dialect of a pool's connections.
     pub fn of_pool(pool: &AnyPool) -> Dialect {
         match pool.connect_options().database_url.scheme() {

@@ -62,18 +62,14 @@ pub async fn last_changer(
     field: &str,
 ) -> sqlx::Result<Option<(String, UnixMillis)>> {
     // `field` is one of our own field names; bound, and quoted as a JSON path key.
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => {
-            "SELECT actor, at FROM fleet_changes
+    let sql = super::Dialect::of(conn).pick(
+        "SELECT actor, at FROM fleet_changes
              WHERE fleet = $1 AND json_type(changes, '$.\"' || $2 || '\"') IS NOT NULL
-             ORDER BY id DESC LIMIT 1"
-        }
-        super::Dialect::Postgres => {
-            "SELECT actor, at FROM fleet_changes
+             ORDER BY id DESC LIMIT 1",
+        "SELECT actor, at FROM fleet_changes
              WHERE fleet = $1 AND (changes::jsonb -> $2) IS NOT NULL
-             ORDER BY id DESC LIMIT 1"
-        }
-    };
+             ORDER BY id DESC LIMIT 1",
+    );
     sqlx::query_as(sql)
         .bind(fleet)
         .bind(field)

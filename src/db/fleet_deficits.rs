@@ -457,28 +457,24 @@ pub const EARLIER_MAX: i64 = 100;
 /// was not settled or not open (nothing released).
 pub async fn release_followup(conn: &mut AnyConnection, id: i64) -> sqlx::Result<bool> {
     // `earlier_provisions` is a JSON array kept as text; the stores append to one differently.
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => {
-            "UPDATE fleet_deficits SET
+    let sql = super::Dialect::of(conn).pick(
+        "UPDATE fleet_deficits SET
                  earlier_provisions = CASE
                      WHEN provision_id IS NULL OR json_array_length(earlier_provisions) >= $1
                          THEN earlier_provisions
                      ELSE json_insert(earlier_provisions, '$[#]', provision_id) END,
                  provision_id = NULL, note = '', followup_below = 0
              WHERE id = $2 AND ended_at IS NULL AND proposal_due_at IS NULL
-               AND (provision_id IS NOT NULL OR note <> '')"
-        }
-        super::Dialect::Postgres => {
-            "UPDATE fleet_deficits SET
+               AND (provision_id IS NOT NULL OR note <> '')",
+        "UPDATE fleet_deficits SET
                  earlier_provisions = CASE
                      WHEN provision_id IS NULL OR json_array_length(earlier_provisions::json) >= $1
                          THEN earlier_provisions
                      ELSE (earlier_provisions::jsonb || to_jsonb(provision_id))::text END,
                  provision_id = NULL, note = '', followup_below = 0
              WHERE id = $2 AND ended_at IS NULL AND proposal_due_at IS NULL
-               AND (provision_id IS NOT NULL OR note <> '')"
-        }
-    };
+               AND (provision_id IS NOT NULL OR note <> '')",
+    );
     let n = sqlx::query(sql)
         .bind(EARLIER_MAX)
         .bind(id)

@@ -168,10 +168,7 @@ async fn fold_into_rollup(
 ) -> sqlx::Result<()> {
     let width = resolution.bucket_millis();
     let bucket = at.div_euclid(width) * width;
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => FOLD_SQLITE,
-        super::Dialect::Postgres => FOLD_POSTGRES,
-    };
+    let sql = super::Dialect::of(conn).pick(FOLD_SQLITE, FOLD_POSTGRES);
     sqlx::query(sql)
         .bind(fleet_id)
         .bind(width / 1000)
@@ -283,14 +280,6 @@ fn packed_postgres(buckets_sql: &str) -> String {
     )
 }
 
-/// Statement `sqlite` or its PostgreSQL twin `postgres`, as the connection speaks.
-fn in_dialect<'a>(conn: &AnyConnection, sqlite: &'a str, postgres: &'a str) -> &'a str {
-    match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => sqlite,
-        super::Dialect::Postgres => postgres,
-    }
-}
-
 /// Decodes what a [`packed`] statement returned into buckets, oldest first (the aggregate
 /// keeps the inner query's order in practice; SQL does not promise it, so they are sorted,
 /// which costs one pass over rows already in order).
@@ -349,7 +338,7 @@ pub async fn raw_buckets(
     to: UnixMillis,
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
-    let sql = in_dialect(conn, &RAW_BUCKETS_PACKED, &RAW_BUCKETS_PACKED_POSTGRES);
+    let sql = super::Dialect::of(conn).pick(&RAW_BUCKETS_PACKED, &RAW_BUCKETS_PACKED_POSTGRES);
     let json: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(fleet_id)
         .bind(from)
@@ -411,13 +400,9 @@ pub async fn rollup_buckets(
     step: i64,
 ) -> sqlx::Result<Vec<BucketRow>> {
     let sql = if step == resolution.bucket_millis() {
-        in_dialect(conn, &ROLLUP_ROWS_PACKED, &ROLLUP_ROWS_PACKED_POSTGRES)
+        super::Dialect::of(conn).pick(&ROLLUP_ROWS_PACKED, &ROLLUP_ROWS_PACKED_POSTGRES)
     } else {
-        in_dialect(
-            conn,
-            &ROLLUP_BUCKETS_PACKED,
-            &ROLLUP_BUCKETS_PACKED_POSTGRES,
-        )
+        super::Dialect::of(conn).pick(&ROLLUP_BUCKETS_PACKED, &ROLLUP_BUCKETS_PACKED_POSTGRES)
     };
     let json: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(fleet_id)

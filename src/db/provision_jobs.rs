@@ -65,22 +65,18 @@ pub async fn set_machine(
     // A JSON list keeps the statement static whatever the number of allowed statuses.
     let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
     let from = serde_json::to_string(&from).unwrap_or_else(|_| "[]".into());
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => {
-            "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
+    let sql = super::Dialect::of(conn).pick(
+        "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
                     action_id = COALESCE($3, action_id), ipv4 = COALESCE($4, ipv4),
                     provider_status = COALESCE($5, provider_status), error = $6, updated_at = $7
              WHERE provision_id = $8 AND idx = $9
-               AND status IN (SELECT value FROM json_each($10))"
-        }
-        super::Dialect::Postgres => {
-            "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
+               AND status IN (SELECT value FROM json_each($10))",
+        "UPDATE provision_machines SET status = $1, server_id = COALESCE($2, server_id),
                     action_id = COALESCE($3, action_id), ipv4 = COALESCE($4, ipv4),
                     provider_status = COALESCE($5, provider_status), error = $6, updated_at = $7
              WHERE provision_id = $8 AND idx = $9
-               AND status IN (SELECT json_array_elements_text($10::json))"
-        }
-    };
+               AND status IN (SELECT json_array_elements_text($10::json))",
+    );
     let changed = sqlx::query(sql)
         .bind(status.as_str())
         .bind(u.server_id)

@@ -558,10 +558,7 @@ pub async fn running_machines_of_fleet(
     fleet: &str,
     except: i64,
 ) -> sqlx::Result<Vec<(i64, String)>> {
-    let sql = match super::Dialect::of(conn) {
-        super::Dialect::Sqlite => RUNNING_SQLITE.as_str(),
-        super::Dialect::Postgres => RUNNING_POSTGRES.as_str(),
-    };
+    let sql = super::Dialect::of(conn).pick(RUNNING_SQLITE.as_str(), RUNNING_POSTGRES.as_str());
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(fleet)
         .bind(except)
