@@ -106,6 +106,10 @@ pub struct Settings {
     pub render_worker: Option<PathBuf>,
     /// A cached provider catalogue older than this is fetched again when next used.
     pub catalogue_max_age: Duration,
+    /// This instance's name among those sharing the database (see `crate::leases`).
+    pub instance_name: String,
+    /// How long a claim holds without renewal (see `crate::leases`).
+    pub lease: Duration,
     /// How often the provisioning runner looks for approved requests when nothing wakes it.
     pub runner_poll: Duration,
     /// The runner's first wait between two polls of a provider action (it doubles, to 8×).
@@ -242,8 +246,15 @@ macro_rules! keys {
 keys! {
     /// Listen address.
     bind: String = "127.0.0.1:9090";
-    /// `sqlite:FILE`, or `postgres://…` (no password in it; `headroom migrate` only so far).
+    /// `sqlite:FILE`, or `postgres://…` (no password in it: PGPASSFILE or a socket's peer
+    /// authentication).
     database_url: String = "sqlite:example.db";
+    /// This instance among several on one database: unique per instance, the same across its
+    /// restarts (1–64 printable characters, no `#`; default: host name and bind port).
+    instance_name: String = "eu-central-a";
+    /// Seconds a claim (a request's execution, a fleet's scrape, a periodic job) holds without
+    /// renewal; another instance takes it over when it runs out (3–600).
+    lease_seconds: u64 = "20";
     /// HTTP worker threads (1–256).
     workers: usize = "3";
     /// `text` or `json`.
@@ -344,6 +355,8 @@ impl PartialSettings {
             bind: Some("127.0.0.1:8080".into()),
             database_url: Some("sqlite:headroom.db".into()),
             workers: Some(2),
+            instance_name: None,
+            lease_seconds: Some(15),
             log_format: Some(LogFormat::Text),
             session_idle_minutes: Some(30),
             session_absolute_hours: Some(12),
@@ -656,6 +669,13 @@ fn read_secret(
     ))
 }
 
+/// This machine's host name (Linux), for the default instance name; empty when unreadable.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
+}
+
 /// Validates the merged layers once, each rule naming its key and where the value came from.
 fn settle(
     p: &PartialSettings,
@@ -846,6 +866,20 @@ fn settle(
                 "hours",
             )?,
         ),
+        instance_name: match p.instance_name.as_deref() {
+            Some(raw) => rules.instance_name(raw)?,
+            None => crate::domain::lease::default_instance_name(
+                &host_name(),
+                &rules.required(p.bind.clone(), "bind")?,
+            ),
+        },
+        lease: Duration::from_secs(rules.range(
+            p.lease_seconds,
+            "lease_seconds",
+            3,
+            600,
+            "seconds",
+        )?),
         runner_poll: Duration::from_millis(rules.range(
             p.runner_poll_ms,
             "runner_poll_ms",
@@ -968,6 +1002,12 @@ impl Rules<'_> {
         Ok(url)
     }
 
+    /// A name other instances' leases can tell apart (`crate::leases::instance_name`).
+    fn instance_name(&self, raw: &str) -> Result<String, SettingsError> {
+        crate::domain::lease::instance_name(raw)
+            .map_err(|rule| self.broken("instance_name", format!("instance_name {rule}")))
+    }
+
     /// An absolute http or https URL with a host and no credentials in it.
     fn http_url(&self, key: &'static str, raw: &str) -> Result<url::Url, SettingsError> {
         match url::Url::parse(raw.trim()) {
@@ -1070,9 +1110,11 @@ mod tests {
             .filter(|e| e.value == "(none)")
             .map(|e| e.key)
             .collect();
+        // instance_name and public_url are derived from bind when unset.
         assert_eq!(
             unset,
             [
+                "instance_name",
                 "cloud_init_schema",
                 "outbound_ca_file",
                 "render_worker",

@@ -55,6 +55,8 @@ pub struct Ctx {
     pub pin_check_slots: Arc<tokio::sync::Semaphore>,
     /// Permits for audit exports running at once.
     pub exports: Arc<tokio::sync::Semaphore>,
+    /// This process among the instances sharing the database: what its leases are held as.
+    pub instance: Arc<crate::domain::lease::Instance>,
     /// Wakes the provisioning runner when a request becomes approved, so execution starts
     /// without waiting for the runner's next poll.
     pub jobs: Arc<tokio::sync::Notify>,
@@ -244,8 +246,13 @@ impl Ctx {
         if let Some(path) = &settings.outbound_ca_file {
             scrape = scrape.ca_file(path)?;
         }
+        let instance = Arc::new(crate::domain::lease::Instance::new(
+            &settings.instance_name,
+            &boot_id()?,
+        ));
         Ok(Ctx {
             pool,
+            instance,
             hashing: Arc::new(Hashing::new(settings.password_hash_concurrency)),
             catalogue_refresh: Arc::new(tokio::sync::Mutex::new(())),
             pin_checks_running: Arc::default(),
@@ -264,6 +271,16 @@ impl Ctx {
         })
     }
 
+    /// A copy of this context as another process of the same instance name would be (a new
+    /// boot id): what a restart after a crash looks like to the leases.
+    pub fn rebooted(&self) -> anyhow::Result<Ctx> {
+        let instance = crate::domain::lease::Instance::new(self.instance.name(), &boot_id()?);
+        Ok(Ctx {
+            instance: Arc::new(instance),
+            ..self.clone()
+        })
+    }
+
     /// Whether the database answers (for `/readyz`).
     pub async fn database_ready(&self) -> bool {
         match self.pool.acquire().await {
@@ -276,6 +293,13 @@ impl Ctx {
     pub fn now(&self) -> UnixMillis {
         self.clock.now()
     }
+}
+
+/// A boot id: 64 random bits in hex, telling this process's leases from an earlier one's.
+fn boot_id() -> anyhow::Result<String> {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).map_err(|e| anyhow::anyhow!("OS random source: {e}"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod error;
 pub mod export;
 pub mod fleets;
 pub mod http;
+pub mod leases;
 pub mod machine_setup;
 pub mod outbound;
 pub mod password_hashing;

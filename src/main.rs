@@ -75,11 +75,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut settings = loaded.settings;
     settings.simulated_provider = demo;
     telemetry::init(settings.log_format);
-    if Store::of(&settings.database_url) == Ok(Store::Postgres) {
-        return on_postgres(&cli.command, &settings.database_url).await;
-    }
     // A backup opens the database itself, as it is: it neither creates nor migrates one.
     if let Command::Backup { file } = &cli.command {
+        if Store::of(&settings.database_url) == Ok(Store::Postgres) {
+            anyhow::bail!(
+                "headroom backup copies a SQLite database; back PostgreSQL up with pg_dump or \
+                 its server's own backups (docs/operating.md)"
+            );
+        }
         return commands::backup(settings, file).await;
     }
     let pool = db::connect(&settings.database_url).await?;
@@ -104,27 +107,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             unreachable!("answered before the database is opened")
         }
     })
-}
-
-/// PostgreSQL holds the schema so far (`headroom migrate`); every query still runs on SQLite
-/// (issue 19), so the other commands say so instead of failing half-way.
-async fn on_postgres(command: &Command, url: &str) -> anyhow::Result<ExitCode> {
-    match command {
-        Command::Migrate => {
-            db::postgres::migrate(url).await?;
-            println!("database {url} is migrated");
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Backup { .. } => anyhow::bail!(
-            "headroom backup copies a SQLite database; back PostgreSQL up with pg_dump or \
-             its server's own backups (docs/operating.md)"
-        ),
-        _ => anyhow::bail!(
-            "database_url: on PostgreSQL headroom can so far only create and migrate the \
-             schema (`headroom migrate`); serving and the other commands need a sqlite: \
-             database_url for now"
-        ),
-    }
 }
 
 /// The operations' context for a CLI command: the same as the server's, on the real clock.

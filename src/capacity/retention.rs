@@ -115,7 +115,8 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
             // A stop wins over a due tick, so shutdown never waits for one more prune.
             biased;
             () = stop_requested(&mut shutdown) => break,
-            _ = tick.tick() => match prune_once(&ctx).await {
+            // Of several instances on one database, the lease holder prunes.
+            _ = tick.tick() => match prune_if_ours(&ctx).await {
                 // Every minute's prune removes the minute that expired: that is routine. One
                 // that needed more than a batch (a backlog after downtime, a shortened
                 // retention) is worth an operator's eye.
@@ -132,7 +133,19 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
             },
         }
     }
+    crate::leases::release(&ctx, &crate::leases::job(JOB)).await;
     tracing::debug!("headroom retention stopped");
+}
+
+/// The retention job's lease name.
+const JOB: &str = "retention";
+
+/// [`prune_once`] when this instance holds the retention lease; nothing removed otherwise.
+async fn prune_if_ours(ctx: &Ctx) -> anyhow::Result<Pruned> {
+    if !crate::leases::runs_job(ctx, JOB, EVERY).await {
+        return Ok(Pruned::default());
+    }
+    prune_once(ctx).await
 }
 
 /// Resolves once the stop signal is true or its sender is gone (both mean stop); the guard

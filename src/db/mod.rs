@@ -13,6 +13,7 @@ pub mod fleet_samples;
 pub mod fleet_status;
 pub mod fleets;
 pub mod instance_keys;
+pub mod leases;
 pub mod pins;
 pub mod postgres;
 pub mod provision_events;

@@ -6,7 +6,9 @@
 
 use sqlx::AnyConnection;
 
+use super::flag::Flag;
 use super::provisions::{ProvisionRow, COLUMNS};
+use crate::domain::lease::Held;
 use crate::domain::{MachineStatus, UnixMillis};
 
 /// The oldest approved request still inside its run window (`provisions_by_state`).
@@ -32,11 +34,100 @@ pub async fn expires_at(conn: &mut AnyConnection, id: i64) -> sqlx::Result<Optio
         .await
 }
 
-/// Ids of every request in `executing`, oldest first (what a restart must finish).
-pub async fn executing_ids(conn: &mut AnyConnection) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar("SELECT id FROM provisions WHERE state = 'executing' ORDER BY id")
-        .fetch_all(conn)
-        .await
+/// Every `executing` request the runner still has work on, oldest first, with its lease
+/// (`None`: never leased, as a request left by a version without leases). With joins
+/// followed, a request whose machines were all created is the joins' to finish, not the
+/// runner's, and is left out.
+pub async fn executing_leases(
+    conn: &mut AnyConnection,
+    joins_followed: bool,
+) -> sqlx::Result<Vec<(i64, Option<Held>)>> {
+    let sql = if joins_followed {
+        "SELECT p.id, p.runner_id, p.lease_until FROM provisions p
+         WHERE p.state = 'executing'
+           AND EXISTS (SELECT 1 FROM provision_machines m
+                       WHERE m.provision_id = p.id AND m.status <> 'created')
+         ORDER BY p.id"
+    } else {
+        "SELECT p.id, p.runner_id, p.lease_until FROM provisions p
+         WHERE p.state = 'executing' ORDER BY p.id"
+    };
+    let rows: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(sql).fetch_all(conn).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, holder, until)| {
+            let lease = holder
+                .zip(until)
+                .map(|(holder, until)| Held { holder, until });
+            (id, lease)
+        })
+        .collect())
+}
+
+/// Gives request `id`'s execution to `holder` until `until`, provided it is `executing` and
+/// its lease is still as `seen` (compare-and-set). True when it was written.
+pub async fn swap_lease(
+    conn: &mut AnyConnection,
+    id: i64,
+    seen: Option<&Held>,
+    holder: &str,
+    until: UnixMillis,
+) -> sqlx::Result<bool> {
+    let (seen_holder, seen_until) = match seen {
+        Some(h) => (Some(h.holder.as_str()), Some(h.until)),
+        None => (None, None),
+    };
+    let done = sqlx::query(
+        "UPDATE provisions SET runner_id = $1, lease_until = $2
+         WHERE id = $3 AND state = 'executing'
+           AND runner_id IS NOT DISTINCT FROM $4 AND lease_until IS NOT DISTINCT FROM $5",
+    )
+    .bind(holder)
+    .bind(until)
+    .bind(id)
+    .bind(seen_holder)
+    .bind(seen_until)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Moves request `id`'s lease end to `until` if `holder` still holds it. False when another
+/// instance took it over: the caller stops working on it.
+pub async fn renew_lease(
+    conn: &mut AnyConnection,
+    id: i64,
+    holder: &str,
+    until: UnixMillis,
+) -> sqlx::Result<bool> {
+    let done =
+        sqlx::query("UPDATE provisions SET lease_until = $1 WHERE id = $2 AND runner_id = $3")
+            .bind(until)
+            .bind(id)
+            .bind(holder)
+            .execute(conn)
+            .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Whether `holder` holds request `id`'s lease at `now`: checked in the transaction of every
+/// step that precedes a provider call, so a runner that lost its lease sends nothing more.
+pub async fn holds_lease(
+    conn: &mut AnyConnection,
+    id: i64,
+    holder: &str,
+    now: UnixMillis,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar::<_, Flag>(
+        "SELECT EXISTS (SELECT 1 FROM provisions
+                        WHERE id = $1 AND runner_id = $2 AND lease_until > $3)",
+    )
+    .bind(id)
+    .bind(holder)
+    .bind(now)
+    .fetch_one(conn)
+    .await
+    .map(bool::from)
 }
 
 /// What a machine step writes. `None` fields keep their stored value, so a later step never

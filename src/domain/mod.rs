@@ -9,6 +9,7 @@ pub mod deficit;
 pub mod digest;
 pub mod field_error;
 pub mod fleet;
+pub mod lease;
 pub mod machine;
 pub mod money;
 pub mod password;

@@ -202,7 +202,13 @@ pub(super) async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCata
             fetch_error: None,
         });
     }
-    let Some(provider) = ctx.providers.get(kind) else {
+    // Of several instances sharing the cache, the one holding the refresh lease fetches; the
+    // others serve what is cached meanwhile (an empty cache is fetched by whoever needs it).
+    let refresher = fetched_at.is_none()
+        || crate::leases::hold(ctx, &format!("job:catalogue:{kind}"), ctx.settings.lease)
+            .await
+            .unwrap_or(true);
+    let Some(provider) = ctx.providers.get(kind).filter(|_| refresher) else {
         return Ok(CurrentCatalogue {
             provider: kind,
             catalogue,

@@ -87,7 +87,13 @@ pub async fn supervise(
             _ = tokio::time::sleep(list_every) => {}
         }
     }
-    for (_, r) in running.drain() {
+    // Every loop is told first, then awaited: stopped one by one, a loop still waiting for a
+    // permit would take the one a stopped loop just gave up and start a scrape at shutdown.
+    let all: Vec<Running> = running.into_values().collect();
+    for r in &all {
+        let _ = r.stop.send(true);
+    }
+    for r in all {
         stop(r).await;
     }
 }
@@ -176,31 +182,83 @@ fn dropped_ticks(lag: Duration, interval: Duration) -> u64 {
     u64::try_from(lag.as_nanos() / interval.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Scrapes one fleet on its schedule until `stop` turns true.
+/// Scrapes one fleet on its schedule until `stop` turns true, while this instance holds the
+/// fleet's lease; gives the lease up when it stops.
 async fn fleet_loop(
     ctx: Ctx,
     spec: FleetSpec,
     stats: Arc<ScrapeStats>,
     permits: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+) {
+    let lease = scrape_lease(spec.name().as_str());
+    scrape_while_held(&ctx, &spec, &stats, &permits, stop, &lease).await;
+    crate::leases::release(&ctx, &lease).await;
+}
+
+/// The name of fleet `fleet`'s scrape lease.
+pub fn scrape_lease(fleet: &str) -> String {
+    format!("scrape:{fleet}")
+}
+
+/// How long a scrape lease holds: one interval and a quarter, so the holder (renewing at each
+/// tick) keeps it through a late tick, and a standby asking every half interval takes a dead
+/// holder's fleet within 1¾ intervals of its last scrape.
+pub fn scrape_lease_ttl(interval: Duration) -> Duration {
+    interval + interval / 4
+}
+
+/// Whether this instance holds (now or newly) lease `name`; an unanswered ask is a "no".
+async fn holds(ctx: &Ctx, name: &str, ttl: Duration) -> bool {
+    crate::leases::hold(ctx, name, ttl)
+        .await
+        .inspect_err(|e| tracing::warn!(lease = name, error = %e, "scrape lease not checked"))
+        .unwrap_or(false)
+}
+
+async fn scrape_while_held(
+    ctx: &Ctx,
+    spec: &FleetSpec,
+    stats: &ScrapeStats,
+    permits: &Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
+    lease: &str,
 ) {
     let interval = Duration::from_secs(u64::from(spec.scrape_interval_secs().max(1)));
+    let ttl = scrape_lease_ttl(interval);
     let mut ticker = tokio::time::interval_at(Instant::now() + jitter(interval), interval);
     // After a stall, one late tick runs and the schedule resumes on its grid: no burst of
     // catch-up scrapes that would all read the same state.
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut regions = derived::Regions::default();
     loop {
-        let scheduled = tokio::select! {
+        let mut scheduled = tokio::select! {
             t = ticker.tick() => t,
             _ = stop.changed() => return,
         };
+        if !holds(ctx, lease, ttl).await {
+            // Another instance scrapes this fleet: ask again every half interval, and scrape
+            // at once when its lease runs out (its holder died or stopped).
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(interval / 2) => {}
+                    _ = stop.changed() => return,
+                }
+                if holds(ctx, lease, ttl).await {
+                    break;
+                }
+            }
+            ticker.reset();
+            scheduled = Instant::now();
+        }
         let permit = tokio::select! {
+            // A stop wins over a permit freed at the same moment.
+            biased;
+            _ = stop.changed() => return,
             p = permits.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => return,
             },
-            _ = stop.changed() => return,
         };
         // Lag counts from the schedule to the scrape's real start, waiting for a permit
         // included: that wait is what a too-small `scrape_concurrency` costs.
@@ -210,7 +268,7 @@ async fn fleet_loop(
             dropped_ticks(lag, interval),
         );
         let sample = tokio::select! {
-            s = scrape_with(&ctx, &spec, &mut regions) => s,
+            s = scrape_with(ctx, spec, &mut regions) => s,
             _ = stop.changed() => return,
         };
         drop(permit);
@@ -219,11 +277,11 @@ async fn fleet_loop(
         }
         // Not raced against `stop`: a sample being written is finished, and `record` keeps
         // its transaction short.
-        if let Err(e) = crate::capacity::record::record(&ctx, spec.name(), &sample).await {
+        if let Err(e) = crate::capacity::record::record(ctx, spec.name(), &sample).await {
             tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
         } else if let Ok(obs) = &sample.outcome {
             // Created machines become spares only once they are members.
-            super::joins::follow(&ctx, spec.name(), obs, sample.at).await;
+            super::joins::follow(ctx, spec.name(), obs, sample.at).await;
         }
     }
 }

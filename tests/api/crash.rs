@@ -103,6 +103,9 @@ pub(crate) fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (C
         .args(["--database-url", db, "--log-format", "json", "serve"])
         .args(["--bind", "127.0.0.1:0"])
         .env("HEADROOM_WORKERS", "1")
+        // Every life is one instance restarted (its port changes, its name does not): it
+        // resumes its earlier boot's executions at once instead of waiting their leases out.
+        .env("HEADROOM_INSTANCE_NAME", "crash-test")
         .env("HEADROOM_HETZNER_API_URL", fake.uri())
         .env("HETZNER_API_TOKEN", fake.token())
         .env("HEADROOM_RUNNER_POLL_MS", "50")
@@ -158,7 +161,8 @@ async fn the_binary_killed_at_twenty_random_moments_still_makes_exactly_one_serv
     // interrupts it.
     fake.set_action_polls(4);
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite:{}", dir.path().join("crash.db").display());
+    // SQLite, or a database of its own on PostgreSQL under HEADROOM_TEST_STORE=postgres.
+    let db = crate::helpers::store::database_url(dir.path()).await;
     let (ctx, ids) = prepare(&db, &fake).await;
 
     let seed = std::env::var("HEADROOM_CRASH_SEED")

@@ -32,6 +32,7 @@ mod hostile_nodes;
 mod input_rejection;
 mod joins;
 mod layers;
+mod leases;
 mod login;
 mod migrations;
 mod openapi;

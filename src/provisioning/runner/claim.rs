@@ -1,6 +1,7 @@
 //! Claiming an approved request: check that the plan still holds (render again, compare),
-//! then move it approved → executing in a `BEGIN IMMEDIATE` transaction. The transition is a
-//! compare-and-set, so of two runners (or two processes) exactly one wins.
+//! then move it approved → executing in a `BEGIN IMMEDIATE` transaction, taking the
+//! execution's lease in it. The transition is a compare-and-set, so of two runners (or two
+//! instances) exactly one wins.
 
 use super::payload::{self, Payloads};
 use crate::context::Ctx;
@@ -37,6 +38,9 @@ pub(super) async fn claim(ctx: &Ctx, job: &provisions::ProvisionRow) -> anyhow::
             }
             let t = from_approved(job.id, ProvisionState::Executing, "");
             let outcome = transition::apply(&mut tx, ctx, ctx.now(), t).await?;
+            if outcome == Outcome::Moved {
+                super::lease::take_on_claim(&mut tx, ctx, job.id).await?;
+            }
             tx.commit().await?;
             return Ok(match outcome {
                 Outcome::Moved => Claimed::Run(Box::new(p)),

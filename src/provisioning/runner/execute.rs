@@ -511,6 +511,7 @@ impl Run<'_> {
     ) -> anyhow::Result<()> {
         let now = self.ctx.now();
         let mut tx = db::begin_write(&self.ctx.pool).await?;
+        super::lease::check(&mut tx, self.ctx, self.job.id).await?;
         let written =
             provision_jobs::set_machine(&mut tx, self.job.id, m.idx, from, to, u, now).await?;
         anyhow::ensure!(
@@ -542,6 +543,7 @@ impl Run<'_> {
         timeout: std::time::Duration,
     ) -> anyhow::Result<()> {
         let mut tx = db::begin_write(&self.ctx.pool).await?;
+        super::lease::check(&mut tx, self.ctx, self.job.id).await?;
         let noted = db::provision_events::for_provision(&mut tx, self.job.id)
             .await?
             .iter()
@@ -618,6 +620,7 @@ impl Run<'_> {
             )
         };
         let mut tx = db::begin_write(&self.ctx.pool).await?;
+        super::lease::check(&mut tx, self.ctx, self.job.id).await?;
         transition::apply(
             &mut tx,
             self.ctx,

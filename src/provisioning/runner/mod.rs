@@ -8,6 +8,8 @@
 //! key: a server that exists is adopted, never created twice.
 //!
 //! - `claim`: expiry, the pre-flight re-render (supersede on a changed plan), the claim.
+//! - `lease`: which instance executes a request, renewed while it works, checked before
+//!   every provider call, taken over when it runs out.
 //! - `payload`: renders the plan's exact versions with the fleet's current secrets.
 //! - `execute`: label lookup, create, poll, finish.
 //! - `destroy`: an approver's destroy of a failed machine.
@@ -15,6 +17,7 @@
 mod claim;
 mod destroy;
 mod execute;
+mod lease;
 mod payload;
 
 use std::time::Duration;
@@ -58,12 +61,24 @@ impl Options {
     }
 }
 
-/// Expires what is due, then runs the oldest approved request to its end. True when it did
-/// any work (an expiry, a supersession or an execution), so the loop tries again at once.
+/// Expires what is due, resumes one execution whose lease ran out, or else runs the oldest
+/// approved request to its end. True when it did any work (an expiry, a resumption, a
+/// supersession or an execution), so the loop tries again at once.
 #[tracing::instrument(skip_all, err)]
 pub async fn run_once(ctx: &Ctx) -> anyhow::Result<bool> {
     let expired = crate::provisioning::requests::expire_due_once(ctx).await?
         + crate::provisioning::joins::fail_overdue(ctx).await?;
+    let opts = Options::from_settings(&ctx.settings);
+    for (id, seen) in lease::resumable(ctx).await? {
+        if lease::take(ctx, id, seen.as_ref()).await? {
+            tracing::info!(
+                provision.id = id,
+                "resuming an execution whose lease ran out"
+            );
+            execute_leased(ctx, &opts, id, None).await?;
+            return Ok(true);
+        }
+    }
     let job = {
         let mut conn = ctx.pool.acquire().await?;
         provision_jobs::oldest_approved(&mut conn, ctx.now()).await?
@@ -71,34 +86,57 @@ pub async fn run_once(ctx: &Ctx) -> anyhow::Result<bool> {
     let Some(job) = job else {
         return Ok(expired > 0);
     };
-    let opts = Options::from_settings(&ctx.settings);
     match claim::claim(ctx, &job).await? {
         claim::Claimed::Run(payloads) => {
-            execute::execute(ctx, &opts, job.id, Some(*payloads)).await?;
+            execute_leased(ctx, &opts, job.id, Some(*payloads)).await?;
         }
         claim::Claimed::Superseded | claim::Claimed::Lost => {}
     }
     Ok(true)
 }
 
-/// Finishes every request left `executing` by a previous process: through the provision
-/// label it adopts what exists and creates what does not. Called once at start, before the
-/// loop. Returns how many requests it finished.
+/// Executes request `id` (whose lease this process holds) while renewing the lease; stops
+/// at once if the lease is lost. On an error the lease is given up, so the request is resumed
+/// (by this loop's retry or another instance) without waiting it out.
+async fn execute_leased(
+    ctx: &Ctx,
+    opts: &Options,
+    id: i64,
+    payloads: Option<payload::Payloads>,
+) -> anyhow::Result<()> {
+    // Dropping the execution when the lease is lost is safe by design: every step was
+    // committed before its call, and whoever holds the lease now resumes through the label.
+    let outcome = tokio::select! {
+        biased;
+        r = execute::execute(ctx, opts, id, payloads) => r,
+        lost = lease::keep(ctx, id) => return Err(lost),
+    };
+    if outcome.is_err() {
+        lease::give_up(ctx, id).await;
+    }
+    outcome
+}
+
+/// Finishes every request left `executing` by a process that is gone: an earlier boot of
+/// this instance (at once) or another instance whose lease ran out, adopting through the
+/// provision label what exists and creating what does not. Called once at start, before the
+/// loop (and again after a failed iteration). Returns how many requests it resumed.
 #[tracing::instrument(skip_all, err)]
 pub async fn reconcile_on_start(ctx: &Ctx) -> anyhow::Result<usize> {
-    let ids = {
-        let mut conn = ctx.pool.acquire().await?;
-        provision_jobs::executing_ids(&mut conn).await?
-    };
     let opts = Options::from_settings(&ctx.settings);
-    for id in &ids {
+    let mut resumed = 0;
+    for (id, seen) in lease::resumable(ctx).await? {
+        if !lease::take(ctx, id, seen.as_ref()).await? {
+            continue;
+        }
+        resumed += 1;
         tracing::info!(provision.id = id, "reconciling an interrupted execution");
         // One request that cannot be finished now must not keep the others interrupted.
-        if let Err(e) = execute::execute(ctx, &opts, *id, None).await {
-            tracing::error!(provision.id = id, error = %format!("{e:#}"), "reconcile failed; retried at the next start");
+        if let Err(e) = execute_leased(ctx, &opts, id, None).await {
+            tracing::error!(provision.id = id, error = %format!("{e:#}"), "reconcile failed; retried by the loop");
         }
     }
-    Ok(ids.len())
+    Ok(resumed)
 }
 
 /// Runs [`run_once`] whenever a request is approved (`ctx.jobs`) or the poll interval
@@ -122,10 +160,9 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
                     error = format!("{e:#}"),
                     "provisioning runner iteration failed"
                 );
-                // An execution that stopped on an error (a busy database, say) would stay
-                // `executing` until the next start: this loop is the process's only executor
-                // and has nothing in flight now, so finish it the way a restart would —
-                // through the label — after a pause.
+                // An execution that stopped on an error (a busy database, say) gave its lease
+                // up: after a pause, finish it the way a restart would — through the label —
+                // unless another instance was quicker.
                 tokio::select! {
                     biased;
                     _ = shutdown.wait_for(|stop| *stop) => break,
