@@ -2,8 +2,9 @@
 # Runs headroom's test suite, first installing the Debian packages the tests drive for real
 # (`scripts/test-deps.sh`: chromium, its driver, cloud-init, postgresql), building the real
 # yubaba that one test runs (`scripts/yubaba.sh`) and starting a throwaway PostgreSQL for the
-# PostgreSQL tests (`scripts/postgres.sh`, stopped and removed at the end). Extra arguments go
-# to `cargo test`.
+# PostgreSQL tests (`scripts/postgres.sh`, stopped and removed at the end). Runs the whole
+# suite on SQLite, then the app tests (tests/api) again on PostgreSQL. Extra arguments go to
+# `cargo test` in both passes.
 #
 # In CI (`CI=true`) a test that did not run is a failure: neither the browser tests
 # (HEADROOM_SKIP_BROWSER), the real yubaba's (HEADROOM_SKIP_YUBABA) nor PostgreSQL's
@@ -51,18 +52,62 @@ if [ -z "${HEADROOM_SKIP_POSTGRES+set}" ]; then
   export HEADROOM_TEST_POSTGRES_URL
 fi
 
-if ! $in_ci; then
-  cargo test --locked "$@"
-  exit
+# Two passes at once: everything on SQLite, and the app tests (tests/api: storage,
+# operations, integration, browser) again with every app on a PostgreSQL database of its own
+# (HEADROOM_TEST_STORE=postgres). The suite waits more than it computes (scrape intervals,
+# timeouts, other processes), so side by side they take little longer than one alone. The
+# PostgreSQL pass's report is printed after the SQLite one's. HEADROOM_TEST_STORES=sqlite
+# (outside CI) runs the first only.
+stores=${HEADROOM_TEST_STORES:-sqlite postgres}
+if [ -n "${HEADROOM_SKIP_POSTGRES+set}" ]; then
+  stores=sqlite
+fi
+if $in_ci && [ "$stores" != "sqlite postgres" ]; then
+  echo "CI: HEADROOM_TEST_STORES is set to '$stores'; CI runs both stores" >&2
+  exit 1
+fi
+for store in $stores; do
+  case "$store" in
+    sqlite | postgres) ;;
+    *) echo "HEADROOM_TEST_STORES: unknown store $store (sqlite, postgres)" >&2; exit 1 ;;
+  esac
+done
+
+# Builds once, before either pass starts, so the two do not wait on each other's build lock.
+cargo test --locked --no-run "$@"
+
+reports=$(mktemp -d)
+cleanup+=("rm -rf '$reports'")
+# The PostgreSQL pass in the background, into its report; the SQLite pass shown as it runs.
+pg_pid=""
+if [[ " $stores " == *" postgres "* ]]; then
+  HEADROOM_TEST_STORE=postgres cargo test --locked --test api "$@" >"$reports/postgres" 2>&1 &
+  pg_pid=$!
+  cleanup+=("kill $pg_pid 2>/dev/null")
+fi
+failed=()
+if [[ " $stores " == *" sqlite "* ]]; then
+  echo "== tests on sqlite"
+  cargo test --locked "$@" 2>&1 | tee "$reports/sqlite" || failed+=(sqlite)
+fi
+if [ -n "$pg_pid" ]; then
+  wait "$pg_pid" || failed+=(postgres)
+  echo "== tests on postgres (ran beside the SQLite pass)"
+  cat "$reports/postgres"
 fi
 
-# In CI: keep the report to count what was ignored once cargo has passed.
-report=$(mktemp)
-cleanup+=("rm -f '$report'")
-cargo test --locked "$@" 2>&1 | tee "$report"
-ignored=$(grep -E '^test .* \.\.\. ignored' "$report" || true)
-if [ -n "$ignored" ]; then
-  echo "CI: $(printf '%s\n' "$ignored" | wc -l) test(s) ignored; every test must run in CI:" >&2
-  printf '%s\n' "$ignored" >&2
+if $in_ci; then
+  # Every test must run in CI: a pass that reports any test as ignored fails.
+  for store in $stores; do
+    ignored=$(grep -E '^test .* \.\.\. ignored' "$reports/$store" || true)
+    if [ -n "$ignored" ]; then
+      echo "CI: $(printf '%s\n' "$ignored" | wc -l) test(s) ignored on $store; every test must run in CI:" >&2
+      printf '%s\n' "$ignored" >&2
+      failed+=("$store (ignored tests)")
+    fi
+  done
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "tests failed: ${failed[*]}" >&2
   exit 1
 fi

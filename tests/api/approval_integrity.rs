@@ -233,7 +233,13 @@ async fn a_fleet_secret_filed_approved_and_run_is_in_no_database_file_and_no_log
             "a log line holds the secret: {line}"
         );
     }
-    // Nor the database file, its write-ahead log or its shared-memory index.
+    // Nor the database: on PostgreSQL any row of any table; on SQLite its file, its
+    // write-ahead log or its shared-memory index.
+    if crate::helpers::store::on_postgres() {
+        let found = crate::helpers::store::tables_holding(&app.pool, &mesh).await;
+        assert!(found.is_empty(), "tables holding the secret: {found:?}");
+        return;
+    }
     let wal = std::fs::read(app.db_path.with_extension("db-wal")).unwrap_or_default();
     assert!(
         !wal.is_empty(),

@@ -10,7 +10,7 @@ use crate::helpers::{texts, TestApp, PASSWORD};
 fn headroom_cli(app: &TestApp, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_headroom"))
         .arg("--database-url")
-        .arg(format!("sqlite:{}", app.db_path.display()))
+        .arg(&app.state.ctx.settings.database_url)
         .args(args)
         .env_remove("RUST_LOG")
         .output()
@@ -613,7 +613,7 @@ async fn a_filter_with_a_time_window_pages_in_time_order_through_its_own_index()
                 actor: Some("ben".into()),
                 ..AuditFilter::default()
             }),
-            "actor = ?1",
+            "actor = $1",
             "ben",
             "audit_log_actor_at",
         ),
@@ -622,7 +622,7 @@ async fn a_filter_with_a_time_window_pages_in_time_order_through_its_own_index()
                 action: Some("template.updated".into()),
                 ..AuditFilter::default()
             }),
-            "action = ?1",
+            "action = $1",
             "template.updated",
             "audit_log_action_at",
         ),
@@ -672,6 +672,9 @@ async fn a_filter_with_a_time_window_pages_in_time_order_through_its_own_index()
             seen, oldest_first,
             "{filter:?}, oldest first, batch by batch"
         );
+        if crate::helpers::store::planner_is_not_sqlites("audit page") {
+            continue;
+        }
         for before in [None, Some(newest_first[20])] {
             let plan = explain_page(&mut conn, &filter, before)
                 .await

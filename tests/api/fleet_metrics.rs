@@ -430,13 +430,53 @@ fn exposition_is_valid(text: &str) -> BTreeMap<String, String> {
 
 // ---- Reading pages writes nothing ----
 
-/// SQLite's change counter as seen from a connection of our own: it moves whenever any
-/// other connection commits a change to the file.
-async fn data_version(conn: &mut sqlx::AnyConnection) -> i64 {
-    sqlx::query_scalar("PRAGMA data_version")
-        .fetch_one(conn)
+/// Counts the changes committed to the app's database by anyone. SQLite: its change counter
+/// as seen from a connection of our own (it moves whenever another connection commits a
+/// change to the file). PostgreSQL: a row trigger on every table adds each row written to a
+/// counter table of the test's own.
+enum WriteCounter {
+    Sqlite(sqlx::AnyConnection),
+    Postgres,
+}
+
+impl WriteCounter {
+    async fn install(app: &TestApp) -> Self {
+        if !crate::helpers::store::on_postgres() {
+            let url = format!("sqlite:{}", app.db_path.display());
+            return Self::Sqlite(sqlx::AnyConnection::connect(&url).await.unwrap());
+        }
+        sqlx::raw_sql(
+            "CREATE TABLE test_rows_written (n BIGINT NOT NULL);
+             INSERT INTO test_rows_written VALUES (0);
+             CREATE FUNCTION test_count_row() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN UPDATE test_rows_written SET n = n + 1; RETURN NULL; END $$;
+             DO $$ DECLARE t text; BEGIN
+               FOR t IN SELECT table_name FROM information_schema.tables
+                        WHERE table_schema = 'public' AND table_type = 'BASE TABLE'
+                          AND table_name <> 'test_rows_written' LOOP
+                 EXECUTE format('CREATE TRIGGER test_count_rows AFTER INSERT OR UPDATE OR DELETE
+                                 ON %I FOR EACH ROW EXECUTE FUNCTION test_count_row()', t);
+               END LOOP;
+             END $$;",
+        )
+        .execute(&app.pool)
         .await
-        .unwrap()
+        .unwrap();
+        Self::Postgres
+    }
+
+    async fn read(&mut self, app: &TestApp) -> i64 {
+        match self {
+            Self::Sqlite(conn) => sqlx::query_scalar("PRAGMA data_version")
+                .fetch_one(conn)
+                .await
+                .unwrap(),
+            Self::Postgres => sqlx::query_scalar("SELECT n FROM test_rows_written")
+                .fetch_one(&app.pool)
+                .await
+                .unwrap(),
+        }
+    }
 }
 
 async fn last_seen(app: &TestApp) -> Vec<i64> {
@@ -457,11 +497,9 @@ async fn reading_pages_writes_nothing_to_the_database() {
         .login("root", crate::helpers::PASSWORD)
         .await
         .expect("login");
-    let mut watcher = sqlx::AnyConnection::connect(&format!("sqlite:{}", app.db_path.display()))
-        .await
-        .unwrap();
+    let mut watcher = WriteCounter::install(&app).await;
     let before = app.snapshot().await;
-    let version = data_version(&mut watcher).await;
+    let version = watcher.read(&app).await;
     let pages = [
         "/",
         "/fleets",
@@ -486,7 +524,7 @@ async fn reading_pages_writes_nothing_to_the_database() {
         }
     }
     assert_eq!(
-        data_version(&mut watcher).await,
+        watcher.read(&app).await,
         version,
         "a GET committed a change to the database"
     );

@@ -991,6 +991,11 @@ async fn listing_filters_pages_and_uses_the_indexes() {
             "provisions_by_state_created (state=? AND created_at>? AND created_at<?)",
         ),
     ];
+    let cases = if crate::helpers::store::planner_is_not_sqlites("provision listing") {
+        Vec::new()
+    } else {
+        cases.to_vec()
+    };
     for (filter, index) in cases {
         let plan = explain_list(&mut conn, &filter, Some(100))
             .await

@@ -990,41 +990,43 @@ fn hidden_in(text: &str) -> Vec<String> {
     found
 }
 
-/// Every value of every table, as text.
 /// Every text value of every table, except `instance_keys` (random key bytes, never text and
-/// never scraped).
+/// never scraped), read from the store's own catalogue.
 async fn every_stored_value(pool: &sqlx::AnyPool) -> Vec<(String, String)> {
     use sqlx::Row;
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
-         AND name NOT LIKE '_sqlx_%' AND name <> 'instance_keys'",
-    )
+    let pg = crate::helpers::store::on_postgres();
+    let columns: Vec<(String, String)> = sqlx::query_as(if pg {
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+         WHERE table_schema = 'public' AND table_name NOT LIKE '\\_sqlx\\_%'
+           AND table_name <> 'instance_keys'"
+    } else {
+        "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'
+           AND m.name NOT LIKE '_sqlx_%' AND m.name <> 'instance_keys'"
+    })
     .fetch_all(pool)
     .await
     .unwrap();
+    assert!(columns.len() > 50, "the schema's columns are listed");
     let mut values = Vec::new();
-    for table in tables {
-        let columns: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info($1)")
-            .bind(&table)
-            .fetch_all(pool)
-            .await
-            .unwrap();
-        for column in columns {
-            // Names read from the schema itself, not from input.
-            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT CAST(\"{column}\" AS BLOB) FROM \"{table}\""
-            )))
-            .fetch_all(pool)
-            .await
-            .unwrap();
-            for row in rows {
-                let bytes: Option<Vec<u8>> = row.get(0);
-                if let Some(bytes) = bytes {
-                    values.push((
-                        format!("{table}.{column}"),
-                        String::from_utf8_lossy(&bytes).into_owned(),
-                    ));
-                }
+    for (table, column) in columns {
+        // Names read from the schema itself, not from input.
+        let cast = if pg { "TEXT" } else { "BLOB" };
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(\"{column}\" AS {cast}) FROM \"{table}\""
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        for row in rows {
+            let text = if pg {
+                row.get::<Option<String>, _>(0)
+            } else {
+                row.get::<Option<Vec<u8>>, _>(0)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+            };
+            if let Some(text) = text {
+                values.push((format!("{table}.{column}"), text));
             }
         }
     }

@@ -61,3 +61,44 @@ pub fn json_member(column: &str, key: &str) -> String {
         format!("json_extract({column}, '$.{key}')")
     }
 }
+
+/// The PostgreSQL tables any of whose rows, printed as text, hold `needle` or its hex (how a
+/// BYTEA column prints): a secret scan of the store, as reading SQLite's files is on SQLite.
+pub async fn tables_holding(pool: &sqlx::AnyPool, needle: &str) -> Vec<String> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables \
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(
+        tables.len() >= 12,
+        "the schema's tables are listed: {tables:?}"
+    );
+    let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut found = Vec::new();
+    for table in tables {
+        // Names read from the catalogue, not from input.
+        let sql = format!("SELECT COALESCE(string_agg(t::text, E'\\n'), '') FROM \"{table}\" t");
+        let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        if text.contains(needle) || text.contains(&hex) {
+            found.push(table);
+        }
+    }
+    found
+}
+
+/// True (and says so) when this run is on PostgreSQL, where a check of SQLite's query plans
+/// does not apply: PostgreSQL's planner chooses by table statistics, and that its indexes
+/// match SQLite's is the schema comparison's (`postgres.rs`). The check runs on SQLite.
+pub fn planner_is_not_sqlites(what: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        println!("{what}: SQLite's query plan is not checked on PostgreSQL");
+    }
+    skip
+}
