@@ -226,15 +226,29 @@ async fn scrape_while_held(
 ) {
     let interval = Duration::from_secs(u64::from(spec.scrape_interval_secs().max(1)));
     let ttl = scrape_lease_ttl(interval);
-    let mut ticker = tokio::time::interval_at(Instant::now() + jitter(interval), interval);
+    let first_tick = Instant::now() + jitter(interval);
+    let mut ticker = tokio::time::interval_at(first_tick, interval);
     // After a stall, one late tick runs and the schedule resumes on its grid: no burst of
     // catch-up scrapes that would all read the same state.
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut regions = derived::Regions::default();
+    // A loop that starts asks for the lease at once, without waiting for its random offset:
+    // a fleet whose scraping instance died (or this instance's own earlier boot) is scraped
+    // now, and the offset spreads the ticks after it.
+    let mut at_once = true;
     loop {
-        let mut scheduled = tokio::select! {
-            t = ticker.tick() => t,
-            _ = stop.changed() => return,
+        let mut scheduled = if std::mem::take(&mut at_once) {
+            let now = Instant::now();
+            if first_tick.saturating_duration_since(now) < interval / 2 {
+                // Not two scrapes within half an interval.
+                ticker.reset_at(first_tick + interval);
+            }
+            now
+        } else {
+            tokio::select! {
+                t = ticker.tick() => t,
+                _ = stop.changed() => return,
+            }
         };
         if !holds(ctx, lease, ttl).await {
             // Another instance scrapes this fleet: ask again every half interval, and scrape

@@ -27,7 +27,7 @@ const KILLS: usize = 20;
 const HELD: usize = 5;
 
 /// A small seeded generator (xorshift64*), so a failing run can be replayed from its seed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -38,7 +38,7 @@ impl Rng {
     }
 
     /// A whole number from `lo` to `hi - 1`.
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn between(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo)
     }
 }
@@ -50,6 +50,8 @@ pub(crate) async fn offline_ctx(db: &str, fake: &FakeHetzner) -> Ctx {
     let pool = headroom::db::connect(db).await.expect("database");
     let settings = headroom::config::Settings {
         render_worker: Some(BIN.into()),
+        // The first renders start cold workers of the unoptimised binary, beside other tests.
+        render_timeout: Duration::from_secs(2),
         // The config's tarball is never downloaded here: its pin is left unchecked.
         pin_check_on_request: false,
         plan_checks_blocking: crate::helpers::no_blocking_checks(),

@@ -21,6 +21,7 @@ mod demo_loop;
 mod demo_provider;
 mod demo_walk;
 mod docs;
+mod failover;
 mod fake_hetzner;
 mod fleet_metrics;
 mod fleets;
