@@ -281,7 +281,11 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twi
         }
     }
     assert_eq!(servers.len(), planned, "no server beyond the plan");
-    assert_eq!(fake.creates().len(), planned, "exactly one create per machine");
+    assert_eq!(
+        fake.creates().len(),
+        planned,
+        "exactly one create per machine"
+    );
 
     // Scraping: no fleet went longer than two intervals without a sample, from its first
     // sample to the end.
@@ -324,7 +328,10 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twi
         ids.len()
     );
     let twice: Vec<_> = deliveries.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "deliveries received more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "deliveries received more than once: {twice:?}"
+    );
 
     // The audit chain is one chain.
     let verify = Command::new(BIN)
