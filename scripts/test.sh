@@ -3,8 +3,8 @@
 # (`scripts/test-deps.sh`: chromium, its driver, cloud-init, postgresql), building the real
 # yubaba that one test runs (`scripts/yubaba.sh`) and starting a throwaway PostgreSQL for the
 # PostgreSQL tests (`scripts/postgres.sh`, stopped and removed at the end). Runs the whole
-# suite on SQLite, then the app tests (tests/api) again on PostgreSQL. Extra arguments go to
-# `cargo test` in both passes.
+# suite on SQLite and, side by side with it, the app tests (tests/api) again on PostgreSQL.
+# Extra arguments go to `cargo test` in both passes.
 #
 # In CI (`CI=true`) a test that did not run is a failure: neither the browser tests
 # (HEADROOM_SKIP_BROWSER), the real yubaba's (HEADROOM_SKIP_YUBABA) nor PostgreSQL's
@@ -44,7 +44,8 @@ fi
 # outside CI reports its tests as ignored instead).
 # Every step runs even if one fails (set -e would stop the rest and turn a green run red).
 cleanup=()
-trap 'set +e; for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
+# Last in, first out: the test passes stop before the database they use.
+trap 'set +e; for ((i = ${#cleanup[@]} - 1; i >= 0; i--)); do eval "${cleanup[i]}"; done' EXIT
 if [ -z "${HEADROOM_SKIP_POSTGRES+set}" ]; then
   pg_dir=$(mktemp -d)
   cleanup+=("scripts/postgres.sh stop '$pg_dir' 2>/dev/null; rm -rf '$pg_dir'")
@@ -89,9 +90,10 @@ pg_args=(--test api "$@")
 if [[ " $* " == *" -- "* ]]; then pg_args+=("${pg_skips[@]}"); else pg_args+=(-- "${pg_skips[@]}"); fi
 pg_pid=""
 if [[ " $stores " == *" postgres "* ]]; then
-  HEADROOM_TEST_STORE=postgres cargo test --locked "${pg_args[@]}" >"$reports/postgres" 2>&1 &
+  # A session of its own, so stopping it stops the test binary and what it started too.
+  HEADROOM_TEST_STORE=postgres setsid cargo test --locked "${pg_args[@]}" >"$reports/postgres" 2>&1 &
   pg_pid=$!
-  cleanup+=("kill $pg_pid 2>/dev/null")
+  cleanup+=("kill -- -$pg_pid 2>/dev/null; wait $pg_pid 2>/dev/null")
 fi
 failed=()
 if [[ " $stores " == *" sqlite "* ]]; then

@@ -46,6 +46,8 @@ pub async fn serve(settings: Settings, pool: AnyPool, demo: bool) -> anyhow::Res
         Some(release) => crate::sim::demo::simulated_only(settings, release)?,
         None => settings,
     };
+    // Before any loop starts to take leases.
+    crate::leases::check_clock(&pool, settings.lease).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut app = Application::bind(settings, pool, clock).await?;
     if let Some(release) = release {

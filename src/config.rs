@@ -250,7 +250,7 @@ keys! {
     /// authentication).
     database_url: String = "sqlite:example.db";
     /// This instance among several on one database: unique per instance, the same across its
-    /// restarts (1–64 printable characters, no `#`; default: host name and bind port).
+    /// restarts (1–64 of ASCII letters, digits and `-._:`; default: host name and bind port).
     instance_name: String = "eu-central-a";
     /// Seconds a claim (a request's execution, a fleet's scrape, a periodic job) holds without
     /// renewal; another instance takes it over when it runs out (3–600).
@@ -1002,7 +1002,7 @@ impl Rules<'_> {
         Ok(url)
     }
 
-    /// A name other instances' leases can tell apart (`crate::leases::instance_name`).
+    /// A name other instances' leases can tell apart (`crate::domain::lease::instance_name`).
     fn instance_name(&self, raw: &str) -> Result<String, SettingsError> {
         crate::domain::lease::instance_name(raw)
             .map_err(|rule| self.broken("instance_name", format!("instance_name {rule}")))

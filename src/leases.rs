@@ -11,11 +11,29 @@ use crate::domain::lease;
 
 /// Takes or renews lease `name` for `ttl` from now. True when this process holds it now.
 pub async fn hold(ctx: &Ctx, name: &str, ttl: Duration) -> sqlx::Result<bool> {
+    take_or_renew(ctx, name, ttl, true).await
+}
+
+/// Takes lease `name` for `ttl` from now unless this process holds it already, which it then
+/// keeps as it is (a holder that extends only once its work is done leaves a lease that ends
+/// a fixed time after its last finished work, wherever it dies). True when it holds it now.
+pub async fn hold_unextended(ctx: &Ctx, name: &str, ttl: Duration) -> sqlx::Result<bool> {
+    take_or_renew(ctx, name, ttl, false).await
+}
+
+async fn take_or_renew(ctx: &Ctx, name: &str, ttl: Duration, extend: bool) -> sqlx::Result<bool> {
     let now = ctx.now();
     let mut conn = ctx.pool.acquire().await?;
     let seen = db::leases::get(&mut conn, name).await?;
     if !lease::may_take(seen.as_ref(), &ctx.instance, now) {
         return Ok(false);
+    }
+    if !extend
+        && seen
+            .as_ref()
+            .is_some_and(|h| h.holder == ctx.instance.holder() && h.until > now)
+    {
+        return Ok(true);
     }
     let until = lease::until(now, u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
     if seen
@@ -58,4 +76,30 @@ pub async fn runs_job(ctx: &Ctx, job: &str, every: Duration) -> bool {
             false
         }
     }
+}
+
+/// Refuses to serve when this machine's clock is more than a quarter lease off the database
+/// server's: each instance judges leases by its own clock, so instances whose clocks disagree
+/// by a lease would take over each other's live work. (On SQLite the database's clock is this
+/// machine's.)
+pub async fn check_clock(pool: &sqlx::AnyPool, lease: Duration) -> anyhow::Result<()> {
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    let mut conn = pool.acquire().await?;
+    let before = wall();
+    let Some(server) = db::server_clock_ms(&mut conn).await? else {
+        return Ok(());
+    };
+    let skew = lease::clock_skew(before, server, wall());
+    let limit = i64::try_from(lease.as_millis() / 4).unwrap_or(i64::MAX);
+    anyhow::ensure!(
+        skew <= limit,
+        "this machine's clock is {skew} ms off the database server's (at most {limit} ms, a \
+         quarter of lease_seconds, is allowed): instances judge leases by their own clocks, so \
+         keep every instance's and the database's clock in time (NTP)"
+    );
+    Ok(())
 }

@@ -10,7 +10,7 @@
 //! ([`SessionRows`]) for at most [`ROW_TTL_MS`] of the clock and only while the
 //! [`AuthEpoch`] is unchanged since it was loaded. Every write in this process that can
 //! change a lookup's answer bumps the epoch after its commit, so it is seen at once; a
-//! change made by another process (the CLI) is seen within [`ROW_TTL_MS`]. Expiry is still
+//! change made by another process (the CLI, another instance) is seen within [`ROW_TTL_MS`]. Expiry is still
 //! judged on every request, from the row and the activity memory.
 
 use std::collections::HashMap;
@@ -389,9 +389,12 @@ pub async fn purge_expired_once(deps: &PurgeDeps) -> sqlx::Result<u64> {
     flush_activity(&deps.pool, &deps.activity).await?;
     let now = deps.clock.now();
     let mut conn = deps.pool.acquire().await?;
+    // Idle by the rows plus one purge period: another instance writes the activity it holds
+    // back only at its own purge, so a row may be that much older than the session's last
+    // use; lookups still judge expiry by the exact idle time.
     let purged = db::sessions::delete_expired(
         &mut conn,
-        now - ms(deps.life.idle),
+        now - ms(deps.life.idle) - ms(deps.every),
         now - ms(deps.life.absolute),
     )
     .await?;
@@ -516,18 +519,20 @@ mod purge_tests {
     }
 
     #[tokio::test]
-    async fn purge_once_removes_only_sessions_idle_past_the_limit() {
+    async fn purge_once_removes_only_sessions_idle_past_the_limit_and_a_purge_period() {
         let minute = 60_000;
-        // Unused for 31 and 45 minutes (expired), 29 minutes and just now (alive).
+        // Unused by their rows for 41 and 45 minutes (past 30 + 10), 31 minutes (expired for
+        // lookups, but another instance may still hold its activity), 29 minutes and just now.
         let (deps, _dir) = deps_with_sessions(&[
-            START - 31 * minute,
+            START - 41 * minute,
             START - 45 * minute,
+            START - 31 * minute,
             START - 29 * minute,
             START,
         ])
         .await;
         assert_eq!(purge_expired_once(&deps).await.unwrap(), 2);
-        assert_eq!(remaining(&deps).await, 2);
+        assert_eq!(remaining(&deps).await, 3);
         assert_eq!(purge_expired_once(&deps).await.unwrap(), 0);
     }
 

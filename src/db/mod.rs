@@ -1,6 +1,5 @@
 //! Storage: pool set-up and one module per table family. Portable SQL where it costs nothing,
-//! so the PostgreSQL store (`postgres`: its schema and migrations so far) can serve the same
-//! functions. Which store a URL names is `domain::database_url::Store::of`.
+//! so the PostgreSQL store (`postgres`: its schema and migrations) serves the same functions. Which store a URL names is `domain::database_url::Store::of`.
 
 pub mod audit;
 pub mod backup;
@@ -189,6 +188,18 @@ pub async fn begin_write(pool: &AnyPool) -> sqlx::Result<sqlx::Transaction<'stat
             Ok(tx)
         }
     }
+}
+
+/// The database server's clock in Unix milliseconds, on PostgreSQL (shared by instances on
+/// several machines); `None` on SQLite, whose clock is this machine's.
+pub async fn server_clock_ms(conn: &mut AnyConnection) -> sqlx::Result<Option<i64>> {
+    if Dialect::of(conn) == Dialect::Sqlite {
+        return Ok(None);
+    }
+    sqlx::query_scalar("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)")
+        .fetch_one(conn)
+        .await
+        .map(Some)
 }
 
 /// Whether the database answers.

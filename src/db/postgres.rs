@@ -1,6 +1,6 @@
 //! The PostgreSQL store: its own migrations (`migrations/postgres`, the same schema in
-//! PostgreSQL's dialect, each version numbered as its SQLite twin). So far `headroom migrate`
-//! is what uses it; the queries still run on SQLite only (issue 19).
+//! PostgreSQL's dialect, each version numbered as its SQLite twin), applied at start and by
+//! `headroom migrate`; every query of `db` then runs on it through sqlx's `Any` driver.
 
 use std::str::FromStr;
 use std::time::Duration;

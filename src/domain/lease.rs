@@ -77,6 +77,18 @@ pub fn may_resume(seen: Option<&Held>, me: &Instance, now: UnixMillis) -> bool {
     }
 }
 
+/// How far a server's clock, read as `server` between this machine's `before` and `after`,
+/// is off this machine's at least: it read its clock somewhere within the round trip.
+pub fn clock_skew(before: UnixMillis, server: UnixMillis, after: UnixMillis) -> i64 {
+    if server < before {
+        before - server
+    } else if server > after {
+        server - after
+    } else {
+        0
+    }
+}
+
 /// The end of a lease taken or renewed at `now` for `ttl_ms`.
 pub fn until(now: UnixMillis, ttl_ms: u64) -> UnixMillis {
     now.saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX))
@@ -168,6 +180,13 @@ mod tests {
         assert!(may_resume(Some(&held("eu-1#before", 1_000)), &me, 0));
         assert!(!may_resume(Some(&held("eu-2#x", 1_000)), &me, 0));
         assert!(may_resume(None, &me, 0));
+    }
+
+    #[test]
+    fn a_clock_is_off_by_no_more_than_it_can_be_shown_to_be() {
+        assert_eq!(clock_skew(1_000, 1_005, 1_010), 0);
+        assert_eq!(clock_skew(1_000, 4_000, 1_010), 2_990);
+        assert_eq!(clock_skew(1_000, 0, 1_010), 1_000);
     }
 
     #[test]

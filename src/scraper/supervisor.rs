@@ -197,20 +197,22 @@ async fn fleet_loop(
 }
 
 /// The name of fleet `fleet`'s scrape lease.
-pub fn scrape_lease(fleet: &str) -> String {
+fn scrape_lease(fleet: &str) -> String {
     format!("scrape:{fleet}")
 }
 
-/// How long a scrape lease holds: one interval and a quarter, so the holder (renewing at each
-/// tick) keeps it through a late tick, and a standby asking every half interval takes a dead
-/// holder's fleet within 1¾ intervals of its last scrape.
-pub fn scrape_lease_ttl(interval: Duration) -> Duration {
+/// How long a scrape lease holds: one interval and a quarter from the last recorded sample
+/// (the holder extends it after each), so the holder keeps it through a late tick, and a
+/// standby asking every half interval takes a dead holder's fleet within 1¾ intervals of its
+/// last sample.
+fn scrape_lease_ttl(interval: Duration) -> Duration {
     interval + interval / 4
 }
 
-/// Whether this instance holds (now or newly) lease `name`; an unanswered ask is a "no".
+/// Whether this instance holds lease `name` (taking it for `ttl` when free, not extending it
+/// when its own); an unanswered ask is a "no".
 async fn holds(ctx: &Ctx, name: &str, ttl: Duration) -> bool {
-    crate::leases::hold(ctx, name, ttl)
+    crate::leases::hold_unextended(ctx, name, ttl)
         .await
         .inspect_err(|e| tracing::warn!(lease = name, error = %e, "scrape lease not checked"))
         .unwrap_or(false)
@@ -293,9 +295,16 @@ async fn scrape_while_held(
         // its transaction short.
         if let Err(e) = crate::capacity::record::record(ctx, spec.name(), &sample).await {
             tracing::warn!(fleet.name = %spec.name(), error = %e, "sample not recorded");
-        } else if let Ok(obs) = &sample.outcome {
-            // Created machines become spares only once they are members.
-            super::joins::follow(ctx, spec.name(), obs, sample.at).await;
+        } else {
+            // Extended only now: the lease ends a fixed time after the last recorded sample,
+            // whenever this instance dies, so a standby takes over within 1.75 intervals of it.
+            if let Err(e) = crate::leases::hold(ctx, lease, ttl).await {
+                tracing::warn!(lease, error = %e, "scrape lease not renewed");
+            }
+            if let Ok(obs) = &sample.outcome {
+                // Created machines become spares only once they are members.
+                super::joins::follow(ctx, spec.name(), obs, sample.at).await;
+            }
         }
     }
 }

@@ -5,8 +5,10 @@
 //! killed with SIGKILL ten times at random moments and started again after a random pause
 //! (sometimes long enough for the other to take its work over by lease, sometimes short enough
 //! for its own next boot to). Afterwards: one server per planned machine and one create each,
-//! every request finished, no fleet without a sample for longer than two scrape intervals, no
-//! webhook delivered twice, and the audit chain verifies. Figures are printed.
+//! every request finished, no fleet without a sample for longer than two scrape intervals,
+//! every webhook delivered (or pending, when its claim is held by a killed process) and none
+//! twice but for a kill between its answer and its recording, and the audit chain verifies.
+//! Figures are printed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -152,7 +154,7 @@ async fn client(up: Up, token: String, stop: Arc<std::sync::atomic::AtomicBool>)
 }
 
 #[tokio::test]
-async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twice() {
+async fn two_instances_with_one_killed_ten_times_lose_nothing_and_create_nothing_twice() {
     let started = Instant::now();
     let fake = FakeHetzner::start().await;
     // Four polls per create action (see HEADROOM_RUNNER_ACTION_POLL_MS above).
@@ -311,7 +313,8 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twi
         );
     }
 
-    // Webhooks: each delivery reached the receiver at most once.
+    // Webhooks: at least once each, and not twice unless a kill landed between the
+    // receiver's answer and its recording (then the delivery id lets the receiver drop it).
     let mut deliveries: BTreeMap<i64, usize> = BTreeMap::new();
     for r in receiver.received_requests().await.unwrap() {
         let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
@@ -319,19 +322,21 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twi
             .entry(body["delivery_id"].as_i64().unwrap())
             .or_default() += 1;
     }
-    // Each request's `provision.finished` (its approval was before any instance ran, with
-    // no webhook set).
+    // A delivery claimed by an instance killed before sending waits out its claim (60 s):
+    // received or still pending, every request's `provision.finished` is there.
+    let pending: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'")
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
     assert!(
-        deliveries.len() >= ids.len(),
-        "{} deliveries for {} requests",
+        deliveries.len() + usize::try_from(pending).unwrap() >= ids.len(),
+        "{} deliveries received and {pending} pending for {} requests",
         deliveries.len(),
         ids.len()
     );
-    let twice: Vec<_> = deliveries.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "deliveries received more than once: {twice:?}"
-    );
+    let twice = deliveries.values().filter(|n| **n > 1).count();
+    assert!(twice <= KILLS, "{twice} deliveries received more than once");
 
     // The audit chain is one chain.
     let verify = Command::new(BIN)
@@ -356,9 +361,9 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_do_nothing_twi
     );
     println!(
         "{} requests, {planned} machines, {} creates, {} servers; {FLEETS} fleets, longest \
-         gap without a sample {} ms (limit {limit}), per fleet {gaps:?}; {} deliveries, none \
-         twice; client {answered} answered, {failed} failed; ran {ran:?} after {prepared:?} \
-         of set-up",
+         gap without a sample {} ms (limit {limit}), per fleet {gaps:?}; {} deliveries \
+         received ({twice} twice), {pending} pending; client {answered} answered, {failed} \
+         failed; ran {ran:?} after {prepared:?} of set-up",
         ids.len(),
         fake.creates().len(),
         servers.len(),

@@ -302,20 +302,26 @@ async fn pool_attack_a_kept_parse_tells_nobody_what_others_rendered() {
     pool.run(&job("someone", draft.clone()), Duration::from_secs(10))
         .await
         .unwrap();
-    // The attacker times a wrong guess, then the right one.
-    let t = Instant::now();
-    pool.run(
-        &job("attacker", format!("{draft}# guess")),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    let wrong = t.elapsed();
-    let t = Instant::now();
-    pool.run(&job("attacker", draft), Duration::from_secs(10))
+    // The attacker times a wrong guess, then the right one, five times over as five owners
+    // (an owner's own second render of a text is a hit by design); the fastest of each kind
+    // is compared, so a machine busy with other work does not decide the verdict.
+    let (mut wrong, mut right) = (Duration::MAX, Duration::MAX);
+    for round in 0..5 {
+        let attacker = format!("attacker-{round}");
+        let t = Instant::now();
+        pool.run(
+            &job(&attacker, format!("{draft}# guess {round}")),
+            Duration::from_secs(10),
+        )
         .await
         .unwrap();
-    let right = t.elapsed();
-    eprintln!("wrong guess {wrong:?}, right guess {right:?}");
+        wrong = wrong.min(t.elapsed());
+        let t = Instant::now();
+        pool.run(&job(&attacker, draft.clone()), Duration::from_secs(10))
+            .await
+            .unwrap();
+        right = right.min(t.elapsed());
+    }
+    eprintln!("fastest wrong guess {wrong:?}, fastest right guess {right:?}");
     assert!(right * 2 > wrong, "right {right:?} vs wrong {wrong:?}");
 }

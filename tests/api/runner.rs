@@ -703,6 +703,11 @@ async fn the_loop_finishes_an_execution_left_executing_by_a_failed_iteration() {
         .await
         .unwrap();
     pause.release();
+    // The failed execution keeps its lease one more lease time (a back-off), then the loop
+    // resumes it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.clock
+        .advance(ctx.settings.lease + Duration::from_secs(1));
 
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let detail = loop {

@@ -46,6 +46,26 @@ pub(super) async fn resumable(ctx: &Ctx) -> anyhow::Result<Vec<(i64, Option<Held
         .collect())
 }
 
+/// Says in the log whose execution this process takes over: a request left by another
+/// instance (its lease ran out), or by an earlier boot of this instance (a restart). A lease
+/// of this instance's name still running is taken at once; if that process is in fact alive,
+/// two processes share one `instance_name`, which the warning names.
+pub(super) fn note_takeover(ctx: &Ctx, id: i64, seen: Option<&Held>) {
+    match seen {
+        Some(h) if h.until > ctx.now() => tracing::warn!(
+            provision.id = id,
+            previous = %h.holder,
+            "resuming the execution of an earlier boot of this instance before its lease ran \
+             out; if that process is still running, two processes share instance_name {}",
+            ctx.instance.name()
+        ),
+        Some(h) => {
+            tracing::info!(provision.id = id, previous = %h.holder, "resuming an execution whose lease ran out")
+        }
+        None => tracing::info!(provision.id = id, "resuming an interrupted execution"),
+    }
+}
+
 /// Takes request `id`'s lease if it is still as `seen`. False when another instance was
 /// quicker (or the request moved on).
 pub(super) async fn take(ctx: &Ctx, id: i64, seen: Option<&Held>) -> anyhow::Result<bool> {
@@ -86,22 +106,26 @@ pub(super) async fn keep(ctx: &Ctx, id: i64) -> anyhow::Error {
     }
 }
 
-/// Ends this process's lease on request `id` now (after its execution stopped on an error),
-/// so the loop's retry, or another instance, resumes it without waiting the lease out.
-pub(super) async fn give_up(ctx: &Ctx, id: i64) {
+/// After request `id`'s execution stopped on an error: keeps its lease one more lease time
+/// and no longer, so it is retried then (by this instance or another) instead of at once by
+/// every instance at every poll, each retry a label lookup at the provider.
+pub(super) async fn back_off(ctx: &Ctx, id: i64) {
     let given = async {
         let mut conn = ctx.pool.acquire().await?;
-        provision_jobs::renew_lease(&mut conn, id, ctx.instance.holder(), ctx.now()).await
+        provision_jobs::renew_lease(&mut conn, id, ctx.instance.holder(), until(ctx)).await
     };
     if let Err(e) = given.await {
         tracing::warn!(provision.id = id, error = %e, "lease not given up; it runs out by itself");
     }
 }
 
-/// Fails unless this process holds request `id`'s lease: called inside the transaction of
-/// each step before it commits.
+/// Fails unless this process holds request `id`'s lease for a third of a lease more: called
+/// inside the transaction of each step before it commits. The margin is for the provider call
+/// that follows the commit (the holder renews every third of a lease, so a live one always
+/// has it): a process stalled so long that its lease is nearly over sends nothing.
 pub(super) async fn check(tx: &mut AnyConnection, ctx: &Ctx, id: i64) -> anyhow::Result<()> {
-    let held = provision_jobs::holds_lease(tx, id, ctx.instance.holder(), ctx.now()).await?;
+    let margin = lease::until(ctx.now(), millis(ctx.settings.lease / 3));
+    let held = provision_jobs::holds_lease(tx, id, ctx.instance.holder(), margin).await?;
     anyhow::ensure!(
         held,
         "provision {id}: this instance no longer holds the lease on its execution; \

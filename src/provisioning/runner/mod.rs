@@ -71,11 +71,11 @@ pub async fn run_once(ctx: &Ctx) -> anyhow::Result<bool> {
     let opts = Options::from_settings(&ctx.settings);
     for (id, seen) in lease::resumable(ctx).await? {
         if lease::take(ctx, id, seen.as_ref()).await? {
-            tracing::info!(
-                provision.id = id,
-                "resuming an execution whose lease ran out"
-            );
-            execute_leased(ctx, &opts, id, None).await?;
+            lease::note_takeover(ctx, id, seen.as_ref());
+            // A request that fails again waits out its back-off; new work is not held up.
+            if let Err(e) = execute_leased(ctx, &opts, id, None).await {
+                tracing::error!(provision.id = id, error = %format!("{e:#}"), "resuming failed; retried after a lease");
+            }
             return Ok(true);
         }
     }
@@ -96,8 +96,8 @@ pub async fn run_once(ctx: &Ctx) -> anyhow::Result<bool> {
 }
 
 /// Executes request `id` (whose lease this process holds) while renewing the lease; stops
-/// at once if the lease is lost. On an error the lease is given up, so the request is resumed
-/// (by this loop's retry or another instance) without waiting it out.
+/// at once if the lease is lost. On an error the lease is kept one more lease time (a
+/// back-off), then the request is resumed by whichever instance looks first.
 async fn execute_leased(
     ctx: &Ctx,
     opts: &Options,
@@ -112,7 +112,7 @@ async fn execute_leased(
         lost = lease::keep(ctx, id) => return Err(lost),
     };
     if outcome.is_err() {
-        lease::give_up(ctx, id).await;
+        lease::back_off(ctx, id).await;
     }
     outcome
 }
@@ -130,7 +130,7 @@ pub async fn reconcile_on_start(ctx: &Ctx) -> anyhow::Result<usize> {
             continue;
         }
         resumed += 1;
-        tracing::info!(provision.id = id, "reconciling an interrupted execution");
+        lease::note_takeover(ctx, id, seen.as_ref());
         // One request that cannot be finished now must not keep the others interrupted.
         if let Err(e) = execute_leased(ctx, &opts, id, None).await {
             tracing::error!(provision.id = id, error = %format!("{e:#}"), "reconcile failed; retried by the loop");
@@ -160,9 +160,9 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
                     error = format!("{e:#}"),
                     "provisioning runner iteration failed"
                 );
-                // An execution that stopped on an error (a busy database, say) gave its lease
-                // up: after a pause, finish it the way a restart would — through the label —
-                // unless another instance was quicker.
+                // An execution that stopped on an error (a busy database, say) keeps its lease
+                // one more lease time: after it, finish it the way a restart would — through
+                // the label — unless another instance was quicker.
                 tokio::select! {
                     biased;
                     _ = shutdown.wait_for(|stop| *stop) => break,
