@@ -27,6 +27,12 @@ use crate::fake_hetzner::FakeHetzner;
 use crate::runner::{caller, hetzner_config};
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
+
+/// The binary the two instances run: the test build, or `HEADROOM_FAILOVER_BIN` (a release
+/// build, say: `cargo build --release` and point it at `target/release/headroom`).
+fn instance_binary() -> String {
+    std::env::var("HEADROOM_FAILOVER_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
 const FLEETS: usize = 20;
 const KILLS: usize = 10;
 const NAMES: [&str; 2] = ["node-a", "node-b"];
@@ -56,7 +62,7 @@ impl World<'_> {
             .dir
             .join(format!("{}-{}.log", instance.name, instance.lives));
         let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(instance_binary())
             .args(["--database-url", self.db, "--log-format", "json", "serve"])
             .args(["--bind", "127.0.0.1:0"])
             .env("HEADROOM_INSTANCE_NAME", instance.name)
@@ -352,12 +358,13 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_create_nothing
     );
 
     println!(
-        "failover on {}: seed {seed:#x}; {KILLS} kills (instance, at, down for, requests finished): {kills:?}",
+        "failover on {}, instances {}: seed {seed:#x}; {KILLS} kills (instance, at, down for, requests finished): {kills:?}",
         if crate::helpers::store::on_postgres() {
             "PostgreSQL"
         } else {
             "SQLite"
-        }
+        },
+        instance_binary()
     );
     println!(
         "{} requests, {planned} machines, {} creates, {} servers; {FLEETS} fleets, longest \
