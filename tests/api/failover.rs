@@ -110,21 +110,6 @@ async fn port_announced(log_path: &PathBuf) -> u16 {
     );
 }
 
-/// A healthy one-node fleet on loopback.
-async fn node() -> MockServer {
-    let s = MockServer::start().await;
-    let members = [(1, crate::scraper::addr(&s))];
-    let body = crate::scraper::status(
-        1,
-        Some(1),
-        3,
-        &members,
-        Some(serde_json::json!({"spare": 1, "required": 1})),
-    );
-    crate::scraper::serve_status(&s, body).await;
-    s
-}
-
 /// Ports of the instances up now, for the client.
 type Up = Arc<Mutex<[Option<u16>; 2]>>;
 
@@ -171,7 +156,7 @@ async fn two_instances_with_one_killed_ten_times_lose_nothing_and_create_nothing
     let interval = Duration::from_secs(u64::from(SCRAPE_INTERVAL_SECS_MIN));
     let mut nodes = Vec::new();
     for i in 0..FLEETS {
-        let n = node().await;
+        let n = crate::scrape_supervisor::node().await;
         let input = FleetInput {
             name: format!("fleet-{i:02}"),
             endpoints: vec![n.uri()],

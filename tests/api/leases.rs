@@ -115,6 +115,25 @@ fn runner_instance(app: &TestApp, fake: &Fake, name: &str) -> Ctx {
     as_instance(&ctx_with(app, Arc::new(fake.clone())), name)
 }
 
+/// Instance `ctx`'s runner, claiming the one approved request and held at its first create
+/// (the server made at the fake, the answer not yet given) until the returned pause is
+/// released.
+async fn held_at_first_create(
+    ctx: &Ctx,
+    fake: &Fake,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<bool>>,
+    headroom::provider::fake::CreatePause,
+) {
+    let pause = fake.pause_create();
+    let running = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { runner::run_once(&ctx).await }
+    });
+    pause.reached().await;
+    (running, pause)
+}
+
 #[tokio::test]
 async fn a_request_left_by_a_dead_instance_is_resumed_by_another_once_its_lease_runs_out() {
     let app = console(|_| {}).await;
@@ -125,12 +144,7 @@ async fn a_request_left_by_a_dead_instance_is_resumed_by_another_once_its_lease_
     let id = approved(&a, "prod", 2).await;
 
     // Instance a claims the request and dies between "create sent" and "answer stored".
-    let pause = fake.pause_create();
-    let running = tokio::spawn({
-        let a = a.clone();
-        async move { runner::run_once(&a).await }
-    });
-    pause.reached().await;
+    let (running, _pause) = held_at_first_create(&a, &fake).await;
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
     let (holder, until): (Option<String>, Option<i64>) =
@@ -185,12 +199,7 @@ async fn a_runner_that_lost_its_lease_sends_nothing_more() {
     let id = approved(&a, "prod", 2).await;
 
     // a is held at its first create (paused, not dead) past the end of its lease...
-    let pause = fake.pause_create();
-    let slow = tokio::spawn({
-        let a = a.clone();
-        async move { runner::run_once(&a).await }
-    });
-    pause.reached().await;
+    let (slow, pause) = held_at_first_create(&a, &fake).await;
     app.clock
         .advance(app.state.ctx.settings.lease + Duration::from_secs(1));
     // ...so b takes the request over and finishes it, adopting the server a's create made.
@@ -225,12 +234,7 @@ async fn a_restarted_instance_resumes_its_own_earlier_boots_work_at_once() {
     let a = runner_instance(&app, &fake, "a");
     fleet(&a, "prod", &[]).await;
     let id = approved(&a, "prod", 1).await;
-    let pause = fake.pause_create();
-    let running = tokio::spawn({
-        let a = a.clone();
-        async move { runner::run_once(&a).await }
-    });
-    pause.reached().await;
+    let (running, _pause) = held_at_first_create(&a, &fake).await;
     running.abort();
     let _ = running.await;
     // Same name, new boot: no waiting for the dead boot's lease; another name would wait.
@@ -243,21 +247,6 @@ async fn a_restarted_instance_resumes_its_own_earlier_boots_work_at_once() {
         ProvisionState::Succeeded
     );
     assert_eq!(fake.count(Method::Create), 1);
-}
-
-/// A yubaba node answering every scrape (counted by the mock).
-async fn node() -> wiremock::MockServer {
-    let s = wiremock::MockServer::start().await;
-    let members = [(1, crate::scraper::addr(&s))];
-    let body = crate::scraper::status(
-        1,
-        Some(1),
-        3,
-        &members,
-        Some(serde_json::json!({"spare": 1, "required": 1})),
-    );
-    crate::scraper::serve_status(&s, body).await;
-    s
 }
 
 /// The times of fleet `fleet`'s samples, oldest first.
@@ -287,7 +276,10 @@ async fn each_fleet_is_scraped_by_one_instance_and_by_another_within_two_interva
 
     let app = console(|_| {}).await;
     let interval = Duration::from_secs(u64::from(SCRAPE_INTERVAL_SECS_MIN));
-    let nodes = [node().await, node().await];
+    let nodes = [
+        crate::scrape_supervisor::node().await,
+        crate::scrape_supervisor::node().await,
+    ];
     for (i, n) in nodes.iter().enumerate() {
         let input = FleetInput {
             name: format!("f{i}"),

@@ -35,8 +35,9 @@ fn fleet_at(name: &str, endpoint: String) -> FleetInput {
     }
 }
 
-/// A healthy one-node fleet at a wiremock server, which counts the scrapes it answers.
-async fn node() -> MockServer {
+/// A healthy one-node fleet at a wiremock server, which counts the scrapes it answers
+/// (shared by the lease and failover tests).
+pub(crate) async fn node() -> MockServer {
     let s = MockServer::start().await;
     let members = [(1, addr(&s))];
     let body = status(
