@@ -63,6 +63,16 @@ pub fn job(job: &str) -> String {
     format!("job:{job}")
 }
 
+/// The name of fleet `fleet`'s scrape lease.
+pub fn scrape(fleet: &str) -> String {
+    format!("scrape:{fleet}")
+}
+
+/// The name of provider `provider`'s catalogue refresh lease.
+pub fn catalogue(provider: impl std::fmt::Display) -> String {
+    job(&format!("catalogue:{provider}"))
+}
+
 /// Whether this instance runs periodic job `job` (ticking `every`) this tick: it holds the
 /// job's lease, for one tick and the settings' lease time beyond it, so the holder keeps it
 /// from tick to tick and another instance takes over within a tick and a lease of its death.

@@ -204,8 +204,10 @@ pub(super) async fn current(ctx: &Ctx, kind: ProviderKind) -> Result<CurrentCata
     }
     // Of several instances sharing the cache, the one holding the refresh lease fetches; the
     // others serve what is cached meanwhile (an empty cache is fetched by whoever needs it).
+    // A lease that cannot be asked about counts as held: a second fetch of a public
+    // catalogue costs less than serving a stale one.
     let refresher = fetched_at.is_none()
-        || crate::leases::hold(ctx, &format!("job:catalogue:{kind}"), ctx.settings.lease)
+        || crate::leases::hold(ctx, &crate::leases::catalogue(kind), ctx.settings.lease)
             .await
             .unwrap_or(true);
     let Some(provider) = ctx.providers.get(kind).filter(|_| refresher) else {

@@ -191,14 +191,9 @@ async fn fleet_loop(
     permits: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
 ) {
-    let lease = scrape_lease(spec.name().as_str());
+    let lease = crate::leases::scrape(spec.name().as_str());
     scrape_while_held(&ctx, &spec, &stats, &permits, stop, &lease).await;
     crate::leases::release(&ctx, &lease).await;
-}
-
-/// The name of fleet `fleet`'s scrape lease.
-fn scrape_lease(fleet: &str) -> String {
-    format!("scrape:{fleet}")
 }
 
 /// How long a scrape lease holds: one interval and a quarter from the last recorded sample
