@@ -31,14 +31,14 @@ cleanup=()
 trap 'set +e; for ((i = ${#cleanup[@]} - 1; i >= 0; i--)); do eval "${cleanup[i]}"; done' EXIT
 
 # The failover test's release build (about 11 CPU-minutes cold on two cores) starts first, at
-# the lowest CPU priority: it takes the cores only while the installs, the test build and
-# the wait-bound passes leave them idle, and is done by the time the failover test runs last.
-# (.ci/run starts the same build earlier still; this one then waits for it and does nothing.)
+# the lowest CPU priority (scripts/idle.sh): it takes the cores only while the installs, the
+# test build and the wait-bound passes leave them idle. (.ci/run starts the same build
+# earlier still; this one then waits for it and does nothing.)
 failover_apart=false
 if [ $# -eq 0 ]; then
   failover_apart=true
   release_log=$(mktemp)
-  setsid nice -n 19 cargo build --locked --release --bin headroom </dev/null >"$release_log" 2>&1 &
+  setsid scripts/idle.sh cargo build --locked --release --bin headroom </dev/null >"$release_log" 2>&1 &
   release_build=$!
   cleanup+=("kill -- -$release_build 2>/dev/null; wait $release_build 2>/dev/null; rm -f '$release_log'")
 fi
