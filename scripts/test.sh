@@ -3,10 +3,8 @@
 # (`scripts/test-deps.sh`: chromium, its driver, cloud-init, postgresql), building the real
 # yubaba that one test runs (`scripts/yubaba.sh`) and starting a throwaway PostgreSQL for the
 # PostgreSQL tests (`scripts/postgres.sh`, stopped and removed at the end). Runs the whole
-# suite on SQLite, then the app tests (tests/api) again on PostgreSQL, then the failover test
-# on each store with its two instances from a release build, as they run in production.
-# Extra arguments go to `cargo test` in both passes; with any, the failover test runs inside
-# the passes (when they select it) on the test build instead, and no release build is made.
+# suite on SQLite, then the app tests (tests/api) again on PostgreSQL.
+# Extra arguments go to `cargo test` in both passes.
 #
 # In CI (`CI=true`) a test that did not run is a failure: neither the browser tests
 # (HEADROOM_SKIP_BROWSER), the real yubaba's (HEADROOM_SKIP_YUBABA) nor PostgreSQL's
@@ -24,24 +22,6 @@ for skip in HEADROOM_SKIP_BROWSER HEADROOM_SKIP_YUBABA HEADROOM_SKIP_POSTGRES; d
     exit 1
   fi
 done
-
-# Every step runs even if one fails (set -e would stop the rest and turn a green run red).
-cleanup=()
-# Last in, first out: the test passes stop before the database they use.
-trap 'set +e; for ((i = ${#cleanup[@]} - 1; i >= 0; i--)); do eval "${cleanup[i]}"; done' EXIT
-
-# The failover test's release build (about 11 CPU-minutes cold on two cores) starts first, at
-# the lowest CPU priority (scripts/idle.sh): it takes the cores only while the installs, the
-# test build and the wait-bound passes leave them idle. (.ci/run starts the same build
-# earlier still; this one then waits for it and does nothing.)
-failover_apart=false
-if [ $# -eq 0 ]; then
-  failover_apart=true
-  release_log=$(mktemp)
-  setsid scripts/idle.sh cargo build --locked --release --bin headroom </dev/null >"$release_log" 2>&1 &
-  release_build=$!
-  cleanup+=("kill -- -$release_build 2>/dev/null; wait $release_build 2>/dev/null; rm -f '$release_log'")
-fi
 
 scripts/test-deps.sh
 if $in_ci; then
@@ -62,6 +42,10 @@ fi
 
 # A throwaway PostgreSQL on a Unix socket in a temporary folder (HEADROOM_SKIP_POSTGRES=1
 # outside CI reports its tests as ignored instead).
+# Every step runs even if one fails (set -e would stop the rest and turn a green run red).
+cleanup=()
+# Last in, first out: the test passes stop before the database they use.
+trap 'set +e; for ((i = ${#cleanup[@]} - 1; i >= 0; i--)); do eval "${cleanup[i]}"; done' EXIT
 if [ -z "${HEADROOM_SKIP_POSTGRES+set}" ]; then
   pg_dir=$(mktemp -d)
   cleanup+=("scripts/postgres.sh stop '$pg_dir' 2>/dev/null; rm -rf '$pg_dir'")
@@ -97,56 +81,19 @@ pg_skips=()
 for module in backup cli demo_loop demo_provider demo_walk docs migrations postgres layers cloud_init; do
   pg_skips+=(--skip "$module::")
 done
-sqlite_skips=()
-if $failover_apart; then
-  sqlite_skips+=(--skip failover::)
-  pg_skips+=(--skip failover::)
-fi
-sqlite_args=("$@")
 pg_args=(--test api "$@")
-if [[ " $* " == *" -- "* ]]; then
-  sqlite_args+=("${sqlite_skips[@]}")
-  pg_args+=("${pg_skips[@]}")
-else
-  sqlite_args+=(-- "${sqlite_skips[@]}")
-  pg_args+=(-- "${pg_skips[@]}")
-fi
+if [[ " $* " == *" -- "* ]]; then pg_args+=("${pg_skips[@]}"); else pg_args+=(-- "${pg_skips[@]}"); fi
 failed=()
 for store in $stores; do
   echo "== tests on $store"
   case "$store" in
-    sqlite) cargo test --locked "${sqlite_args[@]}" 2>&1 | tee "$reports/$store" || failed+=("$store") ;;
+    sqlite) cargo test --locked "$@" 2>&1 | tee "$reports/$store" || failed+=("$store") ;;
     postgres)
       HEADROOM_TEST_STORE=postgres cargo test --locked "${pg_args[@]}" 2>&1 |
         tee "$reports/$store" || failed+=("$store")
       ;;
   esac
 done
-
-if $failover_apart; then
-  echo "== failover test on release builds"
-  if wait "$release_build"; then
-    target_dir=${CARGO_TARGET_DIR:-target}
-    [[ $target_dir == /* ]] || target_dir="$(pwd)/$target_dir"
-    release_bin="$target_dir/release/headroom"
-    for store in $stores; do
-      echo "== failover test on $store"
-      store_env=()
-      if [ "$store" = postgres ]; then store_env=(HEADROOM_TEST_STORE=postgres); fi
-      env "${store_env[@]}" HEADROOM_FAILOVER_BIN="$release_bin" \
-        cargo test --locked --test api failover:: -- --nocapture 2>&1 |
-        tee "$reports/failover-$store" || failed+=("failover on $store")
-      # A filter that matched nothing would pass: the test must have run and passed.
-      if ! grep -qE '^test result: ok\. [1-9][0-9]* passed' "$reports/failover-$store"; then
-        echo "the failover test did not pass on $store" >&2
-        failed+=("failover on $store (not run)")
-      fi
-    done
-  else
-    cat "$release_log" >&2
-    failed+=("release build for the failover test")
-  fi
-fi
 
 if $in_ci; then
   # Every test must run in CI: a pass that reports any test as ignored fails.

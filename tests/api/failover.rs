@@ -28,8 +28,8 @@ use crate::runner::{caller, hetzner_config};
 
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
-/// The binary the two instances run: `HEADROOM_FAILOVER_BIN` (`scripts/test.sh` points it at
-/// the release build it makes), or the test build when the test is run on its own.
+/// The binary the two instances run: the test build, or `HEADROOM_FAILOVER_BIN` (a release
+/// build, say: `cargo build --release` and point it at `target/release/headroom`).
 fn instance_binary() -> String {
     std::env::var("HEADROOM_FAILOVER_BIN").unwrap_or_else(|_| BIN.to_owned())
 }
