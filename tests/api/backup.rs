@@ -18,6 +18,13 @@ use sqlx::{AnyConnection, Connection};
 use crate::crash::{finished, offline_ctx, prepare, start, wait_until_serving};
 use crate::fake_hetzner::FakeHetzner;
 
+/// A connection of its own to the database at `url`. The `Any` drivers are installed first:
+/// run alone, these tests may be the first in the process to open one.
+async fn connect(url: &str) -> AnyConnection {
+    headroom::db::install_drivers();
+    AnyConnection::connect(url).await.unwrap()
+}
+
 const BIN: &str = env!("CARGO_BIN_EXE_headroom");
 
 /// `headroom --database-url DB backup FILE`: exit code, stdout, stderr.
@@ -53,7 +60,7 @@ fn sqlite_url(path: &Path) -> String {
 /// databases with equal dumps hold the same state.
 async fn dump(path: &Path) -> Vec<(String, Vec<String>)> {
     let url = format!("sqlite:{}?mode=ro", path.display());
-    let mut conn = AnyConnection::connect(&url).await.unwrap();
+    let mut conn = connect(&url).await;
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
          ORDER BY name",
@@ -88,7 +95,7 @@ async fn dump(path: &Path) -> Vec<(String, Vec<String>)> {
 /// Audit entries in the database at `path`.
 async fn audit_entries(path: &Path) -> i64 {
     let url = format!("sqlite:{}?mode=ro", path.display());
-    let mut conn = AnyConnection::connect(&url).await.unwrap();
+    let mut conn = connect(&url).await;
     sqlx::query_scalar("SELECT COUNT(*) FROM audit_log")
         .fetch_one(&mut conn)
         .await
@@ -324,7 +331,7 @@ async fn a_database_whose_audit_chain_was_altered_gets_no_backup() {
     assert_eq!(backup(&db, first.as_os_str()).0, 0);
     {
         // Someone with the file edits history behind the triggers' back.
-        let mut conn = AnyConnection::connect(&db).await.unwrap();
+        let mut conn = connect(&db).await;
         sqlx::query("DROP TRIGGER audit_log_no_update")
             .execute(&mut conn)
             .await
@@ -370,7 +377,7 @@ async fn a_backup_neither_creates_nor_migrates_its_source() {
     migrate(&db);
     let latest = headroom::db::latest_migration();
     {
-        let mut conn = AnyConnection::connect(&db).await.unwrap();
+        let mut conn = connect(&db).await;
         sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
             .bind(latest)
             .execute(&mut conn)
@@ -403,7 +410,7 @@ async fn a_database_with_a_dangling_reference_gets_no_backup() {
     let db = sqlite_url(&dir.path().join("src.db"));
     migrate(&db);
     {
-        let mut conn = AnyConnection::connect(&db).await.unwrap();
+        let mut conn = connect(&db).await;
         sqlx::query("PRAGMA foreign_keys = OFF")
             .execute(&mut conn)
             .await
