@@ -124,16 +124,17 @@ pub(crate) fn start(dir: &Path, db: &str, fake: &FakeHetzner, life: usize) -> (C
     (child, log_path)
 }
 
-/// Waits until the process announced its port (it is serving and its runner started).
-pub(crate) async fn wait_until_serving(log_path: &Path) {
-    for _ in 0..400 {
+/// Waits until the process announced its port (it is serving and its runner started), and
+/// returns that port. Waits up to 20 s: a debug build beside a loaded test run starts slowly.
+pub(crate) async fn wait_until_serving(log_path: &Path) -> u16 {
+    for _ in 0..800 {
         let text = std::fs::read_to_string(log_path).unwrap_or_default();
-        if text
+        let port = text
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .any(|v| v["port"].as_u64().is_some())
-        {
-            return;
+            .find_map(|v| v["port"].as_u64());
+        if let Some(port) = port {
+            return u16::try_from(port).expect("a port fits in u16");
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

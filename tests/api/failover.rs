@@ -11,7 +11,7 @@
 //! Figures are printed.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use headroom::domain::{ProvisionState, Role};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::crash::{finished, prepare, Rng};
+use crate::crash::{finished, prepare, wait_until_serving, Rng};
 use crate::fake_hetzner::FakeHetzner;
 use crate::runner::{caller, hetzner_config};
 
@@ -87,27 +87,8 @@ impl World<'_> {
             .unwrap();
         instance.child = Some(child);
         instance.lives += 1;
-        instance.port = Some(port_announced(&log_path).await);
+        instance.port = Some(wait_until_serving(&log_path).await);
     }
-}
-
-/// The port a starting instance announces in its log.
-async fn port_announced(log_path: &PathBuf) -> u16 {
-    for _ in 0..800 {
-        let text = std::fs::read_to_string(log_path).unwrap_or_default();
-        let port = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find_map(|v| v["port"].as_u64());
-        if let Some(p) = port {
-            return u16::try_from(p).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!(
-        "the server never announced its port: {}",
-        std::fs::read_to_string(log_path).unwrap_or_default()
-    );
 }
 
 /// Ports of the instances up now, for the client.
