@@ -24,6 +24,7 @@ pub mod password_hashing;
 pub mod provider;
 pub mod provisioning;
 pub mod scraper;
+pub mod shutdown;
 pub mod sim;
 pub mod startup;
 pub mod state;

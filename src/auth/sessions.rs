@@ -414,7 +414,7 @@ pub async fn run_until_stopped(deps: PurgeDeps, mut shutdown: tokio::sync::watch
         tokio::select! {
             // A stop wins over a due tick, so shutdown never waits for one more purge.
             biased;
-            () = stop_requested(&mut shutdown) => {
+            () = crate::shutdown::requested(&mut shutdown) => {
                 // A clean stop keeps what memory held, so a restart ends no session early.
                 if let Err(e) = flush_activity(&deps.pool, &deps.activity).await {
                     tracing::warn!(error = %e, "session activity not written back at stop");
@@ -430,12 +430,6 @@ pub async fn run_until_stopped(deps: PurgeDeps, mut shutdown: tokio::sync::watch
         }
     }
     tracing::debug!("session purge stopped");
-}
-
-/// Resolves once the stop signal is true or its sender is gone (both mean stop); the guard
-/// `wait_for` returns is dropped here, so loops holding this future stay `Send`.
-async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 /// Keeps a message for this session's next full page (after a redirect). Best effort: a

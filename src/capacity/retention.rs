@@ -114,7 +114,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         tokio::select! {
             // A stop wins over a due tick, so shutdown never waits for one more prune.
             biased;
-            () = stop_requested(&mut shutdown) => break,
+            () = crate::shutdown::requested(&mut shutdown) => break,
             // Of several instances on one database, the lease holder prunes.
             _ = tick.tick() => match prune_if_ours(&ctx).await {
                 // Every minute's prune removes the minute that expired: that is routine. One
@@ -146,10 +146,4 @@ async fn prune_if_ours(ctx: &Ctx) -> anyhow::Result<Pruned> {
         return Ok(Pruned::default());
     }
     prune_once(ctx).await
-}
-
-/// Resolves once the stop signal is true or its sender is gone (both mean stop); the guard
-/// `wait_for` returns is dropped here, so the loop's future stays `Send`.
-async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }

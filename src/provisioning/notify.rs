@@ -418,7 +418,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         tokio::select! {
             // A stop wins over a due tick: a delivery not sent now is sent after the restart.
             biased;
-            () = stop_requested(&mut shutdown) => break,
+            () = crate::shutdown::requested(&mut shutdown) => break,
             _ = tick.tick() => {
                 if let Err(e) = deliver_once(&ctx).await {
                     tracing::warn!(error = %e, "webhook delivery round failed");
@@ -427,12 +427,6 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         }
     }
     tracing::debug!("webhook delivery stopped");
-}
-
-/// Resolves once the stop signal is true or its sender is gone; the `wait_for` guard is
-/// dropped here so the loop's future stays `Send`.
-async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]
