@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::context::Ctx;
 use crate::db;
-use crate::domain::lease;
+use crate::domain::{lease, millis};
 
 /// Takes or renews lease `name` for `ttl` from now. True when this process holds it now.
 pub async fn hold(ctx: &Ctx, name: &str, ttl: Duration) -> sqlx::Result<bool> {
@@ -96,7 +96,7 @@ pub async fn check_clock(pool: &sqlx::AnyPool, lease: Duration) -> anyhow::Resul
     let wall = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .map_or(0, millis)
     };
     let mut conn = pool.acquire().await?;
     let before = wall();
@@ -104,7 +104,7 @@ pub async fn check_clock(pool: &sqlx::AnyPool, lease: Duration) -> anyhow::Resul
         return Ok(());
     };
     let skew = lease::clock_skew(before, server, wall());
-    let limit = i64::try_from(lease.as_millis() / 4).unwrap_or(i64::MAX);
+    let limit = millis(lease / 4);
     anyhow::ensure!(
         skew <= limit,
         "this machine's clock is {skew} ms off the database server's (at most {limit} ms, a \

@@ -24,7 +24,7 @@ use super::{csrf, secret_token, ACTIVITY_WRITE_EVERY_MS};
 use crate::context::AuthEpoch;
 use crate::db;
 use crate::db::sessions::SessionRow;
-use crate::domain::{Role, UnixMillis};
+use crate::domain::{millis, Role, UnixMillis};
 
 /// Cookie carrying the session token when the browser did not reach us over TLS.
 pub const COOKIE: &str = "headroom_session";
@@ -46,10 +46,6 @@ pub fn cookie_name(tls: bool) -> &'static str {
 pub struct Lifetimes {
     pub idle: Duration,
     pub absolute: Duration,
-}
-
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Sessions whose activity memory holds at once. A session beyond it (only when this many
@@ -330,8 +326,8 @@ pub async fn resolve(
     let last_seen = activity
         .last_seen(row.id, row.created_at)
         .map_or(row.last_seen_at, |held| held.max(row.last_seen_at));
-    let idle_expired = now - last_seen > ms(life.idle);
-    let absolute_expired = now - row.created_at > ms(life.absolute);
+    let idle_expired = now - last_seen > millis(life.idle);
+    let absolute_expired = now - row.created_at > millis(life.absolute);
     if idle_expired || absolute_expired || row.disabled {
         activity.forget(row.id);
         activity.rows.remove(&hash);
@@ -394,8 +390,8 @@ pub async fn purge_expired_once(deps: &PurgeDeps) -> sqlx::Result<u64> {
     // use; lookups still judge expiry by the exact idle time.
     let purged = db::sessions::delete_expired(
         &mut conn,
-        now - ms(deps.life.idle) - ms(deps.every),
-        now - ms(deps.life.absolute),
+        now - millis(deps.life.idle) - millis(deps.every),
+        now - millis(deps.life.absolute),
     )
     .await?;
     if purged > 0 {

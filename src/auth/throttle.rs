@@ -17,7 +17,7 @@ use sqlx::{AnyConnection, AnyPool};
 use crate::config::ThrottleSettings;
 use crate::db;
 use crate::db::throttle::{self as rows, ThrottleRow};
-use crate::domain::UnixMillis;
+use crate::domain::{millis, UnixMillis};
 
 /// Throttle key for an account name (login).
 pub fn account_key(username: &str) -> String {
@@ -163,15 +163,13 @@ async fn count(
     cfg: &ThrottleSettings,
     now: UnixMillis,
 ) -> sqlx::Result<()> {
-    let window = i64::try_from(cfg.window.as_millis()).unwrap_or(i64::MAX);
+    let window = millis(cfg.window);
     let previous = rows::get(conn, key)
         .await?
         .filter(|r| now - r.last_failure_at <= window)
         .map_or(0, |r| r.failures);
     let failures = previous + 1;
-    let locked_until = lock_delay(failures, threshold, cfg).map_or(0, |d| {
-        now + i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-    });
+    let locked_until = lock_delay(failures, threshold, cfg).map_or(0, |d| now + millis(d));
     rows::put(
         conn,
         key,

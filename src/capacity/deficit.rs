@@ -44,6 +44,7 @@ use crate::domain::absorption::Absorption;
 use crate::domain::capacity::{n_plus_words, DeficitPolicy, Observation};
 use crate::domain::clock::format_utc;
 use crate::domain::fleet::HeadroomRule;
+use crate::domain::millis;
 use crate::domain::{Actor, ProvisionState, UnixMillis};
 use crate::error::OpError;
 use crate::provisioning::notify::{self, FleetEvent};
@@ -149,7 +150,7 @@ pub struct Deferral {
 /// cooldown`); `None` files at once.
 pub fn deferral(at: UnixMillis, last: Option<Superseded>, cooldown: Duration) -> Option<Deferral> {
     let last = last?;
-    let cooldown = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
+    let cooldown = millis(cooldown);
     let due_at = last.at.saturating_add(cooldown);
     (due_at > at).then(|| Deferral {
         due_at,

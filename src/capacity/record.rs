@@ -14,6 +14,7 @@ use crate::db::fleet_status::{self, StoredTracker};
 use crate::domain::capacity::{n_plus_words, Sample};
 use crate::domain::deficit::{follow_up, step, FollowUp, OpenDeficit, Step};
 use crate::domain::fleet::{FleetSpec, HeadroomRule, MAX_RESTORE_MACHINES_DEFAULT};
+use crate::domain::millis;
 use crate::domain::{Caller, UnixMillis};
 
 /// What the deficit rule reads of the fleet's settings: its headroom rule and
@@ -228,9 +229,7 @@ async fn open_deficit(
     let started_at = streak.first().map_or(sample.at, |s| s.at.min(sample.at));
     let evidence = deficit::evidence(obs, &streak, rules.restore_cap, rules.rule);
     let cooldown = ctx.settings.proposal_cooldown;
-    let since = sample
-        .at
-        .saturating_sub(i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX));
+    let since = sample.at.saturating_sub(millis(cooldown));
     let last =
         fleet_deficits::superseded_since(&mut *tx, fleet, since, deficit::RECOVERED_REASON).await?;
     let deferral = deficit::deferral(sample.at, last, cooldown);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::context::Ctx;
 use crate::db;
 use crate::domain::capacity::Resolution;
-use crate::domain::UnixMillis;
+use crate::domain::{millis, UnixMillis};
 
 /// Rows one write transaction deletes at most (a few milliseconds of SQLite work).
 pub const BATCH: i64 = 5_000;
@@ -83,7 +83,7 @@ pub async fn prune_once(ctx: &Ctx) -> anyhow::Result<Pruned> {
 }
 
 fn cutoff(now: UnixMillis, keep: Duration) -> UnixMillis {
-    now.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX))
+    now.saturating_sub(millis(keep))
 }
 
 async fn prune(ctx: &Ctx, kind: Kind, before: UnixMillis) -> anyhow::Result<u64> {

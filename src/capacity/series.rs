@@ -12,7 +12,7 @@ use crate::domain::capacity::{
 };
 use crate::domain::fleet::FleetSpec;
 use crate::domain::ProvisionState;
-use crate::domain::{Caller, FieldError, FieldErrors, Role, UnixMillis};
+use crate::domain::{millis, Caller, FieldError, FieldErrors, Role, UnixMillis};
 use crate::error::OpError;
 
 /// Widest range a series covers: the hour rollups' default retention.
@@ -232,10 +232,9 @@ struct Retained {
 
 fn retained_since(ctx: &Ctx) -> Retained {
     let now = ctx.now();
-    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     Retained {
-        raw: now.saturating_sub(ms(ctx.settings.retention.raw)),
-        minute: now.saturating_sub(ms(ctx.settings.retention.minute)),
+        raw: now.saturating_sub(millis(ctx.settings.retention.raw)),
+        minute: now.saturating_sub(millis(ctx.settings.retention.minute)),
     }
 }
 

@@ -4,6 +4,12 @@ use std::sync::Arc;
 /// Milliseconds since the unix epoch, UTC.
 pub type UnixMillis = i64;
 
+/// A length of time in whole milliseconds, the unit times are stored in; one too long for an
+/// `i64` (only ever meaning "never") becomes `i64::MAX` rather than wrapping.
+pub fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// The source of "now". Time-dependent rules (session expiry, throttling) take a clock so tests
 /// can move time instead of sleeping.
 pub trait Clock: Send + Sync + 'static {
@@ -17,10 +23,11 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> UnixMillis {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+        millis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default(),
+        )
     }
 }
 
@@ -36,8 +43,7 @@ impl ManualClock {
 
     /// Moves the clock forward.
     pub fn advance(&self, by: std::time::Duration) {
-        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        self.0.fetch_add(ms, Ordering::SeqCst);
+        self.0.fetch_add(millis(by), Ordering::SeqCst);
     }
 }
 

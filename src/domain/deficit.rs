@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::capacity::DeficitChange;
-use super::{ProvisionState, UnixMillis};
+use super::{millis, ProvisionState, UnixMillis};
 
 /// The deficit work one sample asks for, from the tracker's change and the open deficit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub fn follow_up(
     if p.followup_below.saturating_add(1) < i64::from(enter_after) {
         return FollowUp::Count;
     }
-    let cooldown = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
+    let cooldown = millis(cooldown);
     let mut due = p
         .proposed_at
         .unwrap_or(p.detected_at)

@@ -25,7 +25,7 @@ pub mod textdiff;
 pub mod username;
 
 pub use caller::{Actor, Caller, Forbidden};
-pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
+pub use clock::{millis, Clock, ManualClock, SystemClock, UnixMillis};
 pub use field_error::{FieldError, FieldErrors};
 pub use password::NewPassword;
 pub use provision::{MachineStatus, ProvisionState};

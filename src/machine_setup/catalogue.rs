@@ -9,7 +9,7 @@ use crate::auth::Caller;
 use crate::context::Ctx;
 use crate::db;
 use crate::domain::machine::{CatalogueView, ProviderKind};
-use crate::domain::{FieldError, Role, UnixMillis};
+use crate::domain::{millis, FieldError, Role, UnixMillis};
 use crate::error::OpError;
 use crate::provider::{Catalogue, Image, Location, ServerType};
 
@@ -174,7 +174,7 @@ impl CurrentCatalogue {
 }
 
 fn is_stale(ctx: &Ctx, fetched_at: Option<UnixMillis>) -> bool {
-    let max_age = i64::try_from(ctx.settings.catalogue_max_age.as_millis()).unwrap_or(i64::MAX);
+    let max_age = millis(ctx.settings.catalogue_max_age);
     fetched_at.is_none_or(|t| ctx.clock.now().saturating_sub(t) > max_age)
 }
 

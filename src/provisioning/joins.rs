@@ -17,7 +17,7 @@ use crate::context::Ctx;
 use crate::db::provision_events::{self, NewEvent};
 use crate::db::provision_jobs::{self, AwaitingJoin, MachineUpdate};
 use crate::db::{self, provisions};
-use crate::domain::{Actor, MachineStatus, ProvisionState, UnixMillis};
+use crate::domain::{millis, Actor, MachineStatus, ProvisionState, UnixMillis};
 
 /// A fleet member as the scraper read it: its raft id and the host name its `/node`
 /// publishes.
@@ -138,7 +138,7 @@ pub async fn fail_overdue(ctx: &Ctx) -> anyhow::Result<usize> {
         return Ok(0);
     };
     let now = ctx.now();
-    let cutoff = now.saturating_sub(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
+    let cutoff = now.saturating_sub(millis(timeout));
     let overdue = {
         let mut conn = ctx.pool.acquire().await?;
         provision_jobs::join_overdue(&mut conn, cutoff).await?

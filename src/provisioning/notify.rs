@@ -14,7 +14,7 @@ use crate::context::Ctx;
 use crate::db::provision_events::{self, NewEvent};
 use crate::db::webhooks::{self, DeliveryRow, Settle};
 use crate::domain::capacity::n_plus_words;
-use crate::domain::{ProvisionState, UnixMillis};
+use crate::domain::{millis, ProvisionState, UnixMillis};
 
 /// What a notification reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,10 +403,6 @@ async fn record(
     }
     tx.commit().await?;
     Ok(())
-}
-
-fn millis(d: Duration) -> UnixMillis {
-    UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
 }
 
 /// Delivers due notifications every `POLL_EVERY` until `shutdown` turns true. Due-ness comes
