@@ -1,4 +1,4 @@
-//! The stop signal every background loop watches (`startup::BackgroundLoops`).
+//! The stop signal every background loop watches ([`crate::startup::BackgroundLoops`]).
 
 use tokio::sync::watch;
 

@@ -273,6 +273,6 @@ pub async fn fetch_missing_until_stopped(
 ) {
     tokio::select! {
         () = fetch_missing_once(&ctx) => {}
-        _ = shutdown.wait_for(|stop| *stop) => {}
+        () = crate::shutdown::requested(&mut shutdown) => {}
     }
 }

@@ -244,7 +244,7 @@ async fn serve_with<H>(
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            _ = stopped(&mut stop) => return,
+            () = crate::shutdown::requested(&mut stop) => return,
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
@@ -276,15 +276,6 @@ async fn serve_with<H>(
             }
             drop(permit);
         });
-    }
-}
-
-/// Resolves when the stop signal is sent or its sender is gone.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    while !*stop.borrow_and_update() {
-        if stop.changed().await.is_err() {
-            return;
-        }
     }
 }
 
@@ -320,7 +311,7 @@ async fn connection<S, H>(
             let want = chunk.len().min(limits.head_bytes - buf.len());
             let read = tokio::select! {
                 read = tokio::time::timeout_at(head_deadline, stream.read(&mut chunk[..want])) => read,
-                _ = stopped(&mut stop) => return,
+                () = crate::shutdown::requested(&mut stop) => return,
             };
             match read {
                 Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,

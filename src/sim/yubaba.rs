@@ -552,11 +552,7 @@ impl SimFleet {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.options.poll_every) => {}
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
-                    }
-                }
+                () = crate::shutdown::requested(&mut shutdown) => return,
             }
             let now = Instant::now();
             if next_tenant.is_some_and(|at| now >= at) {

@@ -150,7 +150,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         // call) and the next start's reconcile finishes it.
         let outcome = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            () = crate::shutdown::requested(&mut shutdown) => break,
             r = run_once(&ctx) => r,
         };
         let did_work = match outcome {
@@ -165,7 +165,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
                 // the label — unless another instance was quicker.
                 tokio::select! {
                     biased;
-                    _ = shutdown.wait_for(|stop| *stop) => break,
+                    () = crate::shutdown::requested(&mut shutdown) => break,
                     () = tokio::time::sleep(poll) => {}
                 }
                 if let Err(e) = reconcile_on_start(&ctx).await {
@@ -182,7 +182,7 @@ pub async fn run_until_stopped(ctx: Ctx, mut shutdown: tokio::sync::watch::Recei
         }
         tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            () = crate::shutdown::requested(&mut shutdown) => break,
             () = ctx.jobs.notified() => {}
             () = tokio::time::sleep(poll) => {}
         }
