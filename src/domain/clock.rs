@@ -139,6 +139,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn millis_truncates_to_whole_milliseconds_and_saturates_instead_of_wrapping() {
+        use std::time::Duration;
+        assert_eq!(millis(Duration::from_micros(1_999)), 1);
+        assert_eq!(millis(Duration::from_secs(90)), 90_000);
+        // u64::MAX seconds is far past i64::MAX milliseconds: an `as` cast would wrap negative.
+        assert_eq!(millis(Duration::MAX), i64::MAX);
+        assert_eq!(millis(Duration::from_millis(u64::MAX)), i64::MAX);
+    }
+
+    #[test]
     fn formats_and_parses_round_trip() {
         let at = parse_utc("2026-12-02T09:30").unwrap();
         assert_eq!(format_utc(at), "2026-12-02T09:30:00Z");
